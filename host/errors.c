@@ -1,0 +1,47 @@
+/*
+ * errors.c -- names and messages of the WSEL_E* codes, from the one table in
+ * wsel.h (WSEL_ERRNO_MAP), and of the fallback reasons.
+ */
+#include "wsel_host.h"
+
+const char *wsel_strerror(int32_t code)
+{
+    switch (code) {
+#define WSEL_STRERROR_CASE_(name, value, msg)                                         \
+    case value:                                                                       \
+        return msg;
+        WSEL_ERRNO_MAP(WSEL_STRERROR_CASE_)
+#undef WSEL_STRERROR_CASE_
+    default:
+        return "unknown error";
+    }
+}
+
+const char *wsel_errname(int32_t code)
+{
+    switch (code) {
+#define WSEL_ERRNAME_CASE_(name, value, msg)                                          \
+    case value:                                                                       \
+        return "WSEL_" #name;
+        WSEL_ERRNO_MAP(WSEL_ERRNAME_CASE_)
+#undef WSEL_ERRNAME_CASE_
+    default:
+        return "WSEL_E?";
+    }
+}
+
+const char *wsel_fallback_reason_name(uint32_t reason)
+{
+    static const char *const names[WSEL_FALLBACK_REASONS] = {
+        [WSEL_FALLBACK_NO_POLICY] = "no_policy",
+        [WSEL_FALLBACK_ERROR] = "error",
+        [WSEL_FALLBACK_OUT_OF_RANGE] = "out_of_range",
+        [WSEL_FALLBACK_EXCLUDED] = "excluded",
+        [WSEL_FALLBACK_EJECTED] = "ejected",
+        [WSEL_FALLBACK_CRASHED] = "crashed",
+        [WSEL_FALLBACK_TIMEOUT] = "timeout",
+    };
+    if (reason >= WSEL_FALLBACK_REASONS || names[reason] == NULL)
+        return "unknown";
+    return names[reason];
+}
