@@ -1,0 +1,201 @@
+/*
+ * harness.c -- see harness.h.
+ */
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "wsel_host.h"
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    assert_non_null(p);
+    return p;
+}
+
+harness_table *harness_table_new(uint32_t num_workers, const uint32_t *dp_sizes)
+{
+    uint32_t rows = 0;
+    for (uint32_t w = 0; w < num_workers; w++)
+        rows += dp_sizes ? dp_sizes[w] : 1;
+    assert_true(rows > 0);
+
+    harness_table *t = xcalloc(1, sizeof(*t));
+    t->worker_id = xcalloc(rows, sizeof(*t->worker_id));
+    t->dp_rank = xcalloc(rows, sizeof(*t->dp_rank));
+    t->overlap_blocks = xcalloc(rows, sizeof(*t->overlap_blocks));
+    t->prefill_tokens = xcalloc(rows, sizeof(*t->prefill_tokens));
+    t->decode_blocks = xcalloc(rows, sizeof(*t->decode_blocks));
+    t->cost = xcalloc(rows, sizeof(*t->cost));
+    t->kv_capacity_blocks = xcalloc(rows, sizeof(*t->kv_capacity_blocks));
+    t->active_requests = xcalloc(rows, sizeof(*t->active_requests));
+    t->flags = xcalloc(rows, sizeof(*t->flags));
+    t->group_first_row = xcalloc(num_workers, sizeof(*t->group_first_row));
+    t->group_row_count = xcalloc(num_workers, sizeof(*t->group_row_count));
+
+    uint32_t row = 0;
+    for (uint32_t w = 0; w < num_workers; w++) {
+        uint32_t dp = dp_sizes ? dp_sizes[w] : 1;
+        t->group_first_row[w] = row;
+        t->group_row_count[w] = dp;
+        for (uint32_t r = 0; r < dp; r++, row++) {
+            t->worker_id[row] = w;
+            t->dp_rank[row] = r;
+        }
+    }
+
+    wsel_table *v = &t->table;
+    v->struct_size = sizeof(*v);
+    v->num_rows = rows;
+    v->num_groups = num_workers;
+    v->topology_epoch = 1;
+    v->worker_id = t->worker_id;
+    v->dp_rank = t->dp_rank;
+    v->overlap_blocks = t->overlap_blocks;
+    v->prefill_tokens = t->prefill_tokens;
+    v->decode_blocks = t->decode_blocks;
+    v->cost = t->cost;
+    v->kv_capacity_blocks = t->kv_capacity_blocks;
+    v->active_requests = t->active_requests;
+    v->flags = t->flags;
+    v->group_first_row = t->group_first_row;
+    v->group_row_count = t->group_row_count;
+    return t;
+}
+
+harness_table *harness_table_uniform(uint32_t num_workers, uint32_t dp)
+{
+    uint32_t *sizes = xcalloc(num_workers, sizeof(*sizes));
+    for (uint32_t w = 0; w < num_workers; w++)
+        sizes[w] = dp;
+    harness_table *t = harness_table_new(num_workers, sizes);
+    free(sizes);
+    return t;
+}
+
+void harness_table_free(harness_table *t)
+{
+    if (t == NULL)
+        return;
+    free(t->worker_id);
+    free(t->dp_rank);
+    free(t->overlap_blocks);
+    free(t->prefill_tokens);
+    free(t->decode_blocks);
+    free(t->cost);
+    free(t->kv_capacity_blocks);
+    free(t->active_requests);
+    free(t->flags);
+    free(t->group_first_row);
+    free(t->group_row_count);
+    free(t);
+}
+
+void harness_table_default_costs(harness_table *t, double overlap_weight,
+                                 uint32_t block_size)
+{
+    for (uint32_t i = 0; i < t->table.num_rows; i++)
+        t->cost[i] = overlap_weight * (double)t->prefill_tokens[i] / (double)block_size +
+                     (double)t->decode_blocks[i];
+}
+
+static void harness_log(const wsel_host_api *host, int32_t level, const char *msg)
+{
+    (void)host;
+    fprintf(stderr, "[plugin log %d] %s\n", (int)level, msg);
+}
+
+const wsel_host_api *harness_host_api(void)
+{
+    static const wsel_host_api api = {
+        .struct_size = sizeof(wsel_host_api),
+        .abi_major = WSEL_ABI_MAJOR,
+        .abi_minor = WSEL_ABI_MINOR,
+        .host_ctx = NULL,
+        .log = harness_log,
+        .rng_u64 = wsel_rng_u64,
+        .rng_uniform = wsel_rng_uniform,
+        .softmax_sample = wsel_softmax_sample,
+        .argmin = wsel_argmin,
+    };
+    return &api;
+}
+
+void harness_request(wsel_request *req, wsel_rng *rng, uint64_t seed, uint64_t request_id,
+                     uint64_t affinity_key, const uint64_t *hashes, uint32_t num_hashes)
+{
+    memset(req, 0, sizeof(*req));
+    wsel_rng_seed(rng, seed ^ (request_id * 0x9e3779b97f4a7c15ull));
+    req->struct_size = sizeof(*req);
+    req->request_id = request_id;
+    req->affinity_key = affinity_key;
+    req->isl_tokens = 16u * num_hashes;
+    req->block_size = 16;
+    req->num_block_hashes = num_hashes;
+    req->block_hashes = num_hashes ? hashes : NULL;
+    req->overlap_score_weight = 1.0;
+    req->temperature = 0.0;
+    req->uniform = wsel_rng_uniform(rng);
+    req->rng = rng;
+}
+
+void harness_params(double *values, const char *const *names, const double *overrides,
+                    uint32_t num_overrides)
+{
+    const wsel_plugin *p = &wsel_plugin_entry;
+    for (uint32_t i = 0; i < p->num_params; i++) {
+        const wsel_param_def *d = (const wsel_param_def *)((const char *)p->params +
+                                                           (size_t)i * p->param_def_size);
+        values[i] = d->default_value;
+    }
+    for (uint32_t k = 0; k < num_overrides; k++) {
+        int found = 0;
+        for (uint32_t i = 0; i < p->num_params; i++) {
+            const wsel_param_def *d =
+                (const wsel_param_def *)((const char *)p->params +
+                                         (size_t)i * p->param_def_size);
+            if (strcmp(d->name, names[k]) == 0) {
+                values[i] = overrides[k];
+                found = 1;
+            }
+        }
+        if (!found)
+            fail_msg("unknown parameter '%s' for plugin %s", names[k], p->name);
+    }
+}
+
+void *harness_create(const char *const *names, const double *overrides,
+                     uint32_t num_overrides)
+{
+    const wsel_plugin *p = &wsel_plugin_entry;
+    double values[64];
+    assert_true(p->num_params <= 64);
+    harness_params(values, names, overrides, num_overrides);
+    void *instance = NULL;
+    int32_t rc = p->create(harness_host_api(), values, p->num_params, &instance);
+    if (rc != 0)
+        fail_msg("%s: create failed: %d", p->name, (int)rc);
+    assert_non_null(instance);
+    return instance;
+}
+
+uint32_t harness_select(void *instance, const wsel_request *req, const harness_table *t)
+{
+    wsel_choice choice;
+    memset(&choice, 0, sizeof(choice));
+    choice.struct_size = sizeof(choice);
+    int32_t rc = wsel_plugin_entry.select(instance, req, &t->table, &choice);
+    if (rc != 0)
+        fail_msg("%s: select failed: %d", wsel_plugin_entry.name, (int)rc);
+    assert_true(choice.row < t->table.num_rows);
+    assert_false(t->flags[choice.row] & WSEL_ROW_EXCLUDED);
+    return choice.row;
+}
