@@ -32,7 +32,7 @@ set_target_properties(wsel_abi PROPERTIES EXPORT_NAME abi)
 set_target_properties(wsel_host PROPERTIES EXPORT_NAME host)
 install(TARGETS wsel_abi wsel_host EXPORT wsel-targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
-                NAMELINK_COMPONENT dev
+                NAMELINK_COMPONENT dev)
 
 # --- the bundled plugins: every wsel_plugin_* module under plugins/ ---------
 # Collected from the folders rather than listed, so a policy added under
