@@ -1,0 +1,215 @@
+/*
+ * hysteresis -- sticky selection with a dead band: the fix for flicker.
+ *
+ * When every rank's cost is nearly the same (high cache-hit rates), the
+ * argmin flips on any tiny load change and the softmax magnifies the noise,
+ * so one session's requests jump between workers and lose their cache.
+ * This policy remembers, per affinity key, the (worker_id, dp_rank) it chose
+ * last and keeps it while it stays eligible and its cost is within a dead
+ * band of the best candidate's:
+ *
+ *     keep  iff  cost_incumbent <= cost_best + rel_margin * |cost_best|
+ *                                            + abs_margin
+ *
+ * Without an incumbent (or when it must move) it answers like the softmax
+ * policy. The memory is a bounded LRU table behind one instance lock, so
+ * select is safe from many threads at once.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "sticky_table.h"
+#include "wsel.h"
+
+/* Parameter indices, in the order of the table below. */
+enum { P_KEY_BLOCKS, P_REL_MARGIN, P_ABS_MARGIN, P_TEMPERATURE, P_CAPACITY, P_COUNT };
+
+static const wsel_param_def hysteresis_params[P_COUNT] = {
+    [P_KEY_BLOCKS] = {"key_blocks",
+                      "without an affinity key, key on the hash of the first N blocks",
+                      WSEL_PARAM_INT, 0, 4.0, 1.0, 1048576.0, NULL},
+    [P_REL_MARGIN] =
+        {"rel_margin",
+         "dead band: stay while cost <= best * (1 + rel_margin) + abs_margin",
+         WSEL_PARAM_DOUBLE, 0, 0.10, 0.0, 100.0, NULL},
+    [P_ABS_MARGIN] = {"abs_margin", "dead band: absolute slack, in cost units (blocks)",
+                      WSEL_PARAM_DOUBLE, 0, 4.0, 0.0, 1e9, NULL},
+    [P_TEMPERATURE] = {"temperature",
+                       "softmax temperature for fresh choices; a request's own "
+                       "temperature > 0 wins",
+                       WSEL_PARAM_DOUBLE, 0, 0.0, 0.0, 100.0, NULL},
+    [P_CAPACITY] = {"capacity", "keys remembered; the least recently used is forgotten",
+                    WSEL_PARAM_INT, 0, 65536.0, 1.0, 16777216.0, NULL},
+};
+
+typedef struct hysteresis {
+    const wsel_host_api *host;
+    uint32_t key_blocks;
+    double rel_margin;
+    double abs_margin;
+    double temperature;
+    /* Guards `memory`; held only for a lookup, a binary search and a put. */
+    pthread_mutex_t lock;
+    sticky_table memory;
+} hysteresis;
+
+static int32_t hysteresis_create(const wsel_host_api *host, const double *params,
+                                 uint32_t num_params, void **out_instance)
+{
+    if (host == NULL || params == NULL || out_instance == NULL || num_params != P_COUNT)
+        return WSEL_EINVAL;
+    hysteresis *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return WSEL_ENOMEM;
+    h->host = host;
+    h->key_blocks = (uint32_t)params[P_KEY_BLOCKS];
+    h->rel_margin = params[P_REL_MARGIN];
+    h->abs_margin = params[P_ABS_MARGIN];
+    h->temperature = params[P_TEMPERATURE];
+
+    int32_t rc = sticky_table_init(&h->memory, (uint32_t)params[P_CAPACITY]);
+    if (rc != 0)
+        goto out_free_instance;
+    if (pthread_mutex_init(&h->lock, NULL) != 0) {
+        rc = WSEL_ENOMEM;
+        goto out_free_memory;
+    }
+    *out_instance = h;
+    return 0;
+
+out_free_memory:
+    sticky_table_free(&h->memory);
+out_free_instance:
+    free(h);
+    return rc;
+}
+
+static void hysteresis_destroy(void *instance)
+{
+    hysteresis *h = instance;
+    if (h == NULL)
+        return;
+    pthread_mutex_destroy(&h->lock);
+    sticky_table_free(&h->memory);
+    free(h);
+}
+
+/* The stickiness key: the affinity key, else the hash standing for the first
+ * key_blocks blocks, else 0 (no stickiness). */
+static uint64_t request_key(const wsel_request *req, uint32_t key_blocks)
+{
+    if (req->affinity_key != 0)
+        return req->affinity_key;
+    if (req->num_block_hashes == 0 || req->block_hashes == NULL)
+        return 0;
+    uint32_t n = key_blocks < req->num_block_hashes ? key_blocks : req->num_block_hashes;
+    return req->block_hashes[n - 1];
+}
+
+/* Row of (worker_id, dp_rank) in `t`, or STICKY_NIL if it is gone: binary
+ * search over the group view, then over that worker's ranks. */
+static uint32_t find_row(const wsel_table *t, uint64_t worker_id, uint32_t dp_rank)
+{
+    uint32_t lo = 0, hi = t->num_groups;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (t->worker_id[t->group_first_row[mid]] < worker_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == t->num_groups || t->worker_id[t->group_first_row[lo]] != worker_id)
+        return STICKY_NIL;
+    uint32_t first = t->group_first_row[lo];
+    uint32_t rlo = first, rhi = first + t->group_row_count[lo];
+    while (rlo < rhi) {
+        uint32_t mid = rlo + (rhi - rlo) / 2;
+        if (t->dp_rank[mid] < dp_rank)
+            rlo = mid + 1;
+        else
+            rhi = mid;
+    }
+    if (rlo == first + t->group_row_count[lo] || t->dp_rank[rlo] != dp_rank)
+        return STICKY_NIL;
+    return rlo;
+}
+
+/* Which rows are not candidates: excluded always, busy unless every
+ * non-excluded row is busy. Writes the best candidate cost; returns 0 or
+ * WSEL_ENOCANDIDATE. */
+static int32_t scan_candidates(const wsel_table *t, uint8_t *out_skip, double *out_best)
+{
+    double best_free = 0.0, best_any = 0.0;
+    uint32_t n_free = 0, n_any = 0;
+    for (uint32_t i = 0; i < t->num_rows; i++) {
+        uint8_t f = t->flags[i];
+        if (f & WSEL_ROW_EXCLUDED)
+            continue;
+        double c = t->cost[i];
+        if (n_any++ == 0 || c < best_any)
+            best_any = c;
+        if (f & WSEL_ROW_BUSY)
+            continue;
+        if (n_free++ == 0 || c < best_free)
+            best_free = c;
+    }
+    if (n_any == 0)
+        return WSEL_ENOCANDIDATE;
+    *out_skip = n_free ? (uint8_t)(WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY) : WSEL_ROW_EXCLUDED;
+    *out_best = n_free ? best_free : best_any;
+    return 0;
+}
+
+static int32_t hysteresis_select(void *instance, const wsel_request *req,
+                                 const wsel_table *t, wsel_choice *choice)
+{
+    hysteresis *h = instance;
+    uint8_t skip;
+    double best;
+    int32_t rc = scan_candidates(t, &skip, &best);
+    if (rc != 0)
+        return rc;
+
+    /* The answer without memory, computed outside the lock. */
+    double temperature = req->temperature > 0.0 ? req->temperature : h->temperature;
+    uint32_t row;
+    rc = h->host->softmax_sample(t->cost, t->flags, t->num_rows, skip, temperature,
+                                 req->uniform, &row);
+    if (rc != 0)
+        return rc;
+
+    uint64_t key = request_key(req, h->key_blocks);
+    if (key != 0) {
+        double limit = best + h->rel_margin * (best < 0.0 ? -best : best) + h->abs_margin;
+        pthread_mutex_lock(&h->lock);
+        const sticky_entry *e = sticky_table_find(&h->memory, key);
+        if (e != NULL) {
+            uint32_t inc = find_row(t, e->worker_id, e->dp_rank);
+            if (inc != STICKY_NIL && (t->flags[inc] & skip) == 0 && t->cost[inc] <= limit)
+                row = inc;
+        }
+        sticky_table_put(&h->memory, key, t->worker_id[row], t->dp_rank[row]);
+        pthread_mutex_unlock(&h->lock);
+    }
+    choice->row = row;
+    return 0;
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .capabilities = WSEL_CAP_CONCURRENT_SELECT,
+    .name = "hysteresis",
+    .version = "1.0.0",
+    .description = "sticky per-key choice, kept until it leaves a dead band around "
+                   "the best cost",
+    .params = hysteresis_params,
+    .num_params = P_COUNT,
+    .param_def_size = sizeof(wsel_param_def),
+    .create = hysteresis_create,
+    .destroy = hysteresis_destroy,
+    .select = hysteresis_select,
+    .on_request_finished = NULL,
+    .on_topology_changed = NULL,
+};
