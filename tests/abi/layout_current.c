@@ -1,0 +1,6 @@
+/* layout_current.c -- the same facts, measured on abi/wsel.h. */
+#include "wsel.h"
+
+#include "layout_fields.h"
+
+ABI_DEFINE_FACTS_(abi_facts_current)

@@ -1,0 +1,136 @@
+/*
+ * test_abi_layout.c -- abi/wsel.h keeps every promise of ABI v1.0.
+ *
+ * The same lists (layout_fields.h) are measured on the frozen v1.0 header
+ * and on the current one, in two translation units; every mismatch is
+ * printed with the field's name before the test fails.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "layout_fields.h"
+
+/* Compare two lists fact by fact; returns the number of mismatches. */
+static int count_mismatches(const char *what, const abi_fact *old, size_t num_old,
+                            const abi_fact *now, size_t num_now)
+{
+    int bad = 0;
+    if (num_now != num_old) {
+        print_error("%s: %zu in v1.0, %zu now\n", what, num_old, num_now);
+        return 1;
+    }
+    for (size_t i = 0; i < num_old; i++) {
+        if (strcmp(old[i].name, now[i].name) != 0) {
+            print_error("%s %zu: '%s' in v1.0, '%s' now\n", what, i, old[i].name,
+                        now[i].name);
+            bad++;
+            continue;
+        }
+        if (old[i].offset != now[i].offset || old[i].value != now[i].value) {
+            print_error("%s: offset/value %llu/%lld in v1.0, %llu/%lld now\n",
+                        old[i].name, (unsigned long long)old[i].offset,
+                        (long long)old[i].value, (unsigned long long)now[i].offset,
+                        (long long)now[i].value);
+            bad++;
+        }
+        int grew = old[i].growable && now[i].size > old[i].size;
+        if (old[i].size != now[i].size && !grew) {
+            print_error("%s: size %llu in v1.0, %llu now\n", old[i].name,
+                        (unsigned long long)old[i].size, (unsigned long long)now[i].size);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void test_every_v1_0_field_keeps_its_offset_and_size(void **state)
+{
+    (void)state;
+    const abi_facts *old = abi_facts_v1_0();
+    const abi_facts *now = abi_facts_current();
+    assert_int_equal(count_mismatches("fields", old->fields, old->num_fields, now->fields,
+                                      now->num_fields),
+                     0);
+}
+
+static void test_structs_only_grow_and_fixed_ones_keep_their_size(void **state)
+{
+    (void)state;
+    const abi_facts *old = abi_facts_v1_0();
+    const abi_facts *now = abi_facts_current();
+    assert_int_equal(count_mismatches("structs", old->structs, old->num_structs,
+                                      now->structs, now->num_structs),
+                     0);
+}
+
+static void test_every_v1_0_constant_keeps_its_value(void **state)
+{
+    (void)state;
+    const abi_facts *old = abi_facts_v1_0();
+    const abi_facts *now = abi_facts_current();
+    assert_int_equal(count_mismatches("constants", old->constants, old->num_constants,
+                                      now->constants, now->num_constants),
+                     0);
+}
+
+static void test_every_v1_0_error_code_keeps_its_name_and_value(void **state)
+{
+    (void)state;
+    const abi_facts *old = abi_facts_v1_0();
+    const abi_facts *now = abi_facts_current();
+    /* A minor may append codes: compare the v1.0 prefix of the list. */
+    assert_true(now->num_errors >= old->num_errors);
+    assert_int_equal(count_mismatches("error codes", old->errors, old->num_errors,
+                                      now->errors, old->num_errors),
+                     0);
+}
+
+static void test_minor_version_never_goes_back_and_entry_symbol_stays(void **state)
+{
+    (void)state;
+    const abi_facts *old = abi_facts_v1_0();
+    const abi_facts *now = abi_facts_current();
+    assert_int_equal(old->abi_minor, 0);
+    assert_true(now->abi_minor >= old->abi_minor);
+    assert_string_equal(now->entry_symbol, old->entry_symbol);
+}
+
+static void test_v1_0_sizes_match_the_literal_pins(void **state)
+{
+    (void)state;
+    /* The frozen header's numbers, written out once more so that a change
+     * to both headers at once (say, a bad copy) still fails somewhere. */
+    static const struct {
+        const char *name;
+        uint64_t size;
+    } pinned[] = {
+        {"sizeof(wsel_rng)", 32},      {"sizeof(wsel_request)", 88},
+        {"sizeof(wsel_table)", 112},   {"sizeof(wsel_choice)", 32},
+        {"sizeof(wsel_host_api)", 64}, {"sizeof(wsel_param_def)", 56},
+        {"sizeof(wsel_plugin)", 96},
+    };
+    const abi_facts *old = abi_facts_v1_0();
+    assert_int_equal(old->num_structs, sizeof(pinned) / sizeof(pinned[0]));
+    for (size_t i = 0; i < old->num_structs; i++) {
+        assert_string_equal(old->structs[i].name, pinned[i].name);
+        assert_int_equal(old->structs[i].size, pinned[i].size);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_v1_0_field_keeps_its_offset_and_size),
+        cmocka_unit_test(test_structs_only_grow_and_fixed_ones_keep_their_size),
+        cmocka_unit_test(test_every_v1_0_constant_keeps_its_value),
+        cmocka_unit_test(test_every_v1_0_error_code_keeps_its_name_and_value),
+        cmocka_unit_test(test_minor_version_never_goes_back_and_entry_symbol_stays),
+        cmocka_unit_test(test_v1_0_sizes_match_the_literal_pins),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
