@@ -1,0 +1,109 @@
+/*
+ * random -- send each request to an eligible row chosen uniformly at random.
+ *
+ * The baseline every load-aware policy must beat (balls into bins with one
+ * choice). The draw comes from the request's seeded stream through the
+ * host's rng_u64, so a decision is reproducible from (seed, request id).
+ *
+ * Eligible means not WSEL_ROW_EXCLUDED, and not WSEL_ROW_BUSY unless every
+ * eligible row is busy. Two scans of the flags column: count, then find the
+ * drawn row. Stateless and safe to call concurrently: the instance only
+ * holds the host table.
+ */
+#include <stdlib.h>
+
+#include "wsel.h"
+
+typedef struct random_policy {
+    const wsel_host_api *host; /* OWNERSHIP: host's, valid until destroy */
+} random_policy;
+
+/* [control thread] */
+static int32_t random_create(const wsel_host_api *host, const double *params,
+                             uint32_t num_params, void **out_instance)
+{
+    (void)params;
+    if (host == NULL || out_instance == NULL || num_params != 0)
+        return WSEL_EINVAL;
+    random_policy *r = malloc(sizeof(*r));
+    if (r == NULL)
+        return WSEL_ENOMEM;
+    r->host = host;
+    *out_instance = r;
+    return 0;
+}
+
+/* [control thread] */
+static void random_destroy(void *instance)
+{
+    free(instance);
+}
+
+/* Uniform integer in [0, n), n >= 1: rejects the 2^64 mod n lowest values
+ * so that the rest split evenly into n classes (a rejection happens with
+ * probability below n / 2^64, i.e. practically never). */
+static uint32_t draw_below(const wsel_host_api *host, wsel_rng *rng, uint32_t n)
+{
+    uint64_t reject_below = (0 - (uint64_t)n) % n; /* 2^64 mod n */
+    uint64_t x;
+    do
+        x = host->rng_u64(rng);
+    while (x < reject_below);
+    return (uint32_t)(x % n);
+}
+
+/* Number of rows whose flags miss `skip`. */
+static uint32_t count_rows(const wsel_table *t, uint8_t skip)
+{
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        count += (t->flags[i] & skip) == 0;
+    return count;
+}
+
+/* Index of the k-th (0-based) row whose flags miss `skip`; k < count. */
+static uint32_t nth_row(const wsel_table *t, uint8_t skip, uint32_t k)
+{
+    uint32_t i = 0;
+    for (;; i++) {
+        if ((t->flags[i] & skip) == 0 && k-- == 0)
+            break;
+    }
+    return i;
+}
+
+/* [select thread, concurrent] Draws from request->rng; no allocation. */
+static int32_t random_select(void *instance, const wsel_request *request,
+                             const wsel_table *table, wsel_choice *choice)
+{
+    const random_policy *r = instance;
+    uint8_t skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+    uint32_t m = count_rows(table, skip);
+    if (m == 0) { /* every eligible row is busy: a busy row beats none */
+        skip = WSEL_ROW_EXCLUDED;
+        m = count_rows(table, skip);
+    }
+    if (m == 0)
+        return WSEL_ENOCANDIDATE;
+    choice->row = nth_row(table, skip, draw_below(r->host, request->rng, m));
+    return 0;
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
+    .name = "random",
+    .version = "1.0.0",
+    .description =
+        "an eligible rank uniformly at random (load- and cache-blind baseline)",
+    .params = NULL,
+    .num_params = 0,
+    .param_def_size = sizeof(wsel_param_def),
+    .create = random_create,
+    .destroy = random_destroy,
+    .select = random_select,
+    .on_request_finished = NULL,
+    .on_topology_changed = NULL,
+};
