@@ -1,0 +1,234 @@
+/*
+ * dpgroup -- score workers as the lockstep engines they are: the fix for
+ * data-parallel over-subscription.
+ *
+ * A data-parallel engine steps all its ranks together, so a worker is as
+ * slow as its busiest rank. Rank-level policies see a worker with 8 ranks
+ * as 8 independent candidates and keep feeding its idle ranks while one
+ * saturated rank stretches every shared step. This policy aggregates load
+ * per worker (the group view) and
+ *   - two-level (default): picks the worker by
+ *       aggregate(decode_blocks over its ranks)
+ *       + overlap_score_weight * prefill_tokens / block_size
+ *     (prefill of its best-overlap eligible rank), then the cheapest
+ *     eligible rank inside it;
+ *   - blend: picks the row minimising cost + alpha * mean rank load of its
+ *     worker.
+ * Exact ties are broken uniformly at random with the request's stream.
+ * Keeps no state: safe from any number of threads.
+ */
+#include <stdlib.h>
+
+#include "wsel.h"
+
+enum { P_MODE, P_AGGREGATE, P_ALPHA, P_COUNT };
+enum { MODE_TWO_LEVEL, MODE_BLEND };
+enum { AGG_MAX, AGG_MEAN, AGG_SUM };
+
+static const char *const mode_names[] = {"two-level", "blend", NULL};
+static const char *const aggregate_names[] = {"max", "mean", "sum", NULL};
+
+static const wsel_param_def dpgroup_params[P_COUNT] = {
+    [P_MODE] = {"mode",
+                "two-level: choose the worker, then its rank; blend: rank cost + "
+                "alpha * worker load",
+                WSEL_PARAM_ENUM, 0, MODE_TWO_LEVEL, MODE_TWO_LEVEL, MODE_BLEND,
+                mode_names},
+    [P_AGGREGATE] = {"aggregate",
+                     "two-level: a worker's load from its ranks' decode_blocks",
+                     WSEL_PARAM_ENUM, 0, AGG_MAX, AGG_MAX, AGG_SUM, aggregate_names},
+    [P_ALPHA] = {"alpha", "blend: weight of the worker's mean rank load (blocks)",
+                 WSEL_PARAM_DOUBLE, 0, 1.0, 0.0, 100.0, NULL},
+};
+
+typedef struct dpgroup {
+    const wsel_host_api *host;
+    uint32_t mode;
+    uint32_t aggregate;
+    double alpha;
+} dpgroup;
+
+static int32_t dpgroup_create(const wsel_host_api *host, const double *params,
+                              uint32_t num_params, void **out_instance)
+{
+    if (host == NULL || params == NULL || out_instance == NULL || num_params != P_COUNT)
+        return WSEL_EINVAL;
+    dpgroup *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return WSEL_ENOMEM;
+    d->host = host;
+    d->mode = (uint32_t)params[P_MODE];
+    d->aggregate = (uint32_t)params[P_AGGREGATE];
+    d->alpha = params[P_ALPHA];
+    *out_instance = d;
+    return 0;
+}
+
+static void dpgroup_destroy(void *instance)
+{
+    free(instance);
+}
+
+/* Uniform random tie-break over a stream of equal scores (reservoir of one):
+ * the k-th tie (k >= 2) replaces the kept one with probability 1/k. */
+typedef struct tie_break {
+    const wsel_host_api *host;
+    wsel_rng *rng;
+    double best;
+    uint32_t ties;
+    uint32_t pick;
+} tie_break;
+
+static void tie_offer(tie_break *tb, double score, uint32_t index)
+{
+    if (tb->ties == 0 || score < tb->best) {
+        tb->best = score;
+        tb->ties = 1;
+        tb->pick = index;
+        return;
+    }
+    if (score > tb->best)
+        return;
+    tb->ties++;
+    /* floor(r * ties / 2^32) with r uniform on 32 bits: 1/ties, within 2^-32. */
+    uint64_t r = tb->host->rng_u64(tb->rng) >> 32;
+    if (((r * tb->ties) >> 32) == 0)
+        tb->pick = index;
+}
+
+/* Not candidates: excluded rows, and busy rows unless every non-excluded row
+ * is busy. Returns the mask, or 0 when every row is excluded. */
+static uint8_t skip_mask(const wsel_table *t)
+{
+    uint32_t any = 0;
+    for (uint32_t i = 0; i < t->num_rows; i++) {
+        uint8_t f = t->flags[i];
+        if ((f & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)) == 0)
+            return WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+        any |= (f & WSEL_ROW_EXCLUDED) == 0;
+    }
+    return any ? WSEL_ROW_EXCLUDED : 0;
+}
+
+/* A worker's load from all its ranks' decode_blocks: a rank the router may
+ * not use still steps in lockstep with the others. */
+static double worker_load(const wsel_table *t, uint32_t g, uint32_t aggregate)
+{
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    double sum = 0.0, max = 0.0;
+    for (uint32_t i = first; i < first + count; i++) {
+        double load = (double)t->decode_blocks[i];
+        sum += load;
+        if (load > max)
+            max = load;
+    }
+    if (aggregate == AGG_MAX)
+        return max;
+    return aggregate == AGG_MEAN ? sum / (double)count : sum;
+}
+
+/* Cheapest eligible row of group g, ties at random; returns 0 when the
+ * group has none. */
+static int cheapest_row(const dpgroup *d, const wsel_request *req, const wsel_table *t,
+                        uint32_t g, uint8_t skip, uint32_t *out_row)
+{
+    tie_break tb = {d->host, req->rng, 0.0, 0, 0};
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    for (uint32_t i = first; i < first + count; i++)
+        if ((t->flags[i] & skip) == 0)
+            tie_offer(&tb, t->cost[i], i);
+    if (tb.ties == 0)
+        return 0;
+    *out_row = tb.pick;
+    return 1;
+}
+
+/* Prefill work of group g's best-overlap eligible rank (fewest prefill
+ * tokens among equal overlaps), in cost units; returns 0 when the group has
+ * no eligible rank. */
+static int best_overlap_prefill(const wsel_request *req, const wsel_table *t, uint32_t g,
+                                uint8_t skip, double *out_prefill)
+{
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = first; i < first + count; i++) {
+        if (t->flags[i] & skip)
+            continue;
+        if (best == UINT32_MAX || t->overlap_blocks[i] > t->overlap_blocks[best] ||
+            (t->overlap_blocks[i] == t->overlap_blocks[best] &&
+             t->prefill_tokens[i] < t->prefill_tokens[best]))
+            best = i;
+    }
+    if (best == UINT32_MAX)
+        return 0;
+    *out_prefill = req->overlap_score_weight * (double)t->prefill_tokens[best] /
+                   (double)req->block_size;
+    return 1;
+}
+
+static int32_t select_two_level(const dpgroup *d, const wsel_request *req,
+                                const wsel_table *t, uint8_t skip, uint32_t *out_row)
+{
+    tie_break tb = {d->host, req->rng, 0.0, 0, 0};
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        double prefill;
+        if (!best_overlap_prefill(req, t, g, skip, &prefill))
+            continue;
+        tie_offer(&tb, worker_load(t, g, d->aggregate) + prefill, g);
+    }
+    if (tb.ties == 0 || !cheapest_row(d, req, t, tb.pick, skip, out_row))
+        return WSEL_ENOCANDIDATE;
+    return 0;
+}
+
+static int32_t select_blend(const dpgroup *d, const wsel_request *req,
+                            const wsel_table *t, uint8_t skip, uint32_t *out_row)
+{
+    tie_break tb = {d->host, req->rng, 0.0, 0, 0};
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        double penalty = d->alpha * worker_load(t, g, AGG_MEAN);
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        for (uint32_t i = first; i < first + count; i++)
+            if ((t->flags[i] & skip) == 0)
+                tie_offer(&tb, t->cost[i] + penalty, i);
+    }
+    if (tb.ties == 0)
+        return WSEL_ENOCANDIDATE;
+    *out_row = tb.pick;
+    return 0;
+}
+
+static int32_t dpgroup_select(void *instance, const wsel_request *req,
+                              const wsel_table *t, wsel_choice *choice)
+{
+    const dpgroup *d = instance;
+    uint8_t skip = skip_mask(t);
+    if (skip == 0)
+        return WSEL_ENOCANDIDATE;
+    uint32_t row;
+    int32_t rc = d->mode == MODE_BLEND ? select_blend(d, req, t, skip, &row)
+                                       : select_two_level(d, req, t, skip, &row);
+    if (rc != 0)
+        return rc;
+    choice->row = row;
+    return 0;
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
+    .name = "dpgroup",
+    .version = "1.0.0",
+    .description = "scores each data-parallel worker by its busiest rank, then picks "
+                   "the rank",
+    .params = dpgroup_params,
+    .num_params = P_COUNT,
+    .param_def_size = sizeof(wsel_param_def),
+    .create = dpgroup_create,
+    .destroy = dpgroup_destroy,
+    .select = dpgroup_select,
+    .on_request_finished = NULL,
+    .on_topology_changed = NULL,
+};

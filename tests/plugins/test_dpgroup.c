@@ -1,0 +1,326 @@
+/*
+ * test_dpgroup.c -- the dpgroup plugin: a data-parallel worker is scored by
+ * its busiest rank, so it gets its fair share of traffic but never while its
+ * busiest rank leads; a saturated rank shields its idle siblings; blend
+ * mode follows its formula.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "wsel.h"
+#include "wsel_host.h"
+
+#define SEED 77u
+
+/* 0 = the rank-level baseline (softmax at T = 0 on the default cost),
+ * otherwise a dpgroup instance. */
+static uint32_t decide(void *d, const harness_table *t, uint64_t request_id)
+{
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, request_id, 0, NULL, 0);
+    if (d != NULL)
+        return harness_select(d, &req, t);
+    uint32_t row;
+    assert_int_equal(wsel_softmax_sample(t->table.cost, t->flags, t->table.num_rows,
+                                         WSEL_ROW_EXCLUDED, 0.0, req.uniform, &row),
+                     0);
+    return row;
+}
+
+/* Each request is one block with nothing to prefill: decode_blocks is the
+ * rank's load + 1, and the default cost equals it. */
+static void set_loads(harness_table *t, const uint64_t *load)
+{
+    for (uint32_t i = 0; i < t->table.num_rows; i++) {
+        t->decode_blocks[i] = load[i] + 1;
+        t->prefill_tokens[i] = 0;
+        t->cost[i] = (double)t->decode_blocks[i];
+    }
+}
+
+typedef struct stream_result {
+    uint32_t to_wide;        /* requests sent to the 8-rank worker */
+    uint32_t while_it_leads; /* ... while its busiest rank exceeded the
+                                least-loaded 1-rank worker */
+    uint64_t widest_spread;  /* max over steps of (max load - min load) */
+} stream_result;
+
+#define STREAM 16000u
+
+/* Rows 0..7: worker 0 (8 ranks); rows 8..15: workers 1..8 (1 rank each). */
+static stream_result run_stream(void *d)
+{
+    static const uint32_t dp[9] = {8, 1, 1, 1, 1, 1, 1, 1, 1};
+    harness_table *t = harness_table_new(9, dp);
+    uint64_t load[16] = {0};
+    stream_result res = {0, 0, 0};
+    for (uint32_t n = 0; n < STREAM; n++) {
+        set_loads(t, load);
+        uint32_t row = decide(d, t, n);
+        uint64_t wide_max = 0, narrow_min = UINT64_MAX;
+        for (uint32_t i = 0; i < 16; i++) {
+            if (i < 8 && load[i] > wide_max)
+                wide_max = load[i];
+            if (i >= 8 && load[i] < narrow_min)
+                narrow_min = load[i];
+        }
+        if (row < 8) {
+            res.to_wide++;
+            res.while_it_leads += wide_max > narrow_min;
+        }
+        load[row]++;
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (uint32_t i = 0; i < 16; i++) {
+            lo = load[i] < lo ? load[i] : lo;
+            hi = load[i] > hi ? load[i] : hi;
+        }
+        if (hi - lo > res.widest_spread)
+            res.widest_spread = hi - lo;
+    }
+    harness_table_free(t);
+    return res;
+}
+
+/*
+ * One 8-rank worker and eight 1-rank workers, equal per-rank load, 16,000
+ * one-block requests. The 8-rank worker has 8 of the 16 ranks, so its fair
+ * share is exactly 1/2: balanced lockstep ranks cost no capacity.
+ *
+ * Rank-level argmin keeps every rank within 1 of the others, so after 1,000
+ * rounds of 16 the wide worker has exactly 8,000. But it is fed whenever one
+ * of its ranks is at the minimum, even while another of its ranks is
+ * already above a 1-rank worker. Within a round (all 16 ranks at level L,
+ * visited in uniformly random order) a request to the wide worker is sent
+ * "while it leads" unless it is the first of its 8 in the round or comes
+ * after the last 1-rank worker: E = 8 - (1 + 8/9 - 1/C(16,8)) = 6.1111 per
+ * round, 6,111 in 1,000 rounds. Each round contributes a value in [0, 7],
+ * variance <= 49/4, so sigma <= 3.5 * sqrt(1000) = 111; 5 sigma = 553.
+ *
+ * dpgroup (max) takes the wide worker only when its busiest rank is at most
+ * the least-loaded 1-rank worker, so "while it leads" is 0 by construction.
+ * Every increment lands on a rank at most 1 above the global minimum (the
+ * chosen single is <= every single and <= the wide worker's max, which is
+ * <= its min + 1; the chosen wide rank is the global minimum), so loads stay
+ * within 2 of each other; pairing the 8 wide ranks with the 8 singles then
+ * puts the wide worker's count within 8 of 8,000. Its share is 1/2 too.
+ *
+ * aggregate = sum, by contrast, treats a worker as one unit: it scores the
+ * wide worker W + 8 (W = its requests) against s_i + 1 for each single. A
+ * single is fed only while s_i <= W + 7 and the wide worker only while
+ * W <= min s - 7, so at the end W + 6 <= s_i <= W + 8, and with
+ * W + sum s_i = 16,000: 9 W in [16,000 - 64, 16,000 - 48], W in {1771, 1772},
+ * a share of 1/9: the wide worker is starved of 7/8 of its capacity.
+ */
+static void test_a_wide_worker_gets_its_fair_share_but_never_while_its_busiest_rank_leads(
+    void **state)
+{
+    (void)state;
+    stream_result rank_level = run_stream(NULL);
+    assert_int_equal(rank_level.to_wide, 8000);
+    assert_in_range(rank_level.while_it_leads, 6111 - 553, 6111 + 553);
+    print_message("rank-level: wide worker %u/16000, %u while its busiest rank led\n",
+                  rank_level.to_wide, rank_level.while_it_leads);
+
+    void *d = harness_create(NULL, NULL, 0);
+    stream_result group = run_stream(d);
+    wsel_plugin_entry.destroy(d);
+    print_message("dpgroup max: wide worker %u/16000, %u while its busiest rank led, "
+                  "spread %u\n",
+                  group.to_wide, group.while_it_leads, (unsigned)group.widest_spread);
+    assert_int_equal(group.while_it_leads, 0);
+    assert_true(group.widest_spread <= 2);
+    assert_in_range(group.to_wide, 8000 - 8, 8000 + 8);
+
+    const char *names[] = {"aggregate"};
+    const double sum[] = {2};
+    d = harness_create(names, sum, 1);
+    stream_result summed = run_stream(d);
+    wsel_plugin_entry.destroy(d);
+    print_message("dpgroup sum: wide worker %u/16000\n", summed.to_wide);
+    assert_in_range(summed.to_wide, 1771, 1772);
+}
+
+static void
+test_a_worker_with_one_saturated_rank_is_avoided_though_its_others_idle(void **state)
+{
+    (void)state;
+    static const uint32_t dp[5] = {8, 1, 1, 1, 1};
+    harness_table *t = harness_table_new(5, dp);
+    uint64_t load[12] = {1000, 0, 0, 0, 0, 0, 0, 0, 100, 100, 100, 100};
+    set_loads(t, load);
+    void *d = harness_create(NULL, NULL, 0);
+    for (uint64_t n = 0; n < 200; n++) {
+        assert_in_range(decide(NULL, t, n), 1, 7); /* the baseline walks in */
+        assert_in_range(decide(d, t, n), 8, 11);
+    }
+    /* Once the others are as busy as the saturated rank, it is fair game. */
+    for (uint32_t i = 8; i < 12; i++)
+        load[i] = 1001;
+    set_loads(t, load);
+    assert_in_range(decide(d, t, 1), 1, 7);
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+static void test_the_worker_score_adds_the_prefill_of_its_best_overlap_rank(void **state)
+{
+    (void)state;
+    static const uint32_t dp[2] = {2, 1};
+    harness_table *t = harness_table_new(2, dp);
+    /* Worker 0: rank 1 holds the prefix (nothing to prefill), max load 20.
+     * Worker 1: load 10 but 256 tokens / 16 = 16 blocks to prefill: 26. */
+    const uint64_t decode[3] = {20, 18, 10};
+    const uint64_t prefill[3] = {256, 0, 256};
+    const uint32_t overlap[3] = {0, 16, 0};
+    for (uint32_t i = 0; i < 3; i++) {
+        t->decode_blocks[i] = decode[i];
+        t->prefill_tokens[i] = prefill[i];
+        t->overlap_blocks[i] = overlap[i];
+    }
+    harness_table_default_costs(t, 1.0, 16);
+    void *d = harness_create(NULL, NULL, 0);
+    assert_int_equal(decide(d, t, 1), 1);
+    /* Without the prefix, worker 0 scores 20 + 16 = 36 > 26. */
+    t->overlap_blocks[1] = 0;
+    t->prefill_tokens[1] = 256;
+    harness_table_default_costs(t, 1.0, 16);
+    assert_int_equal(decide(d, t, 2), 2);
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+static void test_the_mean_aggregate_lets_one_hot_rank_hide_among_idle_ones(void **state)
+{
+    (void)state;
+    static const uint32_t dp[2] = {4, 1};
+    harness_table *t = harness_table_new(2, dp);
+    uint64_t load[5] = {49, 0, 0, 0, 19}; /* worker 0: max 50, mean 12.5; worker 1: 20 */
+    set_loads(t, load);
+    const char *names[] = {"aggregate"};
+    const double mean[] = {1};
+    void *by_max = harness_create(NULL, NULL, 0);
+    void *by_mean = harness_create(names, mean, 1);
+    assert_int_equal(decide(by_max, t, 1), 4);
+    assert_in_range(decide(by_mean, t, 1), 1, 3);
+    wsel_plugin_entry.destroy(by_max);
+    wsel_plugin_entry.destroy(by_mean);
+    harness_table_free(t);
+}
+
+/* Worker 0: ranks with decode {10, 50}, cost {12, 51}, mean load 30.
+ * Worker 1: one rank, decode 18, cost 20, mean 18.
+ * Scores cost + alpha * mean: row 0 = 12 + 30 a, row 1 = 51 + 30 a,
+ * row 2 = 20 + 18 a. Rows 0 and 2 cross at a = 8 / 12 = 2/3. */
+static void
+test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost(void **state)
+{
+    (void)state;
+    static const uint32_t dp[2] = {2, 1};
+    harness_table *t = harness_table_new(2, dp);
+    const uint64_t decode[3] = {10, 50, 18};
+    const double cost[3] = {12, 51, 20};
+    memcpy(t->decode_blocks, decode, sizeof(decode));
+    memcpy(t->cost, cost, sizeof(cost));
+    const struct {
+        double alpha;
+        uint32_t row;
+    } cases[] = {{0.0, 0}, {0.5, 0}, {0.6, 0}, {0.7, 2}, {1.0, 2}, {100.0, 2}};
+    const char *names[] = {"mode", "alpha"};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const double values[] = {1, cases[c].alpha};
+        void *d = harness_create(names, values, 2);
+        assert_int_equal(decide(d, t, c), cases[c].row);
+        wsel_plugin_entry.destroy(d);
+    }
+    /* An exact tie (in binary too): with row 2 at cost 21 and a = 0.75,
+     * 12 + 22.5 = 34.5 = 21 + 13.5; both rows must come up. */
+    t->cost[2] = 21.0;
+    const double tie[] = {1, 0.75};
+    void *d = harness_create(names, tie, 2);
+    uint32_t seen = 0;
+    for (uint64_t n = 0; n < 64; n++)
+        seen |= 1u << decide(d, t, n);
+    assert_int_equal(seen, 0x5);
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+static void test_excluded_and_busy_ranks_are_skipped(void **state)
+{
+    (void)state;
+    static const uint32_t dp[3] = {2, 2, 1};
+    harness_table *t = harness_table_new(3, dp);
+    uint64_t load[5] = {0, 0, 5, 5, 9};
+    set_loads(t, load);
+    void *two_level = harness_create(NULL, NULL, 0);
+    const char *names[] = {"mode"};
+    const double blend[] = {1};
+    void *blended = harness_create(names, blend, 1);
+
+    t->flags[0] = WSEL_ROW_EXCLUDED;
+    t->flags[1] = WSEL_ROW_BUSY;
+    assert_in_range(decide(two_level, t, 1), 2, 3);
+    assert_in_range(decide(blended, t, 1), 2, 3);
+
+    /* Every eligible row busy: busy rows are candidates again. */
+    memset(t->flags, WSEL_ROW_BUSY, 5);
+    t->flags[0] = WSEL_ROW_EXCLUDED;
+    assert_int_equal(decide(two_level, t, 2), 1);
+    assert_int_equal(decide(blended, t, 2), 1);
+
+    memset(t->flags, WSEL_ROW_EXCLUDED, 5);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 3, 0, NULL, 0);
+    wsel_choice choice = {.struct_size = sizeof(choice), .row = 99};
+    assert_int_equal(wsel_plugin_entry.select(two_level, &req, &t->table, &choice),
+                     WSEL_ENOCANDIDATE);
+    assert_int_equal(wsel_plugin_entry.select(blended, &req, &t->table, &choice),
+                     WSEL_ENOCANDIDATE);
+    assert_int_equal(choice.row, 99);
+    wsel_plugin_entry.destroy(two_level);
+    wsel_plugin_entry.destroy(blended);
+    harness_table_free(t);
+}
+
+static void test_ties_between_workers_are_broken_at_random_and_reproducibly(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_uniform(4, 2);
+    uint64_t load[8] = {3, 3, 3, 3, 3, 3, 3, 3};
+    set_loads(t, load);
+    void *d = harness_create(NULL, NULL, 0);
+    uint32_t seen = 0;
+    for (uint64_t n = 0; n < 200; n++) {
+        uint32_t row = decide(d, t, n);
+        seen |= 1u << row;
+        assert_int_equal(decide(d, t, n), row); /* same stream, same answer */
+    }
+    assert_int_equal(seen, 0xff);
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            test_a_wide_worker_gets_its_fair_share_but_never_while_its_busiest_rank_leads),
+        cmocka_unit_test(
+            test_a_worker_with_one_saturated_rank_is_avoided_though_its_others_idle),
+        cmocka_unit_test(test_the_worker_score_adds_the_prefill_of_its_best_overlap_rank),
+        cmocka_unit_test(test_the_mean_aggregate_lets_one_hot_rank_hide_among_idle_ones),
+        cmocka_unit_test(
+            test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost),
+        cmocka_unit_test(test_excluded_and_busy_ranks_are_skipped),
+        cmocka_unit_test(test_ties_between_workers_are_broken_at_random_and_reproducibly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
