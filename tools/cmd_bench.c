@@ -1,12 +1,335 @@
-/* cmd_bench.c -- `wsel bench` (placeholder until implemented). */
+/*
+ * cmd_bench.c -- `wsel bench`: select latency, host overhead, allocations
+ * per select and the cost of building a table, per plugin and table size.
+ * The method is in docs/bench.md; the loops are in bench_run.c.
+ */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
+#include "bench.h"
 #include "commands.h"
+#include "plugin_path.h"
+
+#define MAX_PLUGINS 32
+#define MAX_ROWS    16
+
+/* Exit code CTest reads as "skipped" (SKIP_RETURN_CODE). */
+#define EXIT_SKIPPED 77
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wsel bench [--plugin NAME|PATH]... [--rows LIST] [--json]\n"
+            "                  [--runs N] [--selects N]\n"
+            "       wsel bench --alloc-check [--plugin NAME|PATH]...\n"
+            "       wsel bench --callgrind-one PLUGIN [--rows N] [--selects N] "
+            "[--host]\n\n"
+            "Measure select latency per plugin, directly and through the host.\n\n"
+            "  --plugin P       measure P (repeatable; default every bundled plugin)\n"
+            "  --rows LIST      table sizes, comma-separated (default "
+            "8,64,512,1024,4096)\n"
+            "  --runs N         runs per measurement; medians are reported (default 5)\n"
+            "  --selects N      timed selects per run (default 20000, 5000 past 1024 "
+            "rows)\n"
+            "  --json           print JSON\n"
+            "  --alloc-check    fail if any select allocates (quick; for CTest)\n"
+            "  --callgrind-one P  run --selects selects of P for callgrind "
+            "(bench/callgrind.sh)\n"
+            "  --host           with --callgrind-one: through wsel_host_select\n");
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+    char *end = NULL;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || *end != '\0' || s[0] == '-' || v == 0 || v > 1000000)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_rows(const char *list, uint32_t *rows, uint32_t *count)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", list);
+    uint32_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_ROWS || parse_u32(tok, &rows[n]) < 0)
+            return -1;
+        n++;
+    }
+    *count = n;
+    return n ? 0 : -1;
+}
+
+typedef struct bench_args {
+    const char *plugins[MAX_PLUGINS];
+    uint32_t num_plugins;
+    uint32_t rows[MAX_ROWS];
+    uint32_t num_rows;
+    uint32_t runs;
+    uint32_t selects; /* 0 = by size */
+    int json, alloc_check, via_host;
+    const char *callgrind_one;
+} bench_args;
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    static const uint32_t default_rows[] = {8, 64, 512, 1024, 4096};
+    memset(a, 0, sizeof(*a));
+    memcpy(a->rows, default_rows, sizeof(default_rows));
+    a->num_rows = 5;
+    a->runs = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        int has_value = i + 1 < argc;
+        if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+            usage(stdout);
+            return -1;
+        } else if (strcmp(s, "--json") == 0) {
+            a->json = 1;
+        } else if (strcmp(s, "--alloc-check") == 0) {
+            a->alloc_check = 1;
+        } else if (strcmp(s, "--host") == 0) {
+            a->via_host = 1;
+        } else if (strcmp(s, "--plugin") == 0 && has_value) {
+            if (a->num_plugins == MAX_PLUGINS) {
+                fprintf(stderr, "wsel bench: at most %d --plugin\n", MAX_PLUGINS);
+                return WSEL_EXIT_USAGE;
+            }
+            a->plugins[a->num_plugins++] = argv[++i];
+        } else if (strcmp(s, "--callgrind-one") == 0 && has_value) {
+            a->callgrind_one = argv[++i];
+        } else if (strcmp(s, "--rows") == 0 && has_value) {
+            if (parse_rows(argv[++i], a->rows, &a->num_rows) < 0) {
+                fprintf(stderr, "wsel bench: --rows '%s' is not a list of 1..1000000\n",
+                        argv[i]);
+                return WSEL_EXIT_USAGE;
+            }
+        } else if ((strcmp(s, "--runs") == 0 || strcmp(s, "--selects") == 0) &&
+                   has_value) {
+            uint32_t *dst = s[2] == 'r' ? &a->runs : &a->selects;
+            if (parse_u32(argv[++i], dst) < 0) {
+                fprintf(stderr, "wsel bench: %s '%s' is not 1..1000000\n", s, argv[i]);
+                return WSEL_EXIT_USAGE;
+            }
+        } else {
+            fprintf(stderr, "wsel bench: unknown or incomplete option '%s'\n", s);
+            usage(stderr);
+            return WSEL_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* The plugins to measure: the ones given, else every bundled one found. */
+static uint32_t plugin_list(const bench_args *a, char paths[][PATH_MAX],
+                            const char **names, int *bad)
+{
+    char err[2400];
+    uint32_t n = 0;
+    *bad = 0;
+    uint32_t count = a->num_plugins ? a->num_plugins : wsel_num_bundled_plugins;
+    for (uint32_t i = 0; i < count && n < MAX_PLUGINS; i++) {
+        const char *spec = a->num_plugins ? a->plugins[i] : wsel_bundled_plugins[i];
+        if (wsel_plugin_resolve(spec, paths[n], PATH_MAX, err, sizeof(err)) < 0) {
+            fprintf(stderr, "wsel bench: %s%s\n", err,
+                    a->num_plugins ? "" : " (skipped)");
+            *bad |= a->num_plugins != 0;
+            continue;
+        }
+        names[n++] = spec;
+    }
+    return n;
+}
+
+static void machine_description(char *out, size_t size, int json)
+{
+    char cpu[160] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof(line), f)) {
+            if (strncmp(line, "model name", 10) == 0) {
+                char *colon = strchr(line, ':');
+                if (colon) {
+                    snprintf(cpu, sizeof(cpu), "%s", colon + 2);
+                    cpu[strcspn(cpu, "\n")] = '\0';
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    struct utsname u;
+    if (uname(&u) != 0)
+        snprintf(u.release, sizeof(u.release), "unknown");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (json)
+        snprintf(out, size,
+                 "{\"cpu\":\"%s\",\"cores\":%ld,\"kernel\":\"%s\",\"compiler\":\"%s\","
+                 "\"timer_overhead_ns\":%.1f}",
+                 cpu, cores, u.release, __VERSION__, bench_timer_overhead_ns());
+    else
+        snprintf(out, size, "%s, %ld cores, Linux %s, compiler %s, clock %.0f ns", cpu,
+                 cores, u.release, __VERSION__, bench_timer_overhead_ns());
+}
+
+/* The budget a result is held to (docs/bench.md), or NULL for none. */
+static const char *budget_verdict(const char *name, const bench_result *r)
+{
+    if (r->rows == 8)
+        return r->host_ns_p50 - r->direct_ns_p50 <= 50 ? "ok (overhead <= 50 ns)"
+                                                       : "OVER (overhead > 50 ns)";
+    if (r->rows != 1024)
+        return NULL;
+    int overhead_ok = r->host_ns_p50 <= 1.05 * r->direct_ns_p50;
+    double limit = strcmp(name, "softmax") == 0 ? 5000 : 1000;
+    int argmin_class = strcmp(name, "p2c") == 0 || strcmp(name, "hysteresis") == 0 ||
+                       strcmp(name, "chash") == 0 || strcmp(name, "roundrobin") == 0;
+    if (!argmin_class && strcmp(name, "softmax") != 0)
+        return overhead_ok ? "ok (overhead <= 5 %)" : "OVER (overhead > 5 %)";
+    if (r->host_ns_p50 > limit)
+        return limit > 1000 ? "OVER (> 5 us)" : "OVER (> 1 us)";
+    return overhead_ok ? "ok" : "OVER (overhead > 5 %)";
+}
+
+static int run_alloc_check(const bench_args *a)
+{
+    if (!bench_alloc_available()) {
+        printf("SKIP allocation counting is unavailable in this build (sanitizers)\n");
+        return EXIT_SKIPPED;
+    }
+    static char paths[MAX_PLUGINS][PATH_MAX];
+    const char *names[MAX_PLUGINS];
+    int bad = 0;
+    uint32_t n = plugin_list(a, paths, names, &bad);
+    int failed = bad;
+    static const uint32_t sizes[] = {8, 1024};
+    for (uint32_t p = 0; p < n; p++) {
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            char err[1024] = "";
+            uint64_t direct = 0, host = 0;
+            if (bench_count_allocs(paths[p], sizes[k], 2000, &direct, &host, err,
+                                   sizeof(err)) < 0) {
+                printf("FAIL %s at %u rows: %s\n", names[p], sizes[k], err);
+                failed = 1;
+            } else if (direct || host) {
+                printf("FAIL %s at %u rows: %llu allocations in 2000 direct selects, "
+                       "%llu through the host\n",
+                       names[p], sizes[k], (unsigned long long)direct,
+                       (unsigned long long)host);
+                failed = 1;
+            } else {
+                printf("PASS %s at %u rows: 0 allocations in 2x2000 selects\n", names[p],
+                       sizes[k]);
+            }
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "wsel bench: no plugin to check\n");
+        return WSEL_EXIT_FAILURE;
+    }
+    return failed ? WSEL_EXIT_FAILURE : WSEL_EXIT_OK;
+}
+
+static int run_callgrind_one(const bench_args *a)
+{
+    char path[PATH_MAX], err[2400];
+    if (wsel_plugin_resolve(a->callgrind_one, path, sizeof(path), err, sizeof(err)) < 0) {
+        fprintf(stderr, "wsel: %s\n", err);
+        return WSEL_EXIT_FAILURE;
+    }
+    uint32_t rows = a->rows[0];
+    if (a->num_rows == 5 && rows == 8) /* --rows not given */
+        rows = 1024;
+    uint32_t selects = a->selects ? a->selects : 1000;
+    if (bench_callgrind(path, rows, selects, a->via_host, err, sizeof(err)) < 0) {
+        fprintf(stderr, "wsel: %s\n", err);
+        return WSEL_EXIT_FAILURE;
+    }
+    return WSEL_EXIT_OK;
+}
+
+static void print_result_text(const char *name, const bench_result *r)
+{
+    const char *verdict = budget_verdict(name, r);
+    printf("%-11s %6u %9.0f %9.0f %9.0f %7.3f %7.2f %7.2g  %s%s\n", name, r->rows,
+           r->direct_ns_p50, r->host_ns_p50, r->host_ns_p99,
+           r->direct_ns_p50 > 0 ? r->host_ns_p50 / r->direct_ns_p50 : 0.0,
+           r->host_ns_p50 / r->rows, r->allocs_per_select, verdict ? verdict : "",
+           r->fallbacks ? " (host fell back!)" : "");
+}
 
 int wsel_cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsel bench: not implemented yet\n");
-    return WSEL_EXIT_FAILURE;
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc != 0)
+        return rc < 0 ? WSEL_EXIT_OK : rc;
+    if (a.alloc_check)
+        return run_alloc_check(&a);
+    if (a.callgrind_one)
+        return run_callgrind_one(&a);
+
+    static char paths[MAX_PLUGINS][PATH_MAX];
+    const char *names[MAX_PLUGINS];
+    int bad = 0;
+    uint32_t n = plugin_list(&a, paths, names, &bad);
+    if (n == 0 || bad)
+        return WSEL_EXIT_FAILURE;
+
+    char err[1024], machine[512];
+    bench_config cfg = {.runs = a.runs, .warmup = 1000};
+    double cost_ns = 0;
+    if (bench_table_build(4096, &cfg, &cost_ns, err, sizeof(err)) < 0) {
+        fprintf(stderr, "wsel bench: wsel_table_build: %s\n", err);
+        return WSEL_EXIT_FAILURE;
+    }
+    machine_description(machine, sizeof(machine), a.json);
+    if (a.json) {
+        printf("{\"machine\":%s,\"cost_column_ns_per_row\":%.3f,\"results\":[", machine,
+               cost_ns);
+    } else {
+        printf("machine: %s\n", machine);
+        printf("cost column (wsel_table_build, 4096 rows): %.2f ns/row\n\n", cost_ns);
+        printf("%-11s %6s %9s %9s %9s %7s %7s %7s  %s\n", "plugin", "rows", "direct50",
+               "host50", "host99", "ratio", "ns/row", "allocs", "budget");
+    }
+    int failed = 0, first = 1;
+    for (uint32_t p = 0; p < n; p++) {
+        for (uint32_t k = 0; k < a.num_rows; k++) {
+            cfg.selects_per_run =
+                a.selects ? a.selects : (a.rows[k] > 1024 ? 5000 : 20000);
+            bench_result r;
+            if (bench_plugin(paths[p], a.rows[k], &cfg, &r, err, sizeof(err)) < 0) {
+                fprintf(stderr, "wsel bench: %s\n", err);
+                failed = 1;
+                continue;
+            }
+            if (a.json) {
+                printf("%s{\"plugin\":\"%s\",\"rows\":%u,\"direct_ns_p50\":%.1f,"
+                       "\"direct_ns_p99\":%.1f,\"host_ns_p50\":%.1f,\"host_ns_p99\":%.1f,"
+                       "\"overhead_ratio\":%.4f,\"ns_per_row\":%.3f,"
+                       "\"allocs_per_select\":%.4g,\"fallbacks\":%llu}",
+                       first ? "" : ",", names[p], r.rows, r.direct_ns_p50,
+                       r.direct_ns_p99, r.host_ns_p50, r.host_ns_p99,
+                       r.direct_ns_p50 > 0 ? r.host_ns_p50 / r.direct_ns_p50 : 0.0,
+                       r.host_ns_p50 / r.rows, r.allocs_per_select,
+                       (unsigned long long)r.fallbacks);
+                first = 0;
+            } else {
+                print_result_text(names[p], &r);
+            }
+            fflush(stdout);
+        }
+    }
+    if (a.json)
+        printf("]}\n");
+    return failed ? WSEL_EXIT_FAILURE : WSEL_EXIT_OK;
 }

@@ -1,0 +1,310 @@
+/*
+ * bench_run.c -- the measurement loops of `wsel bench`.
+ *
+ * Method (docs/bench.md): one table per (plugin, rows), built once; each
+ * run does a warm-up, then times every select on its own with the
+ * monotonic clock, subtracting the clock's median cost; direct and host
+ * runs alternate so both see the same machine state; the reported p50 and
+ * p99 are the medians over runs of each run's quantiles.
+ */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "validate.h"
+
+/* The plugin loaded twice: an instance called directly, and a host. */
+typedef struct bsubject {
+    wsel_library *lib;
+    const wsel_plugin *plugin;
+    void *instance;
+    int has_instance;
+    wsel_host *host;
+} bsubject;
+
+static void bsubject_close(bsubject *s)
+{
+    if (s->has_instance)
+        s->plugin->destroy(s->instance);
+    if (s->lib)
+        wsel_library_close(s->lib);
+    wsel_host_destroy(s->host);
+    memset(s, 0, sizeof(*s));
+}
+
+static int32_t bsubject_open(bsubject *s, const char *path, char *err, size_t err_size)
+{
+    memset(s, 0, sizeof(*s));
+    int32_t rc = wsel_library_open(path, NULL, &s->lib, err, err_size);
+    if (rc < 0)
+        return rc;
+    s->plugin = wsel_library_plugin(s->lib);
+    double *params = calloc(s->plugin->num_params + 1u, sizeof(double));
+    if (params == NULL) {
+        rc = WSEL_ENOMEM;
+        goto out_close;
+    }
+    rc = wsel_config_parse(s->lib, NULL, params, err, err_size);
+    if (rc == 0)
+        rc = s->plugin->create(vhost_api(), params, s->plugin->num_params, &s->instance);
+    free(params);
+    if (rc < 0) {
+        snprintf(err, err_size, "%s: create() with defaults returned %s", path,
+                 wsel_errname(rc));
+        goto out_close;
+    }
+    s->has_instance = 1;
+
+    wsel_host_options opts;
+    wsel_host_options_default(&opts);
+    opts.seed = 42;
+    opts.max_consecutive_failures = 0;
+    rc = wsel_host_create(&opts, &s->host);
+    if (rc < 0) {
+        snprintf(err, err_size, "wsel_host_create: %s", wsel_strerror(rc));
+        goto out_close;
+    }
+    rc = wsel_host_switch(s->host, path, NULL, err, err_size);
+    if (rc < 0)
+        goto out_close;
+    return 0;
+
+out_close:
+    bsubject_close(s);
+    return rc;
+}
+
+static inline int32_t select_direct(const bsubject *s, const wsel_request *req,
+                                    const wsel_table *t, wsel_choice *c)
+{
+    return s->plugin->select(s->instance, req, t, c);
+}
+
+/* Time `n` selects (after `warmup` untimed ones) into ns[]; ids advance. */
+static int32_t timed_loop(const bsubject *s, int via_host, const btable *bt, uint32_t n,
+                          uint32_t warmup, double overhead, uint64_t *next_id, double *ns)
+{
+    const wsel_table *t = &bt->buf.table;
+    for (uint32_t k = 0; k < warmup + n; k++) {
+        wsel_request req;
+        wsel_rng rng;
+        btable_request(bt, via_host ? s->host : NULL, (*next_id)++, &req, &rng);
+        wsel_choice c;
+        memset(&c, 0, sizeof(c));
+        c.struct_size = sizeof(c);
+        int32_t rc;
+        uint64_t t0 = bench_now_ns();
+        if (via_host)
+            rc = wsel_host_select(s->host, &req, t, &c);
+        else
+            rc = select_direct(s, &req, t, &c);
+        uint64_t t1 = bench_now_ns();
+        if (rc < 0)
+            return rc;
+        if (k >= warmup)
+            ns[k - warmup] = (double)(t1 - t0) - overhead;
+    }
+    return 0;
+}
+
+int32_t bench_plugin(const char *path, uint32_t rows, const bench_config *cfg,
+                     bench_result *out, char *err, size_t err_size)
+{
+    bsubject s;
+    btable bt;
+    int32_t rc = bsubject_open(&s, path, err, err_size);
+    if (rc < 0)
+        return rc;
+    rc = btable_init(&bt, rows, 0xbe7c4ull + rows, err, err_size);
+    if (rc < 0)
+        goto out_close_subject;
+
+    uint32_t n = cfg->selects_per_run, runs = cfg->runs;
+    double *ns = malloc((size_t)n * sizeof(double));
+    double *q = malloc((size_t)runs * 4 * sizeof(double));
+    if (ns == NULL || q == NULL) {
+        rc = WSEL_ENOMEM;
+        goto out_free_samples;
+    }
+    double overhead = bench_timer_overhead_ns();
+    uint64_t next_id = 1, allocs = 0;
+    for (uint32_t r = 0; r < runs; r++) {
+        for (int via_host = 0; via_host <= 1; via_host++) {
+            rc = timed_loop(&s, via_host, &bt, 0, cfg->warmup, overhead, &next_id, ns);
+            bench_alloc_begin();
+            if (rc == 0)
+                rc = timed_loop(&s, via_host, &bt, n, 0, overhead, &next_id, ns);
+            allocs += bench_alloc_end();
+            if (rc < 0) {
+                snprintf(err, err_size, "%s: select on %u rows returned %s", path, rows,
+                         wsel_errname(rc));
+                goto out_free_samples;
+            }
+            q[(2 * via_host + 0) * runs + r] = bench_quantile(ns, n, 0.50);
+            q[(2 * via_host + 1) * runs + r] = bench_quantile(ns, n, 0.99);
+        }
+    }
+    wsel_host_counters counters;
+    wsel_host_get_counters(s.host, &counters);
+    bench_result res = {
+        .rows = rows,
+        .direct_ns_p50 = bench_median(q + 0 * runs, runs),
+        .direct_ns_p99 = bench_median(q + 1 * runs, runs),
+        .host_ns_p50 = bench_median(q + 2 * runs, runs),
+        .host_ns_p99 = bench_median(q + 3 * runs, runs),
+        .allocs_per_select = (double)allocs / (2.0 * (double)runs * n),
+        .fallbacks = counters.fallbacks,
+    };
+    *out = res;
+    rc = 0;
+
+out_free_samples:
+    free(q);
+    free(ns);
+    btable_free(&bt);
+out_close_subject:
+    bsubject_close(&s);
+    return rc;
+}
+
+int32_t bench_table_build(uint32_t rows, const bench_config *cfg, double *out_ns_per_row,
+                          char *err, size_t err_size)
+{
+    enum { builds_per_sample = 64, samples = 101 };
+    btable bt;
+    int32_t rc = btable_init(&bt, rows, 7, err, err_size);
+    if (rc < 0)
+        return rc;
+    double *per_run = malloc(cfg->runs * sizeof(double));
+    double *ns = malloc(samples * sizeof(double));
+    if (per_run == NULL || ns == NULL) {
+        rc = WSEL_ENOMEM;
+        goto out_free;
+    }
+    for (uint32_t r = 0; r < cfg->runs; r++) {
+        for (uint32_t k = 0; k < samples + 10; k++) {
+            uint64_t t0 = bench_now_ns();
+            for (uint32_t b = 0; b < builds_per_sample && rc == 0; b++)
+                rc = wsel_table_build(&bt.buf, &bt.request, bt.ranks, rows, 1, err,
+                                      err_size);
+            uint64_t t1 = bench_now_ns();
+            if (rc < 0)
+                goto out_free;
+            if (k >= 10) /* the first ten batches warm the caches */
+                ns[k - 10] = (double)(t1 - t0) / builds_per_sample / rows;
+        }
+        per_run[r] = bench_median(ns, samples);
+    }
+    *out_ns_per_row = bench_median(per_run, cfg->runs);
+
+out_free:
+    free(ns);
+    free(per_run);
+    btable_free(&bt);
+    return rc;
+}
+
+int32_t bench_count_allocs(const char *path, uint32_t rows, uint32_t selects,
+                           uint64_t *out_direct, uint64_t *out_host, char *err,
+                           size_t err_size)
+{
+    bsubject s;
+    btable bt;
+    int32_t rc = bsubject_open(&s, path, err, err_size);
+    if (rc < 0)
+        return rc;
+    rc = btable_init(&bt, rows, 0xa110cull + rows, err, err_size);
+    if (rc < 0)
+        goto out_close_subject;
+    double *ns = malloc((size_t)selects * sizeof(double));
+    if (ns == NULL) {
+        rc = WSEL_ENOMEM;
+        goto out_free_table;
+    }
+    uint64_t id = 1, counts[2] = {0, 0};
+    for (int via_host = 0; via_host <= 1 && rc == 0; via_host++) {
+        /* 16 uncounted selects first: lazy one-off setup is allowed. */
+        rc = timed_loop(&s, via_host, &bt, 1, 16, 0, &id, ns);
+        bench_alloc_begin();
+        if (rc == 0)
+            rc = timed_loop(&s, via_host, &bt, selects, 0, 0, &id, ns);
+        counts[via_host] = bench_alloc_end();
+    }
+    if (rc < 0) {
+        snprintf(err, err_size, "%s: select on %u rows returned %s", path, rows,
+                 wsel_errname(rc));
+    } else {
+        *out_direct = counts[0];
+        *out_host = counts[1];
+    }
+    free(ns);
+out_free_table:
+    btable_free(&bt);
+out_close_subject:
+    bsubject_close(&s);
+    return rc;
+}
+
+/* The loops callgrind measures (--toggle-collect=bench_callgrind_*_loop):
+ * requests are prepared beforehand, so only select is inside. */
+__attribute__((noinline)) void bench_callgrind_direct_loop(const bsubject *s,
+                                                           const wsel_request *reqs,
+                                                           const wsel_table *t,
+                                                           uint32_t n);
+__attribute__((noinline)) void bench_callgrind_direct_loop(const bsubject *s,
+                                                           const wsel_request *reqs,
+                                                           const wsel_table *t,
+                                                           uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        wsel_choice c = {.struct_size = sizeof(c)};
+        select_direct(s, &reqs[k], t, &c);
+    }
+}
+
+__attribute__((noinline)) void bench_callgrind_host_loop(const bsubject *s,
+                                                         const wsel_request *reqs,
+                                                         const wsel_table *t, uint32_t n);
+__attribute__((noinline)) void bench_callgrind_host_loop(const bsubject *s,
+                                                         const wsel_request *reqs,
+                                                         const wsel_table *t, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        wsel_choice c = {.struct_size = sizeof(c)};
+        wsel_host_select(s->host, &reqs[k], t, &c);
+    }
+}
+
+int32_t bench_callgrind(const char *path, uint32_t rows, uint32_t selects, int via_host,
+                        char *err, size_t err_size)
+{
+    bsubject s;
+    btable bt;
+    int32_t rc = bsubject_open(&s, path, err, err_size);
+    if (rc < 0)
+        return rc;
+    rc = btable_init(&bt, rows, 0xca11ull + rows, err, err_size);
+    if (rc < 0)
+        goto out_close_subject;
+    wsel_request *reqs = calloc(selects, sizeof(*reqs));
+    wsel_rng *rngs = calloc(selects, sizeof(*rngs));
+    if (reqs == NULL || rngs == NULL) {
+        rc = WSEL_ENOMEM;
+        goto out_free_requests;
+    }
+    for (uint32_t k = 0; k < selects; k++)
+        btable_request(&bt, via_host ? s.host : NULL, k + 1, &reqs[k], &rngs[k]);
+    if (via_host)
+        bench_callgrind_host_loop(&s, reqs, &bt.buf.table, selects);
+    else
+        bench_callgrind_direct_loop(&s, reqs, &bt.buf.table, selects);
+out_free_requests:
+    free(rngs);
+    free(reqs);
+    btable_free(&bt);
+out_close_subject:
+    bsubject_close(&s);
+    return rc;
+}
