@@ -1,0 +1,282 @@
+/*
+ * chash -- consistent hashing with bounded loads (Mirrokni, Thorup,
+ * Zadimoghaddam; as in HAProxy, Envoy and SGLang).
+ *
+ * A request's key is hashed onto a ring holding `vnodes` points per worker;
+ * walking clockwise, the first eligible worker whose load stays within
+ * (1 + epsilon) times the mean takes it:
+ *
+ *     load + 1 <= ceil((1 + epsilon) * (total + 1) / n_workers)
+ *
+ * (load = active_requests summed over the worker's ranks; total and
+ * n_workers over the workers with an eligible rank), and inside it the
+ * eligible rank with the fewest requests, then the lowest cost. The same
+ * key keeps landing on the same worker (cache affinity) until that worker is
+ * overloaded, adding or removing a worker moves only about 1/n of the keys,
+ * and no randomness is involved, so router replicas agree without talking.
+ *
+ * The ring depends on the worker set only; it is rebuilt in place when the
+ * set changes (no allocation after create). Selects share a reader lock;
+ * a rebuild takes it exclusively.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring.h"
+#include "wsel.h"
+
+enum { P_VNODES, P_EPSILON, P_KEY_BLOCKS, P_MAX_WORKERS, P_COUNT };
+
+/* Largest max_workers: the walk keeps a visited bit per worker on the stack. */
+#define CHASH_MAX_WORKERS 65536u
+
+static const wsel_param_def chash_params[P_COUNT] = {
+    [P_VNODES] = {"vnodes", "points per worker on the hash ring", WSEL_PARAM_INT, 0,
+                  100.0, 1.0, 1000.0, NULL},
+    [P_EPSILON] = {"epsilon",
+                   "load bound: a worker takes a request while load + 1 <= "
+                   "ceil((1 + epsilon) * mean)",
+                   WSEL_PARAM_DOUBLE, 0, 0.25, 0.0, 10.0, NULL},
+    [P_KEY_BLOCKS] = {"key_blocks",
+                      "without an affinity key, key on the hash of the first N blocks",
+                      WSEL_PARAM_INT, 0, 4.0, 1.0, 1048576.0, NULL},
+    [P_MAX_WORKERS] = {"max_workers",
+                       "ring capacity in workers, reserved at create; more is refused",
+                       WSEL_PARAM_INT, 0, 4096.0, 1.0, (double)CHASH_MAX_WORKERS, NULL},
+};
+
+typedef struct chash {
+    const wsel_host_api *host;
+    double epsilon;
+    uint32_t key_blocks;
+    /* Readers: selects on a current ring. Writer: a rebuild. */
+    pthread_rwlock_t lock;
+    chash_ring ring;
+} chash;
+
+static int32_t chash_create(const wsel_host_api *host, const double *params,
+                            uint32_t num_params, void **out_instance)
+{
+    if (host == NULL || params == NULL || out_instance == NULL || num_params != P_COUNT)
+        return WSEL_EINVAL;
+    chash *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return WSEL_ENOMEM;
+    c->host = host;
+    c->epsilon = params[P_EPSILON];
+    c->key_blocks = (uint32_t)params[P_KEY_BLOCKS];
+
+    int32_t rc = chash_ring_init(&c->ring, (uint32_t)params[P_MAX_WORKERS],
+                                 (uint32_t)params[P_VNODES]);
+    if (rc != 0)
+        goto out_free_instance;
+    /* Prefer the writer: a rebuild must not starve behind a stream of
+     * selects. */
+    pthread_rwlockattr_t attr;
+    if (pthread_rwlockattr_init(&attr) != 0) {
+        rc = WSEL_ENOMEM;
+        goto out_free_ring;
+    }
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int failed = pthread_rwlock_init(&c->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (failed) {
+        rc = WSEL_ENOMEM;
+        goto out_free_ring;
+    }
+    *out_instance = c;
+    return 0;
+
+out_free_ring:
+    chash_ring_free(&c->ring);
+out_free_instance:
+    free(c);
+    return rc;
+}
+
+static void chash_destroy(void *instance)
+{
+    chash *c = instance;
+    if (c == NULL)
+        return;
+    pthread_rwlock_destroy(&c->lock);
+    chash_ring_free(&c->ring);
+    free(c);
+}
+
+/* The affinity key, else the hash standing for the first key_blocks blocks,
+ * else the request id. */
+static uint64_t request_key(const wsel_request *req, uint32_t key_blocks)
+{
+    if (req->affinity_key != 0)
+        return req->affinity_key;
+    if (req->num_block_hashes == 0 || req->block_hashes == NULL)
+        return req->request_id;
+    uint32_t n = key_blocks < req->num_block_hashes ? key_blocks : req->num_block_hashes;
+    return req->block_hashes[n - 1];
+}
+
+/* Not candidates: excluded rows, and busy rows unless every non-excluded row
+ * is busy. 0 when every row is excluded. */
+static uint8_t skip_mask(const wsel_table *t)
+{
+    uint32_t any = 0;
+    for (uint32_t i = 0; i < t->num_rows; i++) {
+        uint8_t f = t->flags[i];
+        if ((f & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)) == 0)
+            return WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+        any |= (f & WSEL_ROW_EXCLUDED) == 0;
+    }
+    return any ? WSEL_ROW_EXCLUDED : 0;
+}
+
+/* Group g's load (active requests over all its ranks); returns whether it
+ * has an eligible rank. */
+static int worker_state(const wsel_table *t, uint32_t g, uint8_t skip, uint64_t *out_load)
+{
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    uint64_t load = 0;
+    int eligible = 0;
+    for (uint32_t i = first; i < first + count; i++) {
+        load += t->active_requests[i];
+        eligible |= (t->flags[i] & skip) == 0;
+    }
+    *out_load = load;
+    return eligible;
+}
+
+/* The MTZ capacity: ceil((1 + epsilon) * (total + 1) / n), without libm. */
+static uint64_t load_cap(double epsilon, uint64_t total, uint32_t n)
+{
+    double x = (1.0 + epsilon) * (double)(total + 1) / (double)n;
+    uint64_t c = (uint64_t)x;
+    return (double)c < x ? c + 1 : c;
+}
+
+/* Group g's eligible rank with the fewest active requests, then the lowest
+ * cost, then the lowest row. g has at least one eligible rank. */
+static uint32_t least_loaded_rank(const wsel_table *t, uint32_t g, uint8_t skip)
+{
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = first; i < first + count; i++) {
+        if (t->flags[i] & skip)
+            continue;
+        if (best == UINT32_MAX || t->active_requests[i] < t->active_requests[best] ||
+            (t->active_requests[i] == t->active_requests[best] &&
+             t->cost[i] < t->cost[best]))
+            best = i;
+    }
+    return best;
+}
+
+/* The walk; the ring matches `t` and the caller holds the lock. */
+static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_table *t,
+                         uint32_t *out_row)
+{
+    uint8_t skip = skip_mask(t);
+    if (skip == 0)
+        return WSEL_ENOCANDIDATE;
+    uint64_t total = 0;
+    uint32_t n_eligible = 0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint64_t load;
+        if (worker_state(t, g, skip, &load)) {
+            total += load;
+            n_eligible++;
+        }
+    }
+    if (n_eligible == 0)
+        return WSEL_ENOCANDIDATE;
+    uint64_t cap = load_cap(c->epsilon, total, n_eligible);
+
+    /* One bit per worker already judged: each is judged once. */
+    uint64_t visited[CHASH_MAX_WORKERS / 64];
+    memset(visited, 0, ((size_t)t->num_groups + 63) / 64 * sizeof(visited[0]));
+    const chash_ring *ring = &c->ring;
+    uint32_t start = chash_ring_find(ring, chash_mix64(request_key(req, c->key_blocks)));
+    uint32_t chosen = UINT32_MAX, lightest = UINT32_MAX, judged = 0;
+    uint64_t lightest_load = 0;
+    for (uint32_t k = 0; k < ring->num_points && judged < ring->num_workers; k++) {
+        uint32_t idx =
+            start + k < ring->num_points ? start + k : start + k - ring->num_points;
+        uint32_t g = ring->points[idx].owner;
+        if (visited[g / 64] & (1ull << (g % 64)))
+            continue;
+        visited[g / 64] |= 1ull << (g % 64);
+        judged++;
+        uint64_t load;
+        if (!worker_state(t, g, skip, &load))
+            continue;
+        if (load + 1 <= cap) {
+            chosen = g;
+            break;
+        }
+        /* Only if every eligible worker is over the bound (possible when
+         * busy or excluded ranks carry load): the lightest, first met. */
+        if (lightest == UINT32_MAX || load < lightest_load) {
+            lightest = g;
+            lightest_load = load;
+        }
+    }
+    if (chosen == UINT32_MAX)
+        chosen = lightest;
+    *out_row = least_loaded_rank(t, chosen, skip);
+    return 0;
+}
+
+static int32_t chash_select(void *instance, const wsel_request *req, const wsel_table *t,
+                            wsel_choice *choice)
+{
+    chash *c = instance;
+    uint32_t row;
+    int32_t rc;
+    pthread_rwlock_rdlock(&c->lock);
+    if (chash_ring_matches(&c->ring, t)) {
+        rc = walk_ring(c, req, t, &row);
+        pthread_rwlock_unlock(&c->lock);
+    } else {
+        /* The worker set changed: rebuild (rare), then walk under the same
+         * exclusive hold so a concurrent rebuild cannot slip in between. */
+        pthread_rwlock_unlock(&c->lock);
+        pthread_rwlock_wrlock(&c->lock);
+        rc = chash_ring_matches(&c->ring, t) ? 0 : chash_ring_build(&c->ring, t);
+        if (rc == 0)
+            rc = walk_ring(c, req, t, &row);
+        pthread_rwlock_unlock(&c->lock);
+    }
+    if (rc != 0)
+        return rc;
+    choice->row = row;
+    return 0;
+}
+
+static void chash_on_topology_changed(void *instance, const wsel_table *t)
+{
+    chash *c = instance;
+    pthread_rwlock_wrlock(&c->lock);
+    if (!chash_ring_matches(&c->ring, t) && chash_ring_build(&c->ring, t) != 0)
+        c->host->log(c->host, WSEL_LOG_WARN,
+                     "chash: more workers than max_workers; raise max_workers");
+    pthread_rwlock_unlock(&c->lock);
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
+    .name = "chash",
+    .version = "1.0.0",
+    .description = "consistent hashing with bounded loads: sticky keys, no worker "
+                   "above (1 + epsilon) x mean",
+    .params = chash_params,
+    .num_params = P_COUNT,
+    .param_def_size = sizeof(wsel_param_def),
+    .create = chash_create,
+    .destroy = chash_destroy,
+    .select = chash_select,
+    .on_request_finished = NULL,
+    .on_topology_changed = chash_on_topology_changed,
+};

@@ -1,0 +1,137 @@
+/*
+ * ring.c -- see ring.h.
+ */
+#include "ring.h"
+
+#include <stdlib.h>
+
+uint64_t chash_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes)
+{
+    if (max_workers == 0 || vnodes == 0)
+        return WSEL_EINVAL;
+    size_t num_points = (size_t)max_workers * vnodes;
+    if (num_points > UINT32_MAX)
+        return WSEL_EINVAL;
+    uint64_t *workers = malloc((size_t)max_workers * sizeof(*workers));
+    if (workers == NULL)
+        goto out_fail;
+    /* Large: pages are only touched for the workers actually present. */
+    ring_point *points = malloc(num_points * sizeof(*points));
+    if (points == NULL)
+        goto out_free_workers;
+    ring->workers = workers;
+    ring->points = points;
+    ring->max_workers = max_workers;
+    ring->vnodes = vnodes;
+    ring->num_workers = 0;
+    ring->num_points = 0;
+    return 0;
+
+out_free_workers:
+    free(workers);
+out_fail:
+    return WSEL_ENOMEM;
+}
+
+void chash_ring_free(chash_ring *ring)
+{
+    free(ring->workers);
+    free(ring->points);
+    ring->workers = NULL;
+    ring->points = NULL;
+    ring->num_workers = 0;
+    ring->num_points = 0;
+}
+
+int chash_ring_matches(const chash_ring *ring, const wsel_table *table)
+{
+    if (ring->num_workers != table->num_groups)
+        return 0;
+    for (uint32_t g = 0; g < table->num_groups; g++)
+        if (ring->workers[g] != table->worker_id[table->group_first_row[g]])
+            return 0;
+    return 1;
+}
+
+static int point_less(const ring_point *a, const ring_point *b)
+{
+    return a->point < b->point || (a->point == b->point && a->owner < b->owner);
+}
+
+static void sift_down(ring_point *p, uint32_t root, uint32_t n)
+{
+    for (;;) {
+        uint32_t child = 2 * root + 1;
+        if (child >= n)
+            return;
+        if (child + 1 < n && point_less(&p[child], &p[child + 1]))
+            child++;
+        if (!point_less(&p[root], &p[child]))
+            return;
+        ring_point tmp = p[root];
+        p[root] = p[child];
+        p[child] = tmp;
+        root = child;
+    }
+}
+
+/* In-place heapsort: O(n log n), no allocation (qsort may allocate). */
+static void sort_points(ring_point *p, uint32_t n)
+{
+    for (uint32_t i = n / 2; i-- > 0;)
+        sift_down(p, i, n);
+    for (uint32_t end = n; end-- > 1;) {
+        ring_point tmp = p[0];
+        p[0] = p[end];
+        p[end] = tmp;
+        sift_down(p, 0, end);
+    }
+}
+
+int32_t chash_ring_build(chash_ring *ring, const wsel_table *table)
+{
+    ring->num_workers = 0;
+    ring->num_points = 0;
+    if (table->num_groups > ring->max_workers)
+        return WSEL_ERANGE;
+    uint32_t n = 0;
+    for (uint32_t g = 0; g < table->num_groups; g++) {
+        uint64_t id = table->worker_id[table->group_first_row[g]];
+        ring->workers[g] = id;
+        /* A worker's points depend on its id alone, so they stay put when
+         * other workers come or go. */
+        uint64_t base = chash_mix64(id);
+        for (uint32_t v = 0; v < ring->vnodes; v++, n++) {
+            ring->points[n].point = chash_mix64(base + (v + 1) * 0x9e3779b97f4a7c15ull);
+            ring->points[n].owner = g;
+            ring->points[n].reserved = 0;
+        }
+    }
+    sort_points(ring->points, n);
+    ring->num_workers = table->num_groups;
+    ring->num_points = n;
+    return 0;
+}
+
+uint32_t chash_ring_find(const chash_ring *ring, uint64_t hash)
+{
+    uint32_t lo = 0, hi = ring->num_points;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ring->points[mid].point < hash)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == ring->num_points ? 0 : lo;
+}

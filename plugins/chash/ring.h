@@ -1,0 +1,54 @@
+/*
+ * ring.h -- the chash plugin's hash ring: `vnodes` points per worker,
+ * sorted, rebuilt in place (no allocation) whenever the worker set changes.
+ * Not thread-safe: the plugin guards it with its own lock.
+ */
+#ifndef WSEL_CHASH_RING_H
+#define WSEL_CHASH_RING_H
+
+#include <stdint.h>
+
+#include "wsel.h"
+
+/* One virtual node: a point on the 64-bit ring and the index of its worker
+ * in the ring's worker list (= its group index in a matching table). */
+typedef struct ring_point {
+    uint64_t point;
+    uint32_t owner;
+    uint32_t reserved;
+} ring_point;
+
+typedef struct chash_ring {
+    /* Sorted worker ids the ring was built for; num_workers == 0: none. */
+    uint64_t *workers;
+    /* num_workers * vnodes points, sorted by (point, owner). */
+    ring_point *points;
+    uint32_t max_workers;
+    uint32_t vnodes;
+    uint32_t num_workers;
+    uint32_t num_points;
+} chash_ring;
+
+/* splitmix64's finaliser: a bijective, well-mixed 64-bit hash. */
+uint64_t chash_mix64(uint64_t x);
+
+/* Reserve room for `max_workers` workers of `vnodes` points each. Returns 0,
+ * WSEL_EINVAL or WSEL_ENOMEM (then *ring is untouched). OWNERSHIP: caller
+ * owns `ring`; release with chash_ring_free. */
+int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes);
+
+/* Release the storage; a zeroed ring is a harmless no-op. */
+void chash_ring_free(chash_ring *ring);
+
+/* 1 if the ring was built for exactly the workers of `table`, else 0. O(G). */
+int chash_ring_matches(const chash_ring *ring, const wsel_table *table);
+
+/* Rebuild for the workers of `table`, in place. Returns 0, or WSEL_ERANGE
+ * (more workers than max_workers; the ring is left empty). */
+int32_t chash_ring_build(chash_ring *ring, const wsel_table *table);
+
+/* Index of the first point at or after `hash`, wrapping to 0. num_points
+ * must be > 0. */
+uint32_t chash_ring_find(const chash_ring *ring, uint64_t hash);
+
+#endif

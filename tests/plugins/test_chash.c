@@ -1,0 +1,340 @@
+/*
+ * test_chash.c -- the chash plugin: keys stick to their worker while loads
+ * are in bound, no worker ever exceeds the MTZ bound, removing one of n
+ * workers moves only that worker's keys (about 1/n of them), and selects
+ * from several threads agree with a single-threaded run.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "wsel.h"
+#include "wsel_host.h"
+
+#define SEED 4242u
+
+static uint32_t pick(void *c, const harness_table *t, uint64_t request_id, uint64_t key)
+{
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, request_id, key, NULL, 0);
+    return harness_select(c, &req, t);
+}
+
+static uint32_t group_of(const harness_table *t, uint32_t row)
+{
+    uint32_t g = 0;
+    while (g + 1 < t->table.num_groups && t->group_first_row[g + 1] <= row)
+        g++;
+    return g;
+}
+
+static uint64_t worker_load(const harness_table *t, uint32_t g)
+{
+    uint64_t load = 0;
+    for (uint32_t r = 0; r < t->group_row_count[g]; r++)
+        load += t->active_requests[t->group_first_row[g] + r];
+    return load;
+}
+
+static void test_a_key_stays_on_its_worker_while_loads_are_in_bound(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(10, 2);
+    uint32_t home[1000];
+    for (uint64_t k = 0; k < 1000; k++)
+        home[k] = group_of(t, pick(c, t, k, k + 1));
+
+    /* Uneven but in-bound loads: 8..15 per worker (mean <= 15, total <= 150),
+     * cap = ceil(1.25 * 151 / 10) >= 19 > 15 + 1. */
+    wsel_rng noise;
+    wsel_rng_seed(&noise, SEED);
+    for (uint32_t i = 0; i < t->table.num_rows; i++)
+        t->active_requests[i] = 4 + (uint32_t)wsel_rng_below(&noise, 4);
+    uint32_t spread = 0;
+    for (uint64_t k = 0; k < 1000; k++) {
+        uint32_t row = pick(c, t, 5000 + k, k + 1);
+        assert_int_equal(group_of(t, row), home[k]);
+        assert_int_equal(pick(c, t, 9000 + k, k + 1), row); /* deterministic */
+        spread |= 1u << home[k];
+    }
+    assert_int_equal(spread, 0x3ff);
+
+    /* Without an affinity key the first key_blocks hashes stand in; without
+     * hashes, the request id. */
+    const uint64_t a[] = {7, 8, 9, 10, 11, 12};
+    const uint64_t b[] = {7, 8, 9, 10, 99};
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 1, 0, a, 6);
+    uint32_t ra = harness_select(c, &req, t);
+    harness_request(&req, &rng, SEED, 2, 0, b, 5);
+    assert_int_equal(harness_select(c, &req, t), ra);
+    assert_int_equal(pick(c, t, 123, 0), pick(c, t, 123, 0));
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+static void test_the_least_loaded_eligible_rank_of_the_worker_is_chosen(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(1, 4);
+    const uint32_t active[4] = {0, 5, 2, 2};
+    const double cost[4] = {1, 1, 9, 4};
+    memcpy(t->active_requests, active, sizeof(active));
+    memcpy(t->cost, cost, sizeof(cost));
+    t->flags[0] = WSEL_ROW_EXCLUDED;
+    assert_int_equal(pick(c, t, 1, 77), 3);
+    t->flags[3] = WSEL_ROW_BUSY;
+    assert_int_equal(pick(c, t, 2, 77), 2);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+static void test_an_excluded_worker_passes_its_keys_clockwise(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(6, 1);
+    uint32_t home = pick(c, t, 1, 31337);
+    t->flags[home] = WSEL_ROW_EXCLUDED;
+    uint32_t next = pick(c, t, 2, 31337);
+    assert_int_not_equal(next, home);
+    t->flags[home] = 0;
+    assert_int_equal(pick(c, t, 3, 31337), home);
+
+    memset(t->flags, WSEL_ROW_EXCLUDED, t->table.num_rows);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 4, 31337, NULL, 0);
+    wsel_choice choice = {.struct_size = sizeof(choice), .row = 55};
+    assert_int_equal(wsel_plugin_entry.select(c, &req, &t->table, &choice),
+                     WSEL_ENOCANDIDATE);
+    assert_int_equal(choice.row, 55);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+static void test_more_workers_than_max_workers_are_refused(void **state)
+{
+    (void)state;
+    const char *names[] = {"max_workers"};
+    const double four[] = {4};
+    void *c = harness_create(names, four, 1);
+    harness_table *t = harness_table_uniform(5, 1);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 1, 9, NULL, 0);
+    wsel_choice choice = {.struct_size = sizeof(choice), .row = 55};
+    assert_int_equal(wsel_plugin_entry.select(c, &req, &t->table, &choice), WSEL_ERANGE);
+    assert_int_equal(choice.row, 55);
+    harness_table *u = harness_table_uniform(4, 1);
+    assert_true(pick(c, u, 2, 9) < 4);
+    harness_table_free(u);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+/*
+ * 100,000 requests over 10 workers x 2 ranks; each adds 1 to its rank's
+ * active_requests and finishes, FIFO, LIFETIME requests later, so
+ * total + 1 <= LIFETIME. Keys are skewed (key = floor(1000 u^4): key 0
+ * alone is about 18 % of the traffic) so hot keys must spill. After every
+ * decision the chosen worker's load (this request counted) must be at most
+ * ceil((1 + epsilon) * (total + 1) / 10).
+ */
+#define LIFETIME 200u
+#define REQUESTS 100000u
+
+static void run_bounded_load(double epsilon, uint32_t *out_spilled)
+{
+    const char *names[] = {"epsilon"};
+    const double values[] = {epsilon};
+    void *c = harness_create(names, values, 1);
+    harness_table *t = harness_table_uniform(10, 2);
+    void *free_of_load = harness_create(names, values, 1);
+    harness_table *idle = harness_table_uniform(10, 2);
+    uint32_t fifo[LIFETIME];
+    uint64_t total = 0;
+    uint32_t spilled = 0;
+    wsel_rng keys;
+    wsel_rng_seed(&keys, SEED);
+    for (uint32_t n = 0; n < REQUESTS; n++) {
+        if (n >= LIFETIME) {
+            t->active_requests[fifo[n % LIFETIME]]--;
+            total--;
+        }
+        double u = wsel_rng_uniform(&keys);
+        uint64_t key = 1 + (uint64_t)(1000.0 * u * u * u * u);
+        uint32_t row = pick(c, t, n, key);
+        t->active_requests[row]++;
+        total++;
+        fifo[n % LIFETIME] = row;
+        uint32_t g = group_of(t, row);
+        double x = (1.0 + epsilon) * (double)total / 10.0;
+        uint64_t cap = (uint64_t)ceil(x);
+        if (worker_load(t, g) > cap)
+            fail_msg("request %u (key %llu): worker %u has %llu > cap %llu", n,
+                     (unsigned long long)key, g, (unsigned long long)worker_load(t, g),
+                     (unsigned long long)cap);
+        spilled += g != group_of(idle, pick(free_of_load, idle, n, key));
+    }
+    *out_spilled = spilled;
+    harness_table_free(idle);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(free_of_load);
+    wsel_plugin_entry.destroy(c);
+}
+
+static void test_no_worker_exceeds_the_bound_under_a_skewed_load(void **state)
+{
+    (void)state;
+    const double epsilons[] = {0.25, 0.0, 1.0};
+    for (size_t i = 0; i < 3; i++) {
+        uint32_t spilled;
+        run_bounded_load(epsilons[i], &spilled);
+        print_message("epsilon %.2f: %u of %u requests spilled off their home worker\n",
+                      epsilons[i], spilled, REQUESTS);
+        assert_true(spilled > 0);        /* the bound did bite */
+        assert_true(spilled < REQUESTS); /* ... and affinity survived */
+    }
+}
+
+/*
+ * Remove worker n/2 of n (n = 10, 50; 100 vnodes each): keys of the other
+ * workers must not move at all, and the removed worker's share is about 1/n.
+ * Its arc is the sum of V = 100 gaps between N = nV uniform points, each
+ * about Exp(mean 1/N), variance 1/N^2: variance V/N^2 = 1/(n^2 V). Sampling
+ * K = 10,000 keys adds p(1-p)/K. Tolerance 5 sigma with
+ * sigma = sqrt(1/(n^2 V) + p(1-p)/K): 0.052 at n = 10, 0.012 at n = 50.
+ */
+#define KEYS 10000u
+
+static void check_removal(uint32_t n)
+{
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *all = harness_table_uniform(n, 1);
+    harness_table *rest = harness_table_uniform(n - 1, 1);
+    uint64_t gone = n / 2;
+    for (uint32_t g = 0; g < n - 1; g++)
+        rest->worker_id[g] = g < gone ? g : g + 1;
+    rest->table.topology_epoch = 2;
+
+    uint32_t *before = malloc(KEYS * sizeof(*before));
+    assert_non_null(before);
+    for (uint32_t k = 0; k < KEYS; k++)
+        before[k] = (uint32_t)all->worker_id[pick(c, all, k, 1000003u * (k + 1))];
+    wsel_plugin_entry.on_topology_changed(c, &rest->table);
+    uint32_t moved = 0;
+    for (uint32_t k = 0; k < KEYS; k++) {
+        uint64_t after = rest->worker_id[pick(c, rest, k, 1000003u * (k + 1))];
+        if (after != before[k]) {
+            assert_int_equal(before[k], gone);
+            moved++;
+        } else {
+            assert_int_not_equal(before[k], gone);
+        }
+    }
+    /* And back: the ring is a function of the worker set. */
+    for (uint32_t k = 0; k < KEYS; k += 97)
+        assert_int_equal(all->worker_id[pick(c, all, k, 1000003u * (k + 1))], before[k]);
+
+    double p = 1.0 / n;
+    double sigma = sqrt(1.0 / ((double)n * n * 100.0) + p * (1.0 - p) / KEYS);
+    double frac = (double)moved / KEYS;
+    print_message("n = %u: %.4f of keys moved (expected %.4f +- %.4f)\n", n, frac, p,
+                  5 * sigma);
+    assert_true(fabs(frac - p) <= 5 * sigma);
+    free(before);
+    harness_table_free(rest);
+    harness_table_free(all);
+    wsel_plugin_entry.destroy(c);
+}
+
+static void test_removing_one_of_n_workers_moves_only_its_keys_about_one_nth(void **state)
+{
+    (void)state;
+    check_removal(10);
+    check_removal(50);
+}
+
+/* --- concurrency: two topologies in flight at once --------------------- */
+
+#define THREADS    4
+#define PER_THREAD 1500u
+
+typedef struct thread_arg {
+    void *instance;
+    const harness_table *tables[2];
+    const uint32_t *expected[2];
+    uint32_t mismatches;
+} thread_arg;
+
+static void *select_many(void *p)
+{
+    thread_arg *a = p;
+    for (uint32_t i = 0; i < PER_THREAD; i++) {
+        uint32_t which = (i / 7) & 1, k = i % 256;
+        wsel_request req;
+        wsel_rng rng;
+        harness_request(&req, &rng, SEED, i, k + 1, NULL, 0);
+        wsel_choice choice = {.struct_size = sizeof(choice)};
+        if (wsel_plugin_entry.select(a->instance, &req, &a->tables[which]->table,
+                                     &choice) != 0 ||
+            choice.row != a->expected[which][k])
+            a->mismatches++;
+    }
+    return NULL;
+}
+
+static void test_threads_on_two_topologies_agree_with_a_single_thread(void **state)
+{
+    (void)state;
+    assert_true(wsel_plugin_entry.capabilities & WSEL_CAP_CONCURRENT_SELECT);
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *a = harness_table_uniform(12, 2);
+    harness_table *b = harness_table_uniform(11, 2);
+    uint32_t expected[2][256];
+    for (uint32_t k = 0; k < 256; k++) {
+        expected[0][k] = pick(c, a, 0, k + 1);
+        expected[1][k] = pick(c, b, 0, k + 1);
+    }
+    pthread_t threads[THREADS];
+    thread_arg args[THREADS];
+    for (uint32_t i = 0; i < THREADS; i++) {
+        args[i] = (thread_arg){c, {a, b}, {expected[0], expected[1]}, 0};
+        assert_int_equal(pthread_create(&threads[i], NULL, select_many, &args[i]), 0);
+    }
+    for (uint32_t i = 0; i < THREADS; i++) {
+        assert_int_equal(pthread_join(threads[i], NULL), 0);
+        assert_int_equal(args[i].mismatches, 0);
+    }
+    harness_table_free(b);
+    harness_table_free(a);
+    wsel_plugin_entry.destroy(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
+        cmocka_unit_test(test_the_least_loaded_eligible_rank_of_the_worker_is_chosen),
+        cmocka_unit_test(test_an_excluded_worker_passes_its_keys_clockwise),
+        cmocka_unit_test(test_more_workers_than_max_workers_are_refused),
+        cmocka_unit_test(test_no_worker_exceeds_the_bound_under_a_skewed_load),
+        cmocka_unit_test(
+            test_removing_one_of_n_workers_moves_only_its_keys_about_one_nth),
+        cmocka_unit_test(test_threads_on_two_topologies_agree_with_a_single_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
