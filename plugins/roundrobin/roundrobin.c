@@ -16,6 +16,7 @@ typedef struct roundrobin {
     atomic_uint_fast64_t next_ticket;
 } roundrobin;
 
+/* [control thread] */
 static int32_t rr_create(const wsel_host_api *host, const double *params,
                          uint32_t num_params, void **out_instance)
 {
@@ -28,6 +29,7 @@ static int32_t rr_create(const wsel_host_api *host, const double *params,
     return 0;
 }
 
+/* [control thread] */
 static void rr_destroy(void *instance)
 {
     free(instance);
@@ -50,6 +52,7 @@ static uint32_t scan_rows(const wsel_table *t, uint8_t skip, uint32_t *nth)
     return seen;
 }
 
+/* [select thread, concurrent] Two scans of the flags column; no allocation. */
 static int32_t rr_select(void *instance, const wsel_request *request,
                          const wsel_table *table, wsel_choice *choice)
 {
