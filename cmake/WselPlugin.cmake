@@ -1,12 +1,14 @@
-# wsel_add_plugin(NAME SOURCES... [OUTPUT_DIR dir])
+# wsel_add_plugin(NAME SOURCES... [OUTPUT_DIR dir] [NO_VERSION_SCRIPT])
 #
 # Builds plugins/NAME as build/plugins/NAME.so: a MODULE library compiled
 # against abi/ only, with hidden visibility and a version script so that
 # exactly one dynamic symbol, wsel_plugin_entry, is exported.
+# NO_VERSION_SCRIPT skips the version script (for test fixtures that must
+# export extra symbols); never use it for a real plugin.
 set(WSEL_PLUGIN_VERSION_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/wsel_plugin.map)
 
 function(wsel_add_plugin name)
-  cmake_parse_arguments(P "" "OUTPUT_DIR" "" ${ARGN})
+  cmake_parse_arguments(P "NO_VERSION_SCRIPT" "OUTPUT_DIR" "" ${ARGN})
   if(NOT P_OUTPUT_DIR)
     set(P_OUTPUT_DIR ${WSEL_PLUGIN_OUTPUT_DIR})
   endif()
@@ -18,8 +20,10 @@ function(wsel_add_plugin name)
     OUTPUT_NAME ${name}
     LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR}
     C_VISIBILITY_PRESET hidden)
-  target_link_options(${target} PRIVATE
-    -Wl,--version-script=${WSEL_PLUGIN_VERSION_SCRIPT})
+  if(NOT P_NO_VERSION_SCRIPT)
+    target_link_options(${target} PRIVATE
+      -Wl,--version-script=${WSEL_PLUGIN_VERSION_SCRIPT})
+  endif()
   # A plugin links against nothing: refuse undefined symbols, except in a
   # sanitizer build where the runtime lives in the executable.
   if(NOT WSEL_SANITIZE)

@@ -1,14 +1,18 @@
 /*
  * errors.c -- names and messages of the WSEL_E* codes, from the one table in
- * wsel.h (WSEL_ERRNO_MAP), and of the fallback reasons.
+ * wsel.h (WSEL_ERRNO_MAP), and of the fallback reasons; and the one helper
+ * that writes a message into a caller's error buffer.
  */
-#include "wsel_host.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
 
 const char *wsel_strerror(int32_t code)
 {
     switch (code) {
-#define WSEL_STRERROR_CASE_(name, value, msg)                                         \
-    case value:                                                                       \
+#define WSEL_STRERROR_CASE_(name, value, msg)                                            \
+    case value:                                                                          \
         return msg;
         WSEL_ERRNO_MAP(WSEL_STRERROR_CASE_)
 #undef WSEL_STRERROR_CASE_
@@ -20,8 +24,8 @@ const char *wsel_strerror(int32_t code)
 const char *wsel_errname(int32_t code)
 {
     switch (code) {
-#define WSEL_ERRNAME_CASE_(name, value, msg)                                          \
-    case value:                                                                       \
+#define WSEL_ERRNAME_CASE_(name, value, msg)                                             \
+    case value:                                                                          \
         return "WSEL_" #name;
         WSEL_ERRNO_MAP(WSEL_ERRNAME_CASE_)
 #undef WSEL_ERRNAME_CASE_
@@ -44,4 +48,14 @@ const char *wsel_fallback_reason_name(uint32_t reason)
     if (reason >= WSEL_FALLBACK_REASONS || names[reason] == NULL)
         return "unknown";
     return names[reason];
+}
+
+void wsel_set_error(char *err, size_t err_size, const char *fmt, ...)
+{
+    if (err == NULL || err_size == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_size, fmt, ap);
+    va_end(ap);
 }

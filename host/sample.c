@@ -94,8 +94,8 @@ int32_t wsel_softmax_sample(const double *costs, const uint8_t *flags, uint32_t 
                             uint8_t skip_mask, double temperature, double u,
                             uint32_t *out_row)
 {
-    if (costs == NULL || out_row == NULL || !isfinite(temperature) ||
-        temperature < 0.0 || !(u >= 0.0 && u < 1.0))
+    if (costs == NULL || out_row == NULL || !isfinite(temperature) || temperature < 0.0 ||
+        !(u >= 0.0 && u < 1.0))
         return WSEL_EINVAL;
     double min, max;
     uint32_t count, at_min;

@@ -1,0 +1,146 @@
+/*
+ * generation.c -- a policy generation's life (load, configure, create,
+ * destroy) and the grace period that separates publishing a new one from
+ * destroying the old.
+ *
+ * Why an epoch scheme with two reader counters (a simplified SRCU / the
+ * userspace-RCU "flip twice" grace period), and not a lock or reference
+ * counts on the generation:
+ *   - selects must never wait for a switch, so no lock shared with the
+ *     switcher is allowed on the select path;
+ *   - a reference count in the generation cannot be taken safely: between
+ *     loading the pointer and incrementing its count the generation may be
+ *     freed (the classic ABA/use-after-free of naive refcounting);
+ *   - counting readers in the host instead, per epoch parity, costs a
+ *     reader one atomic increment and one decrement on a counter that lives
+ *     as long as the host, and lets the switcher wait for exactly the
+ *     readers that could hold the old pointer.
+ *
+ * Reader (wsel_host_read_lock, internal.h):
+ *     idx = epoch & 1;  readers[idx]++;  gen = live;  ...use gen...;
+ *     readers[idx]--  (release)
+ * Switcher (serialised by host->control):
+ *     old = exchange(live, new);  flip epoch, wait readers[old parity] == 0;
+ *     flip epoch again, wait for the other counter == 0;  destroy old.
+ *
+ * Memory-ordering argument. The increment, the load of `live`, the exchange
+ * and the switcher's loads of the counters are all seq_cst, so they sit in
+ * one total order S. Take a reader that loaded the OLD generation: its load
+ * of `live` precedes the exchange in S, so its increment (sequenced before
+ * that load) precedes the exchange too, and therefore precedes both of the
+ * switcher's counter loads that follow the exchange. Whichever counter it
+ * incremented, the switcher waits until it reads 0 from that counter after
+ * the exchange; a 0 that coherence-follows the reader's increment includes
+ * the reader's matching decrement. That decrement is a release and the
+ * switcher's load an acquire (seq_cst), so everything the reader did inside
+ * the old instance happens-before the switcher destroys it. A reader whose
+ * increment follows the exchange in S loads `live` after the exchange and
+ * sees the new generation (or a later one), so it is not using the old.
+ *
+ * Why flip at all, and twice: without the flip, a steady stream of new
+ * readers could keep one counter from ever reading 0. After a flip new
+ * readers go to the other counter, so the waited-for one drains. A reader
+ * that sampled the epoch just before a flip may still increment the old
+ * parity, which is why both counters are waited for, each after a flip.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* Wait for one counter to read zero: spin a little, then sleep-yield. */
+static void wait_drained(wsel_padded_counter *c)
+{
+    for (unsigned spins = 0; atomic_load(&c->n) != 0; spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50 * 1000}; /* 50 us */
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+void wsel_host_synchronize(wsel_host *host)
+{
+    for (int flip = 0; flip < 2; flip++) {
+        uint64_t old_epoch = atomic_fetch_add(&host->epoch, 1);
+        wait_drained(&host->readers[old_epoch & 1u]);
+    }
+}
+
+static int32_t create_instance(wsel_host *host, wsel_generation *gen,
+                               const double *values, char *err, size_t err_size)
+{
+    const wsel_plugin *p = gen->plugin;
+    void *instance = NULL;
+    int32_t rc = p->create(&host->api, values, p->num_params, &instance);
+    if (rc != 0) {
+        wsel_set_error(err, err_size, "%s: plugin %s create failed: %s (%d)",
+                       wsel_library_path(gen->lib), p->name, wsel_strerror(rc), (int)rc);
+        return rc < 0 ? rc : WSEL_EPLUGIN;
+    }
+    gen->instance = instance;
+    return 0;
+}
+
+int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
+                               wsel_generation **out, char *err, size_t err_size)
+{
+    double values[WSEL_MAX_PARAMS];
+    wsel_library *lib = NULL;
+    int32_t rc = wsel_library_open(path, &host->trust, &lib, err, err_size);
+    if (rc < 0)
+        return rc;
+    rc = wsel_config_parse(lib, config, values, err, err_size);
+    if (rc < 0)
+        goto out_close_lib;
+
+    wsel_generation *gen = calloc(1, sizeof(*gen));
+    if (gen == NULL) {
+        wsel_set_error(err, err_size, "%s: out of memory", path);
+        rc = WSEL_ENOMEM;
+        goto out_close_lib;
+    }
+    gen->lib = lib;
+    gen->plugin = wsel_library_plugin(lib);
+    gen->serialised = (gen->plugin->capabilities & WSEL_CAP_CONCURRENT_SELECT) == 0;
+
+    /* Prefer writers: on_topology_changed must not starve behind a steady
+     * stream of shared selects. */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int prc = pthread_rwlock_init(&gen->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (prc != 0) {
+        wsel_set_error(err, err_size, "%s: cannot create the instance lock", path);
+        rc = WSEL_ENOMEM;
+        goto out_free_gen;
+    }
+    rc = create_instance(host, gen, values, err, err_size);
+    if (rc < 0)
+        goto out_destroy_lock;
+    *out = gen;
+    return 0;
+
+out_destroy_lock:
+    pthread_rwlock_destroy(&gen->lock);
+out_free_gen:
+    free(gen);
+out_close_lib:
+    wsel_library_close(lib);
+    return rc;
+}
+
+void wsel_generation_destroy(wsel_generation *gen)
+{
+    if (gen == NULL)
+        return;
+    gen->plugin->destroy(gen->instance);
+    pthread_rwlock_destroy(&gen->lock);
+    wsel_library_close(gen->lib);
+    free(gen);
+}

@@ -1,0 +1,196 @@
+/*
+ * host.c -- the host object: options, creation and destruction, the host
+ * table handed to plugins, logging, counters and per-request streams.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void wsel_host_options_default(wsel_host_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof(*opts));
+    opts->struct_size = sizeof(*opts);
+    opts->max_consecutive_failures = 16;
+    opts->seed = 0;
+    opts->log = NULL;
+    opts->log_user = NULL;
+    opts->trust.struct_size = sizeof(opts->trust);
+    opts->trust.allowed_dirs = NULL;
+}
+
+static void host_log_message(const wsel_host *host, int32_t level, const char *msg)
+{
+    if (host->log != NULL) {
+        host->log(host->log_user, level, msg);
+        return;
+    }
+    if (level <= WSEL_LOG_WARN)
+        fprintf(stderr, "wsel: %s: %s\n", level == WSEL_LOG_ERROR ? "error" : "warning",
+                msg);
+}
+
+void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    host_log_message(host, level, msg);
+}
+
+/* wsel_host_api.log: a plugin's message, routed to its host's sink. */
+static void api_log(const wsel_host_api *api, int32_t level, const char *msg)
+{
+    if (api == NULL || api->host_ctx == NULL || msg == NULL)
+        return;
+    if (level < WSEL_LOG_ERROR)
+        level = WSEL_LOG_ERROR;
+    if (level > WSEL_LOG_DEBUG)
+        level = WSEL_LOG_DEBUG;
+    host_log_message(api->host_ctx, level, msg);
+}
+
+/* Copy the caller's allow-list so the host does not depend on its life. */
+static int32_t copy_allowed_dirs(wsel_host *host, const char *const *dirs)
+{
+    if (dirs == NULL)
+        return 0;
+    size_t n = 0;
+    while (dirs[n] != NULL)
+        n++;
+    host->allowed_dirs = calloc(n + 1, sizeof(char *));
+    if (host->allowed_dirs == NULL)
+        return WSEL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        host->allowed_dirs[i] = strdup(dirs[i]);
+        if (host->allowed_dirs[i] == NULL)
+            return WSEL_ENOMEM;
+    }
+    host->trust.allowed_dirs = (const char *const *)host->allowed_dirs;
+    return 0;
+}
+
+static void free_allowed_dirs(wsel_host *host)
+{
+    if (host->allowed_dirs == NULL)
+        return;
+    for (size_t i = 0; host->allowed_dirs[i] != NULL; i++)
+        free(host->allowed_dirs[i]);
+    free(host->allowed_dirs);
+}
+
+/* Defaults overlaid with the caller's struct up to its struct_size. */
+static void effective_options(const wsel_host_options *opts, wsel_host_options *out)
+{
+    wsel_host_options_default(out);
+    if (opts == NULL)
+        return;
+    size_t n = opts->struct_size < sizeof(*out) ? opts->struct_size : sizeof(*out);
+    memcpy(out, opts, n);
+    out->struct_size = sizeof(*out);
+}
+
+int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
+{
+    if (out == NULL)
+        return WSEL_EINVAL;
+    wsel_host_options o;
+    effective_options(opts, &o);
+
+    size_t size =
+        (sizeof(wsel_host) + WSEL_CACHE_LINE - 1) / WSEL_CACHE_LINE * WSEL_CACHE_LINE;
+    wsel_host *host = aligned_alloc(WSEL_CACHE_LINE, size);
+    if (host == NULL)
+        return WSEL_ENOMEM;
+    memset(host, 0, size);
+    host->api.struct_size = sizeof(wsel_host_api);
+    host->api.abi_major = WSEL_ABI_MAJOR;
+    host->api.abi_minor = WSEL_ABI_MINOR;
+    host->api.host_ctx = host;
+    host->api.log = api_log;
+    host->api.rng_u64 = wsel_rng_u64;
+    host->api.rng_uniform = wsel_rng_uniform;
+    host->api.softmax_sample = wsel_softmax_sample;
+    host->api.argmin = wsel_argmin;
+    host->log = o.log;
+    host->log_user = o.log_user;
+    host->max_consecutive_failures = o.max_consecutive_failures;
+    host->seed = o.seed;
+    host->trust.struct_size = sizeof(host->trust);
+
+    int32_t rc = WSEL_ENOMEM;
+    if (o.trust.struct_size >= sizeof(o.trust) &&
+        copy_allowed_dirs(host, o.trust.allowed_dirs) < 0)
+        goto out_free_dirs;
+    if (pthread_mutex_init(&host->control, NULL) != 0)
+        goto out_free_dirs;
+    atomic_init(&host->live, NULL);
+    *out = host;
+    return 0;
+
+out_free_dirs:
+    free_allowed_dirs(host);
+    free(host);
+    return rc;
+}
+
+void wsel_host_destroy(wsel_host *host)
+{
+    if (host == NULL)
+        return;
+    wsel_generation_destroy(atomic_load(&host->live));
+    pthread_mutex_destroy(&host->control);
+    free_allowed_dirs(host);
+    free(host);
+}
+
+void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
+                               wsel_rng *rng)
+{
+    if (host == NULL || request == NULL || rng == NULL)
+        return;
+    /* Same derivation as the plugin test harness, so a decision can be
+     * replayed there from (seed, request_id). */
+    wsel_rng_seed(rng, host->seed ^ (request->request_id * 0x9e3779b97f4a7c15ull));
+    request->struct_size = sizeof(*request);
+    request->uniform = wsel_rng_uniform(rng);
+    request->rng = rng;
+}
+
+void wsel_host_get_counters(const wsel_host *host, wsel_host_counters *out)
+{
+    if (host == NULL || out == NULL)
+        return;
+    wsel_host *h = (wsel_host *)host; /* atomics are read only */
+    memset(out, 0, sizeof(*out));
+    out->plugin_answers =
+        atomic_load_explicit(&h->plugin_answers.n, memory_order_relaxed);
+    for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS; r++) {
+        out->fallback_by_reason[r] =
+            atomic_load_explicit(&h->fallback_by_reason[r].n, memory_order_relaxed);
+        out->fallbacks += out->fallback_by_reason[r];
+    }
+    out->selects = out->plugin_answers + out->fallbacks;
+    out->switches = atomic_load_explicit(&h->switches, memory_order_relaxed);
+    out->failed_switches =
+        atomic_load_explicit(&h->failed_switches, memory_order_relaxed);
+    out->ejections = atomic_load_explicit(&h->ejections, memory_order_relaxed);
+}
+
+const char *wsel_host_policy_name(const wsel_host *host)
+{
+    if (host == NULL)
+        return "builtin";
+    wsel_generation *gen = atomic_load(&((wsel_host *)host)->live);
+    if (gen == NULL || atomic_load_explicit(&gen->ejected, memory_order_relaxed))
+        return "builtin";
+    /* The name lives in the plugin's read-only data, which is never
+     * unmapped (no dlclose). */
+    return gen->plugin->name;
+}

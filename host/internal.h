@@ -1,0 +1,131 @@
+/*
+ * internal.h -- what the files of libwsel-host share and nobody else sees.
+ *
+ * Nothing here is exported (the library is built with hidden visibility);
+ * only wsel_host.h is API.
+ */
+#ifndef WSEL_HOST_INTERNAL_H
+#define WSEL_HOST_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wsel_host.h"
+
+/* Most parameters a plugin may declare: bounds the config parser's stack
+ * arrays. A plugin declaring more is refused at load. */
+#define WSEL_MAX_PARAMS 256u
+/* Most choices one ENUM parameter may list. */
+#define WSEL_MAX_CHOICES 256u
+
+/* printf into the caller's error buffer; a harmless no-op when err is NULL
+ * or err_size is 0. Always NUL-terminates (truncating if needed). */
+void wsel_set_error(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Check a descriptor (host-sized copy `p`) and its parameter table; on
+ * refusal write "PATH: ..." to err and return WSEL_EABI. */
+int32_t wsel_descriptor_check(const char *path, const wsel_plugin *p, char *err,
+                              size_t err_size);
+
+/* Parameter i of descriptor `p` read through its stride, or NULL. */
+const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i);
+
+/* ===================================================================== */
+/* The host object (host.c, generation.c, select.c, switch.c)             */
+/* ===================================================================== */
+
+/*
+ * One generation: a loaded library, its descriptor and one live instance.
+ * Created and destroyed by the control thread; read by select threads
+ * between wsel_host_read_lock and wsel_host_read_unlock.
+ */
+typedef struct wsel_generation {
+    wsel_library *lib;
+    const wsel_plugin *plugin; /* the library's host-sized descriptor copy */
+    void *instance;
+    /* 1 when the plugin lacks WSEL_CAP_CONCURRENT_SELECT: select and
+     * on_request_finished then take `lock` exclusively. Otherwise they take
+     * it shared, and only on_topology_changed takes it exclusively (the ABI
+     * promises that hook never runs concurrently with select). The switcher
+     * never takes this lock. */
+    int serialised;
+    pthread_rwlock_t lock;
+    _Atomic uint32_t consecutive_failures;
+    _Atomic uint32_t ejected;
+} wsel_generation;
+
+#define WSEL_CACHE_LINE 64
+
+/* A counter alone on its cache line, so threads bumping one do not slow
+ * threads bumping another. */
+typedef struct wsel_padded_counter {
+    _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t n;
+} wsel_padded_counter;
+
+struct wsel_host {
+    /* The table handed to every plugin instance; host_ctx = this host. */
+    wsel_host_api api;
+    wsel_log_fn log;
+    void *log_user;
+    uint32_t max_consecutive_failures;
+    uint64_t seed;
+    wsel_trust_options trust; /* allowed_dirs points at owned copies */
+    char **allowed_dirs;
+    /* Serialises switch, topology changes and destroy; selects never
+     * touch it. */
+    pthread_mutex_t control;
+
+    /* Read side of the switch: see generation.c. */
+    _Alignas(WSEL_CACHE_LINE) _Atomic(wsel_generation *) live;
+    _Atomic uint64_t epoch;
+    wsel_padded_counter readers[2];
+
+    /* Counters, relaxed. selects is derived (plugin + fallbacks). */
+    wsel_padded_counter plugin_answers;
+    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS];
+    _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t switches;
+    _Atomic uint64_t failed_switches;
+    _Atomic uint64_t ejections;
+};
+
+/* Log through the host's sink (or stderr). [any thread] */
+void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Enter / leave a read-side section; the generation loaded in between
+ * (wsel_host_live) stays alive until the matching unlock. [any thread]
+ * The memory-ordering argument is at wsel_host_synchronize (generation.c).
+ */
+static inline uint32_t wsel_host_read_lock(wsel_host *host)
+{
+    uint32_t idx = (uint32_t)(atomic_load(&host->epoch) & 1u);
+    atomic_fetch_add(&host->readers[idx].n, 1);
+    return idx;
+}
+
+static inline void wsel_host_read_unlock(wsel_host *host, uint32_t idx)
+{
+    atomic_fetch_sub_explicit(&host->readers[idx].n, 1, memory_order_release);
+}
+
+static inline wsel_generation *wsel_host_live(wsel_host *host)
+{
+    return atomic_load(&host->live);
+}
+
+/* Wait until no read-side section that began before the call is still
+ * running. [control thread, with host->control held] */
+void wsel_host_synchronize(wsel_host *host);
+
+/* Load, configure and create a generation; nothing is published. */
+int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
+                               wsel_generation **out, char *err, size_t err_size);
+/* Destroy the instance and free the generation; NULL is a no-op. No
+ * select may still be inside it. */
+void wsel_generation_destroy(wsel_generation *gen);
+
+#endif

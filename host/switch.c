@@ -1,0 +1,63 @@
+/*
+ * switch.c -- the control-thread operations on a live host: switching the
+ * policy and telling it the topology changed.
+ *
+ * A switch does everything that can fail (trust, load, checks, config,
+ * create) before publishing; publication is one atomic exchange; the old
+ * generation is destroyed after the grace period (generation.c). Selects
+ * never wait for any of it.
+ */
+#include "internal.h"
+
+int32_t wsel_host_switch(wsel_host *host, const char *path, const char *config, char *err,
+                         size_t err_size)
+{
+    if (host == NULL || path == NULL) {
+        wsel_set_error(err, err_size, "switch: NULL %s", host == NULL ? "host" : "path");
+        return WSEL_EINVAL;
+    }
+    char local_err[512];
+    if (err == NULL || err_size == 0) {
+        err = local_err;
+        err_size = sizeof(local_err);
+    }
+    err[0] = '\0';
+
+    pthread_mutex_lock(&host->control);
+    wsel_generation *gen = NULL;
+    int32_t rc = wsel_generation_create(host, path, config, &gen, err, err_size);
+    if (rc < 0) {
+        atomic_fetch_add_explicit(&host->failed_switches, 1, memory_order_relaxed);
+        wsel_host_log(host, WSEL_LOG_INFO, "switch refused, previous policy kept: %s",
+                      err);
+        pthread_mutex_unlock(&host->control);
+        return rc;
+    }
+    wsel_generation *old = atomic_exchange(&host->live, gen);
+    wsel_host_synchronize(host);
+    wsel_generation_destroy(old);
+    atomic_fetch_add_explicit(&host->switches, 1, memory_order_relaxed);
+    wsel_host_log(host, WSEL_LOG_INFO, "switched to plugin %s %s from %s",
+                  gen->plugin->name, gen->plugin->version, path);
+    pthread_mutex_unlock(&host->control);
+    return 0;
+}
+
+void wsel_host_topology_changed(wsel_host *host, const wsel_table *table)
+{
+    if (host == NULL || table == NULL)
+        return;
+    pthread_mutex_lock(&host->control);
+    /* The control mutex keeps the generation alive: only a switch, which
+     * holds it too, could destroy it. */
+    wsel_generation *gen = atomic_load(&host->live);
+    if (gen != NULL && gen->plugin->on_topology_changed != NULL &&
+        !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
+        /* Exclusive: the ABI promises this hook never runs concurrently
+         * with select on the instance. */
+        pthread_rwlock_wrlock(&gen->lock);
+        gen->plugin->on_topology_changed(gen->instance, table);
+        pthread_rwlock_unlock(&gen->lock);
+    }
+    pthread_mutex_unlock(&host->control);
+}
