@@ -91,4 +91,24 @@ if [ -f "$prefix/lib/wsel/plugins/softmax.so" ]; then
 else
     echo "NOTE: no bundled softmax plugin installed; 'wsel info softmax' skipped"
 fi
+step "embed libwsel-host: examples/embedding/router.c, built with pkg-config"
+if [ -n "$pkg_so" ]; then
+    cd "$WORK"
+    # The line docs/embedding.md shows, with $CC for cc and an RPATH so the
+    # scratch prefix's library is found without LD_LIBRARY_PATH:
+    $CC -std=c11 -Wall -Wextra -Werror "$WSEL_SOURCE_DIR/examples/embedding/router.c" -o router $(pkg-config --cflags --libs wsel) -Wl,-rpath,"$(pkg-config --variable=libdir wsel)" ||
+        fail "examples/embedding/router.c did not build against $prefix"
+    plugindir=$(pkg-config --variable=plugindir wsel)
+    out=$(./router "$plugindir/least_active.so" '{"slack": 2}') ||
+        fail "router with least_active.so: $out"
+    echo "$out"
+    [ "$out" = "least_active chose row 3: worker 11 dp_rank 1" ] ||
+        fail "router with least_active.so answered '$out'"
+    if ./router "$plugindir/least_active.so" '{"slak": 2}' 2>"$WORK/router.err"; then
+        fail "router accepted the unknown key 'slak'"
+    fi
+    grep -q "slak" "$WORK/router.err" || fail "the config error does not name 'slak'"
+else
+    echo "NOTE: pkg-config is not installed; skipped the embedding example"
+fi
 echo "install test: all steps passed"
