@@ -1,12 +1,307 @@
-/* cmd_sim.c -- `wsel sim` (placeholder until implemented). */
+/*
+ * cmd_sim.c -- `wsel sim`: replay one request stream through a simulated
+ * cluster once per policy, each through its own libwsel-host, and print
+ * the comparison. The model lives in sim/; this file wires options,
+ * plugin paths, progress, the report and the charts together.
+ */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "analyze.h"
 #include "commands.h"
+#include "host_policy.h"
+#include "options.h"
+#include "plot.h"
+#include "plugin_path.h"
+#include "report.h"
+
+typedef struct progress {
+    int enabled;
+    int shown;
+    double start_s;
+    const char *label;
+    uint32_t index, count;
+} progress;
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Observer context: the progress line and, with --plot, the charts. */
+typedef struct watch {
+    progress *prog;
+    sim_plot *plot;
+} watch;
+
+static void on_progress(void *ctx, int64_t now_ns, uint64_t routed)
+{
+    progress *p = ((watch *)ctx)->prog;
+    if (!p->enabled || wall_s() - p->start_s < 1.0)
+        return;
+    fprintf(stderr, "\r[%u/%u] %-12s %10llu requests routed, %8.1f s simulated",
+            p->index + 1, p->count, p->label, (unsigned long long)routed,
+            (double)now_ns / 1e9);
+    p->shown = 1;
+}
+
+static void on_ttft(void *ctx, double ttft_ms)
+{
+    sim_plot_ttft(((watch *)ctx)->plot, ttft_ms);
+}
+
+static void on_route(void *ctx, int64_t now_ns, uint32_t worker, int flicker)
+{
+    sim_plot_route(((watch *)ctx)->plot, now_ns, worker, flicker);
+}
+
+static void on_load(void *ctx, int64_t now_ns, const uint64_t *tokens, uint32_t n)
+{
+    sim_plot_load(((watch *)ctx)->plot, now_ns, tokens, n);
+}
+
+static void clear_progress(progress *p)
+{
+    if (p->shown)
+        fprintf(stderr, "\r%*s\r", 72, "");
+    p->shown = 0;
+}
+
+static void print_analysis(const sim_options *o, const sim_analysis *a)
+{
+    if (o->json) {
+        printf("{\"requests\":%llu,\"input_tokens\":%llu,\"output_tokens\":%llu,"
+               "\"duration_s\":%.6g,\"blocks\":%llu,\"unique_blocks\":%llu,"
+               "\"infinite_cache_hit_rate\":%.6g,\"bad_lines\":%llu}\n",
+               (unsigned long long)a->requests, (unsigned long long)a->input_tokens,
+               (unsigned long long)a->output_tokens, a->duration_s,
+               (unsigned long long)a->blocks, (unsigned long long)a->unique_blocks,
+               a->infinite_cache_hit_rate, (unsigned long long)a->bad_lines);
+        return;
+    }
+    printf("input                    %s\n",
+           o->trace ? o->trace : sim_workload_name(o->workload.kind));
+    printf("requests                 %llu\n", (unsigned long long)a->requests);
+    printf("input_tokens             %llu (mean %.0f)\n",
+           (unsigned long long)a->input_tokens,
+           a->requests ? (double)a->input_tokens / (double)a->requests : 0.0);
+    printf("output_tokens            %llu (mean %.0f)\n",
+           (unsigned long long)a->output_tokens,
+           a->requests ? (double)a->output_tokens / (double)a->requests : 0.0);
+    printf("duration_s               %.1f\n", a->duration_s);
+    printf("blocks                   %llu\n", (unsigned long long)a->blocks);
+    printf("unique_blocks            %llu\n", (unsigned long long)a->unique_blocks);
+    printf("infinite_cache_hit_rate  %.4f\n", a->infinite_cache_hit_rate);
+    if (a->bad_lines)
+        printf("bad_lines                %llu (skipped)\n",
+               (unsigned long long)a->bad_lines);
+}
+
+typedef struct policy_entry {
+    const char *label;
+    const char *config;
+    char path[PATH_MAX];
+} policy_entry;
+
+/* Resolve the policies to compare; bundled ones whose .so is missing are
+ * skipped with a warning. Returns the count, or -1 after a message. */
+static int resolve_policies(const sim_options *o, policy_entry *out)
+{
+    char err[1024];
+    int n = 0;
+    if (o->num_plugins == 0) {
+        for (unsigned i = 0; i < wsel_num_bundled_plugins; i++) {
+            const char *name = wsel_bundled_plugins[i];
+            if (wsel_plugin_resolve(name, out[n].path, sizeof(out[n].path), err,
+                                    sizeof(err)) != 0) {
+                fprintf(stderr, "wsel sim: warning: skipping %s: %s\n", name, err);
+                continue;
+            }
+            out[n].label = name;
+            out[n].config = NULL;
+            n++;
+        }
+        if (n == 0)
+            fprintf(stderr,
+                    "wsel sim: no bundled plugin found; build them or use --plugin\n");
+        return n > 0 ? n : -1;
+    }
+    for (uint32_t i = 0; i < o->num_plugins; i++) {
+        if (wsel_plugin_resolve(o->plugins[i].spec, out[n].path, sizeof(out[n].path), err,
+                                sizeof(err)) != 0) {
+            fprintf(stderr, "wsel sim: --plugin %s: %s\n", o->plugins[i].spec, err);
+            return -1;
+        }
+        out[n].label = o->plugins[i].spec;
+        out[n].config = o->plugins[i].config;
+        n++;
+    }
+    return n;
+}
+
+static int resolve_switches(const sim_options *o, sim_switch *out,
+                            char (*paths)[PATH_MAX])
+{
+    char err[1024];
+    for (uint32_t i = 0; i < o->num_switches; i++) {
+        if (wsel_plugin_resolve(o->switches[i].spec, paths[i], PATH_MAX, err,
+                                sizeof(err)) != 0) {
+            fprintf(stderr, "wsel sim: --switch-at %s: %s\n", o->switches[i].spec, err);
+            return -1;
+        }
+        out[i].at_ns = (int64_t)(o->switches[i].at_s * 1e9);
+        out[i].label = o->switches[i].spec;
+        out[i].path = paths[i];
+        out[i].config = o->switches[i].config;
+    }
+    return 0;
+}
+
+/* One policy over a fresh copy of the request stream. */
+static int run_one(const sim_options *o, const policy_entry *pe, const sim_switch *sw,
+                   sim_observer *ob, sim_result *res, uint64_t *bad_lines)
+{
+    char err[1024];
+    sim_source *src = NULL;
+    int32_t rc = o->trace
+                     ? sim_source_open_trace(&src, o->trace, o->trace_block_size,
+                                             o->cluster.block_size, o->skip_bad_lines,
+                                             err, sizeof(err))
+                     : sim_source_open_workload(&src, &o->workload, o->cluster.block_size,
+                                                err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "wsel sim: %s\n", err);
+        return rc == WSEL_EINVAL && !o->trace ? WSEL_EXIT_USAGE : WSEL_EXIT_FAILURE;
+    }
+    sim_host_policy hp;
+    sim_policy policy;
+    rc = sim_host_policy_open(&hp, &policy, pe->path, pe->config, o->seed,
+                              sim_cluster_ranks(&o->cluster), err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
+        sim_source_close(src);
+        return WSEL_EXIT_FAILURE;
+    }
+    sim_run_args args = {
+        .cluster = &o->cluster,
+        .router = &o->router,
+        .source = &sim_source_ops_default,
+        .source_ctx = src,
+        .policy = &policy,
+        .switches = sw,
+        .num_switches = o->num_switches,
+        .first_label = pe->label,
+        .observer = ob,
+    };
+    rc = sim_run(&args, res, err, sizeof(err));
+    *bad_lines = sim_source_bad_lines(src);
+    sim_host_policy_close(&hp);
+    sim_source_close(src);
+    if (rc != 0) {
+        fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
+        return WSEL_EXIT_FAILURE;
+    }
+    if (res->total.lost_requests != 0) {
+        fprintf(stderr, "wsel sim: %s: %llu requests lost\n", pe->label,
+                (unsigned long long)res->total.lost_requests);
+        return WSEL_EXIT_FAILURE;
+    }
+    return WSEL_EXIT_OK;
+}
+
+static int compare(const sim_options *o)
+{
+    static policy_entry policies[SIM_MAX_PLUGINS];
+    static char switch_paths[SIM_MAX_PHASES][PATH_MAX];
+    sim_switch switches[SIM_MAX_PHASES];
+    int n = resolve_policies(o, policies);
+    if (n < 0 || resolve_switches(o, switches, switch_paths) != 0)
+        return WSEL_EXIT_FAILURE;
+    sim_report_row *rows = calloc((size_t)n, sizeof(*rows));
+    sim_plot *plot = NULL;
+    if (!rows)
+        return WSEL_EXIT_FAILURE;
+    int status = WSEL_EXIT_OK;
+    if (o->plot_dir && sim_plot_open(&plot, o->plot_dir, o->cluster.num_workers) != 0) {
+        status = WSEL_EXIT_FAILURE;
+        goto out_free_rows;
+    }
+    progress prog = {
+        o->progress != 0 && isatty(STDERR_FILENO), 0, 0, NULL, 0, (uint32_t)n};
+    uint64_t bad_lines = 0;
+    for (int i = 0; i < n && status == WSEL_EXIT_OK; i++) {
+        watch w = {&prog, plot};
+        sim_observer ob = {&w, NULL, NULL, NULL, on_progress};
+        if (plot) {
+            ob.on_ttft = on_ttft;
+            ob.on_route = on_route;
+            ob.on_load = on_load;
+            if (sim_plot_begin(plot, policies[i].label) != 0) {
+                status = WSEL_EXIT_FAILURE;
+                break;
+            }
+        }
+        prog.label = policies[i].label;
+        prog.index = (uint32_t)i;
+        prog.start_s = wall_s();
+        status = run_one(o, &policies[i], switches, &ob, &rows[i].result, &bad_lines);
+        clear_progress(&prog);
+        rows[i].plugin = policies[i].label;
+        rows[i].config = policies[i].config;
+    }
+    if (status != WSEL_EXIT_OK)
+        goto out_close_plot;
+    if (bad_lines)
+        fprintf(stderr, "wsel sim: skipped %llu bad lines of %s\n",
+                (unsigned long long)bad_lines, o->trace);
+    if (o->json) {
+        sim_report_input in = {o->trace,
+                               sim_workload_name(o->workload.kind),
+                               o->trace_block_size,
+                               o->seed,
+                               bad_lines,
+                               o->workload.rate};
+        sim_report_json(stdout, &in, &o->cluster, &o->router, rows, (uint32_t)n,
+                        o->timing);
+    } else {
+        sim_report_table(stdout, rows, (uint32_t)n);
+    }
+    if (plot && sim_plot_render(plot) != 0)
+        status = WSEL_EXIT_FAILURE;
+
+out_close_plot:
+    sim_plot_close(plot);
+out_free_rows:
+    free(rows);
+    return status;
+}
 
 int wsel_cmd_sim(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsel sim: not implemented yet\n");
-    return WSEL_EXIT_FAILURE;
+    static sim_options o; /* large; one per process */
+    char err[512];
+    if (sim_options_parse(&o, argc, argv, err, sizeof(err)) != 0) {
+        fprintf(stderr, "wsel sim: %s\n", err);
+        return WSEL_EXIT_USAGE;
+    }
+    if (o.help) {
+        sim_options_usage(stdout);
+        return WSEL_EXIT_OK;
+    }
+    if (o.analyze) {
+        sim_analysis a;
+        if (sim_analyze(&o, &a, err, sizeof(err)) != 0) {
+            fprintf(stderr, "wsel sim: %s\n", err);
+            return WSEL_EXIT_FAILURE;
+        }
+        print_analysis(&o, &a);
+        return WSEL_EXIT_OK;
+    }
+    return compare(&o);
 }

@@ -1,0 +1,224 @@
+/*
+ * engine.c -- the engine model: each rank runs continuous batching with
+ * chunked prefill and prefix caching; the ranks of one worker step in
+ * lockstep, so a worker's step lasts as long as its slowest rank's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "simcore.h"
+
+void sim_cluster_default(sim_cluster *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->num_workers = 4;
+    for (uint32_t w = 0; w < c->num_workers; w++)
+        c->dp[w] = 4;
+    c->kv_blocks = 16384;
+    c->block_size = 64;
+    c->max_running = 256;
+    c->token_budget = 8192;
+    c->cost_model = SIM_COST_POLYNOMIAL;
+    c->step_fixed_ms = 5.0;
+    c->prefill_token_ms = 0.015;
+    c->decode_seq_ms = 0.1;
+}
+
+uint32_t sim_cluster_ranks(const sim_cluster *c)
+{
+    uint32_t n = 0;
+    for (uint32_t w = 0; w < c->num_workers; w++)
+        n += c->dp[w];
+    return n;
+}
+
+double sim_step_ms(const sim_cluster *c, uint64_t prefill_tokens, uint32_t decoding,
+                   double u)
+{
+    if (prefill_tokens == 0 && decoding == 0)
+        return 0;
+    if (c->cost_model == SIM_COST_LINEAR)
+        return c->step_fixed_ms + c->prefill_token_ms * (double)prefill_tokens +
+               c->decode_seq_ms * decoding;
+    /* Dynamo mocker's polynomial model: a prefill pass plus a decode pass. */
+    double ms = 0;
+    if (prefill_tokens > 0) {
+        double t = (double)prefill_tokens;
+        ms += 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142;
+    }
+    if (decoding > 0) {
+        double d = -25.74 * u * u + 54.01 * u + 5.74;
+        ms += d > 1.0 ? d : 1.0;
+    }
+    return ms;
+}
+
+void sim_engine_enqueue(sim_state *s, sim_seq *seq)
+{
+    sim_rank *r = &s->ranks[seq->rank];
+    seq->next = NULL;
+    if (r->wait_tail)
+        r->wait_tail->next = seq;
+    else
+        r->wait_head = seq;
+    r->wait_tail = seq;
+}
+
+static void on_evict(void *ctx, uint64_t hash)
+{
+    sim_state *s = ctx;
+    sim_router_kv_event(s, s->evicting_rank, hash, 0);
+}
+
+/* Admit waiting requests in FCFS order while sequences, budget and KV
+ * blocks allow; returns the budget left. */
+static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget,
+                              uint64_t *prefill)
+{
+    sim_rank *r = &s->ranks[rank_index];
+    const uint32_t bs = s->cluster->block_size;
+    while (r->wait_head && r->num_running < s->cluster->max_running && budget > 0) {
+        sim_seq *seq = r->wait_head;
+        uint32_t match = sim_kv_match(&r->kv, seq->blocks, seq->num_blocks);
+        s->evicting_rank = rank_index;
+        if (sim_kv_admit(&r->kv, seq->blocks, seq->num_blocks, seq->private_blocks,
+                         on_evict, s) != 0)
+            break; /* head of line waits for blocks */
+        r->wait_head = seq->next;
+        if (!r->wait_head)
+            r->wait_tail = NULL;
+        uint64_t cached = (uint64_t)match * bs;
+        if (cached >= seq->target)
+            cached = seq->target - 1; /* the last token is always computed */
+        seq->computed = (uint32_t)cached;
+        sim_acc_admitted(&s->acc[0], (uint32_t)cached);
+        if (s->num_acc > 1)
+            sim_acc_admitted(&s->acc[1 + seq->phase], (uint32_t)cached);
+        uint32_t c = seq->target - seq->computed;
+        seq->chunk = c < budget ? c : budget;
+        seq->decoding_now = 0;
+        budget -= seq->chunk;
+        *prefill += seq->chunk;
+        r->running[r->num_running++] = seq;
+    }
+    return budget;
+}
+
+/* Plan one rank's share of the step; returns its duration in ms. */
+static double plan_rank(sim_state *s, uint32_t rank_index)
+{
+    sim_rank *r = &s->ranks[rank_index];
+    uint32_t budget = s->cluster->token_budget, decoding = 0;
+    uint64_t prefill = 0, kv_tokens = 0;
+    for (uint32_t i = 0; i < r->num_running; i++) {
+        sim_seq *seq = r->running[i];
+        kv_tokens += seq->computed + seq->generated;
+        seq->chunk = 0;
+        seq->decoding_now = seq->computed >= seq->target && budget > 0;
+        if (seq->decoding_now) {
+            decoding++;
+            budget--;
+        }
+    }
+    for (uint32_t i = 0; i < r->num_running && budget > 0; i++) {
+        sim_seq *seq = r->running[i];
+        if (seq->computed >= seq->target)
+            continue;
+        uint32_t c = seq->target - seq->computed;
+        seq->chunk = c < budget ? c : budget;
+        budget -= seq->chunk;
+        prefill += seq->chunk;
+    }
+    admit_waiting(s, rank_index, budget, &prefill);
+    double capacity = (double)r->kv.capacity * s->cluster->block_size;
+    double u = capacity > 0 ? (double)kv_tokens / capacity : 0;
+    return sim_step_ms(s->cluster, prefill, decoding, u > 1 ? 1 : u);
+}
+
+int32_t sim_engine_start_step(sim_state *s, uint32_t worker)
+{
+    sim_worker *w = &s->workers[worker];
+    double ms = 0;
+    for (uint32_t k = 0; k < w->num_ranks; k++) {
+        double t = plan_rank(s, w->first_rank + k);
+        if (t > ms)
+            ms = t;
+    }
+    if (ms <= 0) {
+        w->stepping = 0;
+        return 0;
+    }
+    w->stepping = 1;
+    int64_t dur = (int64_t)(ms * 1e6 + 0.5);
+    return sim_heap_push(&s->heap, s->now_ns + (dur > 0 ? dur : 1), SIM_EV_STEP_END,
+                         worker);
+}
+
+static void acc_each(sim_state *s, uint32_t phase, void (*fn)(sim_acc *, double),
+                     double v)
+{
+    fn(&s->acc[0], v);
+    if (s->num_acc > 1)
+        fn(&s->acc[1 + phase], v);
+}
+
+static void first_token(sim_acc *a, double ttft_ms)
+{
+    sim_acc_first_token(a, ttft_ms);
+}
+
+static void finish_seq(sim_state *s, sim_rank *r, sim_seq *seq)
+{
+    double e2e = (double)(s->now_ns - seq->arrival_ns) / 1e6;
+    sim_acc_finished(&s->acc[0], s->now_ns, e2e, seq->generated);
+    if (s->num_acc > 1)
+        sim_acc_finished(&s->acc[1 + seq->phase], s->now_ns, e2e, seq->generated);
+    sim_kv_release(&r->kv, seq->blocks, seq->num_blocks, seq->private_blocks);
+    r->load_tokens -= (uint64_t)seq->isl + seq->generated;
+    sim_router_finished(s, seq);
+    s->in_flight--;
+    free(seq);
+}
+
+/* Apply one rank's step: prefill progress, first tokens, decoded tokens,
+ * completions. Keeps the running order of the sequences that stay. */
+static void apply_rank(sim_state *s, uint32_t rank_index)
+{
+    sim_rank *r = &s->ranks[rank_index];
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->num_running; i++) {
+        sim_seq *seq = r->running[i];
+        if (seq->chunk > 0) {
+            seq->computed += seq->chunk;
+            seq->chunk = 0;
+            if (seq->computed >= seq->target) {
+                seq->generated = 1;
+                r->load_tokens++;
+                double ttft = (double)(s->now_ns - seq->arrival_ns) / 1e6;
+                acc_each(s, seq->phase, first_token, ttft);
+                if (s->args->observer && s->args->observer->on_ttft)
+                    s->args->observer->on_ttft(s->args->observer->ctx, ttft);
+                for (uint32_t b = 0; b < seq->num_blocks; b++)
+                    sim_router_kv_event(s, rank_index, seq->blocks[b], 1);
+                sim_router_first_token(s, seq);
+            }
+        } else if (seq->decoding_now) {
+            seq->generated++;
+            r->load_tokens++;
+        }
+        seq->decoding_now = 0;
+        if (seq->computed >= seq->target && seq->generated >= seq->osl)
+            finish_seq(s, r, seq);
+        else
+            r->running[kept++] = seq;
+    }
+    r->num_running = kept;
+}
+
+void sim_engine_end_step(sim_state *s, uint32_t worker)
+{
+    sim_worker *w = &s->workers[worker];
+    for (uint32_t k = 0; k < w->num_ranks; k++)
+        apply_rank(s, w->first_rank + k);
+    w->stepping = 0;
+}

@@ -1,0 +1,30 @@
+/*
+ * host_policy.h -- a sim_policy backed by libwsel-host: one wsel_host per
+ * policy, loaded with wsel_host_switch(path, config). Each select builds
+ * the candidate table into one reusable wsel_table_buf (no allocation per
+ * request), prepares the request and times wsel_host_select alone.
+ * [control thread for open/close; the sim's single thread for the rest]
+ * OWNERSHIP: the caller owns the sim_host_policy struct; close frees what
+ * open allocated.
+ */
+#ifndef WSEL_SIM_HOST_POLICY_H
+#define WSEL_SIM_HOST_POLICY_H
+
+#include "sim.h"
+
+typedef struct sim_host_policy {
+    wsel_host *host;
+    wsel_table_buf table;
+    uint64_t topology_epoch;
+    char build_err[256];
+} sim_host_policy;
+
+/* Create a host seeded with `seed`, load `path` with `config` (NULL = {}),
+ * and fill *policy to route through it. Returns 0 or a negative code with
+ * the host's message in err. */
+int32_t sim_host_policy_open(sim_host_policy *hp, sim_policy *policy, const char *path,
+                             const char *config, uint64_t seed, uint32_t max_ranks,
+                             char *err, size_t err_size);
+void sim_host_policy_close(sim_host_policy *hp);
+
+#endif

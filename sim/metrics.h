@@ -1,0 +1,52 @@
+/*
+ * metrics.h -- accumulate one run's (or one phase's) measurements and turn
+ * them into sim_metrics. Definitions are in docs/sim.md. Not thread-safe.
+ * OWNERSHIP: an accumulator owns its sample arrays; sim_acc_free frees them.
+ */
+#ifndef WSEL_SIM_METRICS_H
+#define WSEL_SIM_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+/* Share volatility window. */
+#define SIM_SHARE_WINDOW_NS 10000000000ll
+
+typedef struct sim_samples {
+    float *v;
+    size_t n, capacity;
+} sim_samples;
+
+typedef struct sim_acc {
+    uint64_t requests, finished, input_tokens, cached_tokens, output_tokens;
+    sim_samples ttft_ms, e2e_ms, select_ns;
+    uint64_t affinity_seen, affinity_moved;
+    int64_t first_arrival_ns, last_finish_ns;
+    int64_t window;
+    uint64_t window_total;
+    uint64_t window_count[SIM_MAX_RANKS];
+    double share_sum[SIM_MAX_RANKS], share_sumsq[SIM_MAX_RANKS];
+    uint64_t windows;
+    double rank_ratio_s, group_ratio_s, loaded_s;
+    uint64_t fallbacks_start, fallbacks_end;
+    int failed_alloc;
+} sim_acc;
+
+void sim_acc_init(sim_acc *a);
+void sim_acc_free(sim_acc *a);
+/* A request was routed to `worker` at `now_ns` (its arrival). */
+void sim_acc_route(sim_acc *a, int64_t now_ns, uint32_t worker, uint32_t isl,
+                   uint64_t select_ns);
+/* A request with a known affinity key was routed; moved = other worker. */
+void sim_acc_affinity(sim_acc *a, int moved);
+void sim_acc_admitted(sim_acc *a, uint32_t cached_tokens);
+void sim_acc_first_token(sim_acc *a, double ttft_ms);
+void sim_acc_finished(sim_acc *a, int64_t now_ns, double e2e_ms, uint32_t output_tokens);
+/* `seconds` of simulated time passed with the given load ratios. */
+void sim_acc_load(sim_acc *a, double seconds, double rank_ratio, double group_ratio);
+/* Compute the figures. Returns WSEL_ENOMEM if a sample could not be kept. */
+int32_t sim_acc_finish(sim_acc *a, uint32_t num_workers, sim_metrics *out);
+
+#endif

@@ -1,0 +1,397 @@
+/*
+ * options.c -- `wsel sim` options: one table drives parsing and --help.
+ */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEF_WORKERS "5"
+#define DEF_DP      "8,2,2,2,2"
+
+enum kind { K_U32, K_U64, K_DOUBLE, K_FLAG, K_STR, K_SPECIAL };
+
+typedef struct option {
+    const char *name;
+    const char *arg;
+    const char *def;
+    const char *help;
+    enum kind kind;
+    size_t offset; /* into sim_options */
+} option;
+
+#define OFF(field) offsetof(sim_options, field)
+
+static const option options[] = {
+    {"--trace", "FILE", "(none: built-in workload)",
+     "Mooncake JSONL trace; timestamps must not decrease", K_STR, OFF(trace)},
+    {"--trace-block-size", "N", "512", "tokens per trace hash id", K_U32,
+     OFF(trace_block_size)},
+    {"--skip-bad-lines", NULL, "off",
+     "count and skip bad trace lines instead of stopping", K_FLAG, OFF(skip_bad_lines)},
+    {"--workload", "NAME", "shared-prefix",
+     "built-in workload: shared-prefix, chat, agent", K_SPECIAL, 0},
+    {"--requests", "N", "2000", "chat/agent: number of requests", K_U32,
+     OFF(workload.requests)},
+    {"--rate", "R", "40", "mean arrivals per second (Poisson)", K_DOUBLE,
+     OFF(workload.rate)},
+    {"--groups", "G", "64", "shared-prefix: groups", K_U32, OFF(workload.groups)},
+    {"--prompts", "P", "16", "shared-prefix: prompts per group", K_U32,
+     OFF(workload.prompts)},
+    {"--prefix-tokens", "S", "2048", "shared-prefix: shared prefix length", K_U32,
+     OFF(workload.prefix_tokens)},
+    {"--question-tokens", "Q", "128", "shared-prefix: question length", K_U32,
+     OFF(workload.question_tokens)},
+    {"--output-tokens", "O", "256", "shared-prefix: output length", K_U32,
+     OFF(workload.output_tokens)},
+    {"--tools", "N", "4", "agent: shared tool prompts", K_U32, OFF(workload.tools)},
+    {"--tool-tokens", "N", "8192", "agent: tool prompt length", K_U32,
+     OFF(workload.tool_tokens)},
+    {"--workers", "N", DEF_WORKERS, "workers (data-parallel engines)", K_SPECIAL, 0},
+    {"--dp", "N|LIST", DEF_DP " (1 when only --workers is given)",
+     "ranks per worker: one size for all, or one per worker", K_SPECIAL, 0},
+    {"--kv-blocks", "N", "16384", "KV cache blocks per rank", K_U32,
+     OFF(cluster.kv_blocks)},
+    {"--block-size", "N", "64", "router and engine block size, tokens", K_U32,
+     OFF(cluster.block_size)},
+    {"--max-running", "N", "256", "running sequences per rank", K_U32,
+     OFF(cluster.max_running)},
+    {"--token-budget", "N", "8192", "batched tokens per rank step", K_U32,
+     OFF(cluster.token_budget)},
+    {"--cost-model", "NAME", "polynomial", "step time model: polynomial (mocker), linear",
+     K_SPECIAL, 0},
+    {"--step-fixed-ms", "MS", "5", "linear: fixed cost per step", K_DOUBLE,
+     OFF(cluster.step_fixed_ms)},
+    {"--prefill-token-ms", "MS", "0.015", "linear: cost per prefill token", K_DOUBLE,
+     OFF(cluster.prefill_token_ms)},
+    {"--decode-seq-ms", "MS", "0.1", "linear: cost per decoding sequence", K_DOUBLE,
+     OFF(cluster.decode_seq_ms)},
+    {"--kv-event-delay-ms", "MS", "0", "KV events reach the router this late", K_SPECIAL,
+     0},
+    {"--overlap-weight", "W", "1.0", "overlap_score_weight in every request", K_DOUBLE,
+     OFF(router.overlap_weight)},
+    {"--temperature", "T", "0.0", "temperature in every request", K_DOUBLE,
+     OFF(router.temperature)},
+    {"--affinity-blocks", "K", "4", "affinity key = hash of block min(K, n)", K_U32,
+     OFF(router.affinity_blocks)},
+    {"--plugin", "NAME|PATH", "(every bundled policy)", "policy to compare; repeatable",
+     K_SPECIAL, 0},
+    {"--config", "JSON", "{}", "configuration of the preceding --plugin", K_SPECIAL, 0},
+    {"--switch-at", "S:NAME|PATH", "(none)",
+     "switch policy at S simulated seconds; repeatable; --config may follow", K_SPECIAL,
+     0},
+    {"--seed", "N", "1", "seed of the workload and of every host", K_U64, OFF(seed)},
+    {"--json", NULL, "off", "print JSON instead of the table", K_FLAG, OFF(json)},
+    {"--no-timing", NULL, "off", "print select_ns as 0 (byte-identical JSON)", K_SPECIAL,
+     0},
+    {"--analyze", NULL, "off", "statistics of the input alone, no routing", K_FLAG,
+     OFF(analyze)},
+    {"--plot", "DIR", "(none)", "write PNG charts to DIR (needs gnuplot)", K_STR,
+     OFF(plot_dir)},
+    {"--no-progress", NULL, "auto", "no progress line on stderr", K_SPECIAL, 0},
+    {"--help", NULL, NULL, "print this help", K_FLAG, OFF(help)},
+};
+#define NUM_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+void sim_options_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wsel sim [OPTIONS]\n\n"
+            "Replay a trace (or a built-in workload) through a simulated cluster of\n"
+            "data-parallel workers once per policy, and compare the policies.\n\n");
+    for (size_t i = 0; i < NUM_OPTIONS; i++) {
+        char left[64];
+        snprintf(left, sizeof(left), "%s%s%s", options[i].name, options[i].arg ? " " : "",
+                 options[i].arg ? options[i].arg : "");
+        fprintf(out, "  %-28s %s", left, options[i].help);
+        if (options[i].def)
+            fprintf(out, " [default: %s]", options[i].def);
+        fputc('\n', out);
+    }
+    fprintf(out, "\nExit status: 0 success, 1 failure, 2 bad usage. See docs/sim.md.\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || errno || !isfinite(v) || v < 0)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_dp(sim_options *o, const char *s, uint32_t *count, char *err,
+                    size_t err_size)
+{
+    uint32_t n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || errno || v == 0 || v > SIM_MAX_RANKS || (*end && *end != ',') ||
+            n == SIM_MAX_RANKS) {
+            snprintf(err, err_size, "--dp '%s': expected sizes 1..%d separated by commas",
+                     s, SIM_MAX_RANKS);
+            return 2;
+        }
+        o->cluster.dp[n++] = (uint32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    *count = n;
+    return 0;
+}
+
+static int parse_switch(sim_options *o, const char *s, char *err, size_t err_size)
+{
+    const char *colon = strchr(s, ':');
+    char num[64];
+    double at;
+    if (!colon || (size_t)(colon - s) >= sizeof(num) || !colon[1]) {
+        snprintf(err, err_size, "--switch-at '%s': expected SECONDS:NAME|PATH", s);
+        return 2;
+    }
+    memcpy(num, s, (size_t)(colon - s));
+    num[colon - s] = '\0';
+    if (!parse_double(num, &at)) {
+        snprintf(err, err_size, "--switch-at '%s': '%s' is not a number of seconds", s,
+                 num);
+        return 2;
+    }
+    if (o->num_switches == SIM_MAX_PHASES - 1) {
+        snprintf(err, err_size, "--switch-at: at most %d switches", SIM_MAX_PHASES - 1);
+        return 2;
+    }
+    if (o->num_switches > 0 && at < o->switches[o->num_switches - 1].at_s) {
+        snprintf(err, err_size, "--switch-at '%s': switches must be in time order", s);
+        return 2;
+    }
+    o->switches[o->num_switches++] = (sim_switch_spec){at, colon + 1, NULL};
+    return 0;
+}
+
+static void set_defaults(sim_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    sim_cluster_default(&o->cluster);
+    sim_workload_default(&o->workload, SIM_WORKLOAD_SHARED_PREFIX);
+    o->router.overlap_weight = 1.0;
+    o->router.temperature = 0.0;
+    o->router.affinity_blocks = 4;
+    o->trace_block_size = 512;
+    o->seed = 1;
+    o->timing = 1;
+    o->progress = -1;
+}
+
+/* Options whose value needs more than a store. */
+static int parse_special(sim_options *o, const char *name, const char *val,
+                         uint32_t *workers, uint32_t *dp_count, int *last, char *err,
+                         size_t err_size)
+{
+    uint64_t u;
+    double d;
+    if (strcmp(name, "--workload") == 0) {
+        int k = sim_workload_kind(val);
+        if (k < 0) {
+            snprintf(err, err_size,
+                     "--workload '%s': expected shared-prefix, chat or agent", val);
+            return 2;
+        }
+        o->workload.kind = (uint32_t)k;
+    } else if (strcmp(name, "--workers") == 0) {
+        if (!parse_u64(val, &u) || u == 0 || u > SIM_MAX_RANKS) {
+            snprintf(err, err_size, "--workers '%s': expected 1..%d", val, SIM_MAX_RANKS);
+            return 2;
+        }
+        *workers = (uint32_t)u;
+    } else if (strcmp(name, "--dp") == 0) {
+        return parse_dp(o, val, dp_count, err, err_size);
+    } else if (strcmp(name, "--cost-model") == 0) {
+        if (strcmp(val, "polynomial") && strcmp(val, "linear")) {
+            snprintf(err, err_size, "--cost-model '%s': expected polynomial or linear",
+                     val);
+            return 2;
+        }
+        o->cluster.cost_model =
+            strcmp(val, "linear") == 0 ? SIM_COST_LINEAR : SIM_COST_POLYNOMIAL;
+    } else if (strcmp(name, "--kv-event-delay-ms") == 0) {
+        if (!parse_double(val, &d)) {
+            snprintf(err, err_size, "--kv-event-delay-ms '%s': expected ms >= 0", val);
+            return 2;
+        }
+        o->router.kv_event_delay_ns = (uint64_t)llround(d * 1e6);
+    } else if (strcmp(name, "--plugin") == 0) {
+        if (o->num_plugins == SIM_MAX_PLUGINS) {
+            snprintf(err, err_size, "--plugin: at most %d plugins", SIM_MAX_PLUGINS);
+            return 2;
+        }
+        o->plugins[o->num_plugins++] = (sim_plugin_spec){val, NULL};
+        *last = 1;
+    } else if (strcmp(name, "--switch-at") == 0) {
+        *last = 2;
+        return parse_switch(o, val, err, err_size);
+    } else if (strcmp(name, "--config") == 0) {
+        if (*last == 1 && !o->plugins[o->num_plugins - 1].config)
+            o->plugins[o->num_plugins - 1].config = val;
+        else if (*last == 2 && !o->switches[o->num_switches - 1].config)
+            o->switches[o->num_switches - 1].config = val;
+        else {
+            snprintf(err, err_size, "--config '%s' must follow a --plugin or --switch-at",
+                     val);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int store(sim_options *o, const option *opt, const char *val, char *err,
+                 size_t err_size)
+{
+    char *field = (char *)o + opt->offset;
+    uint64_t u;
+    double d;
+    switch (opt->kind) {
+    case K_U32:
+        if (!parse_u64(val, &u) || u > UINT32_MAX) {
+            snprintf(err, err_size, "%s '%s': expected a non-negative integer", opt->name,
+                     val);
+            return 2;
+        }
+        *(uint32_t *)(void *)field = (uint32_t)u;
+        return 0;
+    case K_U64:
+        if (!parse_u64(val, &u)) {
+            snprintf(err, err_size, "%s '%s': expected a non-negative integer", opt->name,
+                     val);
+            return 2;
+        }
+        *(uint64_t *)(void *)field = u;
+        return 0;
+    case K_DOUBLE:
+        if (!parse_double(val, &d)) {
+            snprintf(err, err_size, "%s '%s': expected a number >= 0", opt->name, val);
+            return 2;
+        }
+        *(double *)(void *)field = d;
+        return 0;
+    case K_STR:
+        *(const char **)(void *)field = val;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
+                 size_t err_size)
+{
+    if (dp_count == 0 && workers == 0)
+        parse_dp(o, DEF_DP, &dp_count, err, err_size); /* the default cluster */
+    else if (dp_count == 0) {
+        o->cluster.dp[0] = 1; /* --workers alone: one rank each */
+        dp_count = 1;
+    }
+    if (workers == 0)
+        workers = dp_count;
+    if (dp_count == 1)
+        for (uint32_t w = 1; w < workers; w++)
+            o->cluster.dp[w] = o->cluster.dp[0];
+    else if (dp_count != workers) {
+        snprintf(err, err_size, "--dp lists %u sizes but --workers is %u", dp_count,
+                 workers);
+        return 2;
+    }
+    o->cluster.num_workers = workers;
+    uint32_t ranks = sim_cluster_ranks(&o->cluster);
+    if (ranks > SIM_MAX_RANKS) {
+        snprintf(err, err_size, "--workers x --dp gives %u ranks; at most %d", ranks,
+                 SIM_MAX_RANKS);
+        return 2;
+    }
+    const struct {
+        uint32_t v;
+        const char *name;
+    } positive[] = {{o->cluster.kv_blocks, "--kv-blocks"},
+                    {o->cluster.block_size, "--block-size"},
+                    {o->cluster.max_running, "--max-running"},
+                    {o->cluster.token_budget, "--token-budget"},
+                    {o->trace_block_size, "--trace-block-size"}};
+    for (size_t i = 0; i < sizeof(positive) / sizeof(positive[0]); i++) {
+        if (positive[i].v == 0) {
+            snprintf(err, err_size, "%s must be at least 1", positive[i].name);
+            return 2;
+        }
+    }
+    if (o->workload.rate <= 0) {
+        snprintf(err, err_size, "--rate must be above 0");
+        return 2;
+    }
+    o->workload.seed = o->seed;
+    return 0;
+}
+
+int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size)
+{
+    set_defaults(o);
+    uint32_t workers = 0, dp_count = 0;
+    int last = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const option *opt = NULL;
+        for (size_t k = 0; k < NUM_OPTIONS && !opt; k++)
+            if (strcmp(arg, options[k].name) == 0)
+                opt = &options[k];
+        if (!opt) {
+            snprintf(err, err_size, "unknown option '%s' (see wsel sim --help)", arg);
+            return 2;
+        }
+        if (strcmp(arg, "--no-timing") == 0) {
+            o->timing = 0;
+            continue;
+        }
+        if (strcmp(arg, "--no-progress") == 0) {
+            o->progress = 0;
+            continue;
+        }
+        if (opt->kind == K_FLAG) {
+            *(int *)(void *)((char *)o + opt->offset) = 1;
+            if (o->help)
+                return 0;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, err_size, "%s needs a value (%s)", arg, opt->arg);
+            return 2;
+        }
+        const char *val = argv[++i];
+        int rc = opt->kind == K_SPECIAL ? parse_special(o, arg, val, &workers, &dp_count,
+                                                        &last, err, err_size)
+                                        : store(o, opt, val, err, err_size);
+        if (rc != 0)
+            return rc;
+        if (strcmp(arg, "--config") != 0 && strcmp(arg, "--plugin") != 0 &&
+            strcmp(arg, "--switch-at") != 0)
+            last = 0;
+    }
+    return check(o, workers, dp_count, err, err_size);
+}

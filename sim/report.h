@@ -1,0 +1,36 @@
+/*
+ * report.h -- print the comparison: a human table (best value per column
+ * marked '*') or JSON. Not thread-safe. OWNERSHIP: all arguments are the
+ * caller's, read during the call.
+ */
+#ifndef WSEL_SIM_REPORT_H
+#define WSEL_SIM_REPORT_H
+
+#include <stdio.h>
+
+#include "sim.h"
+
+typedef struct sim_report_row {
+    const char *plugin;
+    const char *config; /* NULL = {} */
+    sim_result result;
+} sim_report_row;
+
+typedef struct sim_report_input {
+    const char *trace;    /* NULL for a workload */
+    const char *workload; /* name when trace is NULL */
+    uint32_t trace_block_size;
+    uint64_t seed;
+    uint64_t bad_lines;
+    double rate; /* workloads */
+} sim_report_input;
+
+void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n);
+
+/* JSON document; with timing == 0 the select_ns figures print as 0 so the
+ * output is byte-identical across runs. */
+void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,
+                     const sim_router_config *rc, const sim_report_row *rows, uint32_t n,
+                     int timing);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * router.c -- the router's side of the model: a block index fed by KV
+ * events (optionally delayed), Dynamo-style predictive loads, the rank
+ * states handed to the policy, and the affinity bookkeeping for flicker.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "simcore.h"
+
+int32_t sim_router_init(sim_state *s)
+{
+    s->rank_states = calloc(s->num_ranks, sizeof(*s->rank_states));
+    if (!s->rank_states)
+        return WSEL_ENOMEM;
+    return sim_u64map_init(&s->index, 1024, 1);
+}
+
+void sim_router_free(sim_state *s)
+{
+    free(s->rank_states);
+    free(s->events);
+    sim_u64map_free(&s->index);
+}
+
+static void apply_event(sim_state *s, uint32_t rank, uint64_t hash, int stored)
+{
+    uint64_t bit = 1ull << rank;
+    if (stored) {
+        int inserted;
+        uint64_t *mask = sim_u64map_upsert(&s->index, hash, &inserted);
+        if (!mask) {
+            s->failed = WSEL_ENOMEM;
+            return;
+        }
+        *mask |= bit;
+        return;
+    }
+    uint64_t *mask = sim_u64map_find(&s->index, hash);
+    if (mask && (*mask &= ~bit) == 0)
+        sim_u64map_erase(&s->index, hash);
+}
+
+void sim_router_kv_event(sim_state *s, uint32_t rank, uint64_t hash, int stored)
+{
+    if (s->args->router->kv_event_delay_ns == 0) {
+        apply_event(s, rank, hash, stored);
+        return;
+    }
+    if (s->ev_count == s->ev_capacity) {
+        size_t cap = s->ev_capacity ? s->ev_capacity * 2 : 4096;
+        sim_kv_event *grown = malloc(cap * sizeof(*grown));
+        if (!grown) {
+            s->failed = WSEL_ENOMEM;
+            return;
+        }
+        for (size_t i = 0; i < s->ev_count; i++)
+            grown[i] = s->events[(s->ev_head + i) % s->ev_capacity];
+        free(s->events);
+        s->events = grown;
+        s->ev_head = 0;
+        s->ev_capacity = cap;
+    }
+    sim_kv_event *e = &s->events[(s->ev_head + s->ev_count++) % s->ev_capacity];
+    e->time_ns = s->now_ns + (int64_t)s->args->router->kv_event_delay_ns;
+    e->hash = hash;
+    e->rank = rank;
+    e->stored = (uint32_t)stored;
+}
+
+void sim_router_apply_due(sim_state *s, int64_t now_ns)
+{
+    while (s->ev_count > 0 && s->events[s->ev_head].time_ns <= now_ns) {
+        const sim_kv_event *e = &s->events[s->ev_head];
+        apply_event(s, e->rank, e->hash, (int)e->stored);
+        s->ev_head = (s->ev_head + 1) % s->ev_capacity;
+        s->ev_count--;
+    }
+}
+
+/* Consecutive prefix blocks of `blocks` the index says each rank holds. */
+static void fill_overlaps(sim_state *s, const uint64_t *blocks, uint32_t n)
+{
+    uint64_t alive = s->num_ranks == 64 ? ~0ull : (1ull << s->num_ranks) - 1;
+    for (uint32_t r = 0; r < s->num_ranks; r++)
+        s->rank_states[r].overlap_blocks = 0;
+    uint32_t i = 0;
+    for (; i < n && alive; i++) {
+        const uint64_t *mask = sim_u64map_find(&s->index, blocks[i]);
+        uint64_t held = mask ? *mask : 0;
+        uint64_t dropped = alive & ~held;
+        while (dropped) {
+            s->rank_states[__builtin_ctzll(dropped)].overlap_blocks = i;
+            dropped &= dropped - 1;
+        }
+        alive &= held;
+    }
+    while (alive) {
+        s->rank_states[__builtin_ctzll(alive)].overlap_blocks = i;
+        alive &= alive - 1;
+    }
+}
+
+static void fill_loads(sim_state *s)
+{
+    for (uint32_t r = 0; r < s->num_ranks; r++) {
+        const sim_rank *rank = &s->ranks[r];
+        wsel_rank_state *st = &s->rank_states[r];
+        st->worker_id = rank->worker;
+        st->dp_rank = rank->dp_rank;
+        st->active_prefill_tokens = rank->pred_prefill;
+        st->active_blocks = rank->pred_blocks;
+        st->kv_capacity_blocks = s->cluster->kv_blocks;
+        st->active_requests = rank->active_requests;
+        st->flags = 0;
+    }
+}
+
+static uint64_t affinity_key(const sim_state *s, const sim_request *req)
+{
+    uint32_t k = s->args->router->affinity_blocks;
+    if (req->num_blocks == 0 || k == 0)
+        return 0;
+    uint64_t h = req->blocks[(k < req->num_blocks ? k : req->num_blocks) - 1];
+    return h ? h : sim_mix64(0);
+}
+
+static int32_t new_seq(sim_state *s, const sim_request *req, uint32_t row, sim_seq **out)
+{
+    const uint32_t bs = s->cluster->block_size;
+    sim_seq *seq = malloc(sizeof(*seq) + (size_t)req->num_blocks * sizeof(uint64_t));
+    if (!seq)
+        return WSEL_ENOMEM;
+    memset(seq, 0, sizeof(*seq));
+    memcpy(seq->blocks, req->blocks, (size_t)req->num_blocks * sizeof(uint64_t));
+    seq->id = req->id;
+    seq->arrival_ns = req->arrival_ns;
+    seq->isl = req->isl;
+    seq->osl = req->osl > 0 ? req->osl : 1;
+    seq->target = req->isl > 0 ? req->isl : 1;
+    seq->num_blocks = req->num_blocks;
+    seq->rank = row;
+    seq->phase = s->phase;
+    uint64_t total = ((uint64_t)seq->target + seq->osl + bs - 1) / bs;
+    seq->private_blocks = (uint32_t)(total - req->num_blocks);
+    uint32_t overlap = s->rank_states[row].overlap_blocks;
+    uint64_t covered = (uint64_t)overlap * bs;
+    seq->routed_prefill = covered < req->isl ? (uint32_t)(req->isl - covered) : 0;
+    seq->routed_blocks = (req->isl + bs - 1) / bs;
+    *out = seq;
+    return 0;
+}
+
+int32_t sim_router_route(sim_state *s, const sim_request *req)
+{
+    const sim_router_config *rc = s->args->router;
+    const uint32_t bs = s->cluster->block_size;
+    uint64_t need =
+        ((uint64_t)(req->isl ? req->isl : 1) + (req->osl ? req->osl : 1) + bs - 1) / bs;
+    if (need > s->cluster->kv_blocks) {
+        snprintf(
+            s->err, s->err_size,
+            "request %llu needs %llu KV blocks but a rank holds %u: raise --kv-blocks",
+            (unsigned long long)req->id, (unsigned long long)need, s->cluster->kv_blocks);
+        return WSEL_ERANGE;
+    }
+    fill_loads(s);
+    fill_overlaps(s, req->blocks, req->num_blocks);
+    wsel_rng rng;
+    wsel_request wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.struct_size = sizeof(wr);
+    wr.request_id = req->id;
+    wr.affinity_key = affinity_key(s, req);
+    wr.timestamp_us = (uint64_t)(req->arrival_ns / 1000);
+    wr.isl_tokens = req->isl;
+    wr.block_size = bs;
+    wr.num_block_hashes = req->num_blocks;
+    wr.block_hashes = req->num_blocks ? req->blocks : NULL;
+    wr.overlap_score_weight = rc->overlap_weight;
+    wr.temperature = rc->temperature;
+    wr.rng = &rng;
+    uint32_t row = 0;
+    uint64_t select_ns = 0;
+    const sim_policy *p = s->args->policy;
+    int32_t answer =
+        p->select(p->ctx, &wr, s->rank_states, s->num_ranks, &row, &select_ns);
+    if (answer < 0) {
+        snprintf(s->err, s->err_size, "select failed for request %llu: %s",
+                 (unsigned long long)req->id, wsel_strerror(answer));
+        return answer;
+    }
+    if (row >= s->num_ranks) {
+        snprintf(s->err, s->err_size, "select answered row %u of %u", row, s->num_ranks);
+        return WSEL_ETABLE;
+    }
+    sim_seq *seq;
+    int32_t rc_alloc = new_seq(s, req, row, &seq);
+    if (rc_alloc != 0) {
+        snprintf(s->err, s->err_size, "out of memory for request %llu",
+                 (unsigned long long)req->id);
+        return rc_alloc;
+    }
+    sim_rank *rank = &s->ranks[row];
+    rank->pred_prefill += seq->routed_prefill;
+    rank->pred_blocks += seq->routed_blocks;
+    rank->active_requests++;
+    rank->load_tokens += req->isl;
+    s->in_flight++;
+    s->routed++;
+
+    uint32_t worker = rank->worker;
+    uint64_t key = wr.affinity_key;
+    int moved = -1;
+    if (key != 0) {
+        int inserted;
+        uint64_t *last = sim_u64map_upsert(&s->acc_keys, key, &inserted);
+        if (!last)
+            return WSEL_ENOMEM;
+        if (!inserted)
+            moved = *last != worker + 1;
+        *last = worker + 1;
+    }
+    sim_acc *accs[2] = {&s->acc[0], s->num_acc > 1 ? &s->acc[1 + s->phase] : NULL};
+    for (int i = 0; i < 2 && accs[i]; i++) {
+        sim_acc_route(accs[i], req->arrival_ns, worker, req->isl, select_ns);
+        if (moved >= 0)
+            sim_acc_affinity(accs[i], moved);
+    }
+    const sim_observer *ob = s->args->observer;
+    if (ob && ob->on_route)
+        ob->on_route(ob->ctx, req->arrival_ns, worker, moved > 0);
+    sim_engine_enqueue(s, seq);
+    if (!s->workers[worker].stepping)
+        return sim_engine_start_step(s, worker);
+    return 0;
+}
+
+void sim_router_first_token(sim_state *s, sim_seq *seq)
+{
+    s->ranks[seq->rank].pred_prefill -= seq->routed_prefill;
+    seq->routed_prefill = 0;
+}
+
+void sim_router_finished(sim_state *s, sim_seq *seq)
+{
+    sim_rank *rank = &s->ranks[seq->rank];
+    rank->pred_blocks -= seq->routed_blocks;
+    rank->active_requests--;
+    const sim_policy *p = s->args->policy;
+    if (p->finished)
+        p->finished(p->ctx, seq->id, rank->worker, rank->dp_rank);
+}

@@ -1,0 +1,239 @@
+/*
+ * run.c -- sim_run: set up the cluster, then the event loop (arrivals,
+ * step ends, policy switches) until every request has finished.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "simcore.h"
+
+static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t err_size)
+{
+    const sim_cluster *c = args->cluster;
+    memset(s, 0, sizeof(*s));
+    s->args = args;
+    s->cluster = c;
+    s->err = err;
+    s->err_size = err_size;
+    s->num_ranks = sim_cluster_ranks(c);
+    if (c->num_workers == 0 || s->num_ranks == 0 || s->num_ranks > SIM_MAX_RANKS) {
+        snprintf(err, err_size, "the cluster has %u ranks; wsel sim models 1 to %d",
+                 s->num_ranks, SIM_MAX_RANKS);
+        return WSEL_ERANGE;
+    }
+    s->ranks = calloc(s->num_ranks, sizeof(*s->ranks));
+    s->workers = calloc(c->num_workers, sizeof(*s->workers));
+    if (!s->ranks || !s->workers)
+        goto out_nomem;
+    uint32_t r = 0;
+    for (uint32_t w = 0; w < c->num_workers; w++) {
+        s->workers[w].first_rank = r;
+        s->workers[w].num_ranks = c->dp[w];
+        for (uint32_t d = 0; d < c->dp[w]; d++, r++) {
+            s->ranks[r].worker = w;
+            s->ranks[r].dp_rank = d;
+            s->ranks[r].running = malloc(c->max_running * sizeof(sim_seq *));
+            if (!s->ranks[r].running || sim_kv_init(&s->ranks[r].kv, c->kv_blocks) != 0)
+                goto out_nomem;
+        }
+    }
+    if (sim_router_init(s) != 0 || sim_u64map_init(&s->acc_keys, 1024, 1) != 0)
+        goto out_nomem;
+    s->num_acc = args->num_switches > 0 ? 1 + 1 + args->num_switches : 1;
+    for (uint32_t i = 0; i < s->num_acc; i++)
+        sim_acc_init(&s->acc[i]);
+    return 0;
+
+out_nomem:
+    snprintf(err, err_size, "out of memory for a cluster of %u ranks x %u KV blocks",
+             s->num_ranks, c->kv_blocks);
+    return WSEL_ENOMEM;
+}
+
+static void teardown(sim_state *s)
+{
+    for (uint32_t r = 0; s->ranks && r < s->num_ranks; r++) {
+        sim_rank *rank = &s->ranks[r];
+        for (uint32_t i = 0; i < rank->num_running; i++)
+            free(rank->running[i]);
+        for (sim_seq *q = rank->wait_head, *next; q; q = next) {
+            next = q->next;
+            free(q);
+        }
+        free(rank->running);
+        sim_kv_free(&rank->kv);
+    }
+    free(s->ranks);
+    free(s->workers);
+    sim_router_free(s);
+    sim_u64map_free(&s->acc_keys);
+    sim_heap_free(&s->heap);
+    for (uint32_t i = 0; i < s->num_acc; i++)
+        sim_acc_free(&s->acc[i]);
+}
+
+/* Time-weighted load imbalance over [s->now_ns, until). A worker's load is
+ * the mean active tokens of its ranks (so DP sizes may differ). */
+static void integrate_load(sim_state *s, int64_t until)
+{
+    if (until <= s->now_ns)
+        return;
+    double seconds = (double)(until - s->now_ns) / 1e9;
+    double rank_max = 0, rank_sum = 0, group_max = 0, group_sum = 0;
+    for (uint32_t w = 0; w < s->cluster->num_workers; w++) {
+        const sim_worker *wk = &s->workers[w];
+        double g = 0;
+        for (uint32_t k = 0; k < wk->num_ranks; k++) {
+            double t = (double)s->ranks[wk->first_rank + k].load_tokens;
+            rank_sum += t;
+            g += t;
+            if (t > rank_max)
+                rank_max = t;
+        }
+        g /= wk->num_ranks;
+        group_sum += g;
+        if (g > group_max)
+            group_max = g;
+    }
+    if (rank_sum <= 0)
+        return;
+    double rank_ratio = rank_max / (rank_sum / s->num_ranks);
+    double group_ratio = group_max / (group_sum / s->cluster->num_workers);
+    sim_acc_load(&s->acc[0], seconds, rank_ratio, group_ratio);
+    if (s->num_acc > 1)
+        sim_acc_load(&s->acc[1 + s->phase], seconds, rank_ratio, group_ratio);
+}
+
+static void report_load(sim_state *s)
+{
+    const sim_observer *ob = s->args->observer;
+    if (!ob || !ob->on_load)
+        return;
+    uint64_t tokens[SIM_MAX_RANKS];
+    for (uint32_t w = 0; w < s->cluster->num_workers; w++) {
+        tokens[w] = 0;
+        const sim_worker *wk = &s->workers[w];
+        for (uint32_t k = 0; k < wk->num_ranks; k++)
+            tokens[w] += s->ranks[wk->first_rank + k].load_tokens;
+    }
+    ob->on_load(ob->ctx, s->now_ns, tokens, s->cluster->num_workers);
+}
+
+static int32_t do_switch(sim_state *s, uint32_t i)
+{
+    const sim_switch *sw = &s->args->switches[i];
+    const sim_policy *p = s->args->policy;
+    char msg[512];
+    if (!p->switch_to) {
+        snprintf(s->err, s->err_size, "this policy cannot switch");
+        return WSEL_EINVAL;
+    }
+    int32_t rc = p->switch_to(p->ctx, sw->path, sw->config, msg, sizeof(msg));
+    if (rc != 0) {
+        snprintf(s->err, s->err_size, "--switch-at %s: %s", sw->label, msg);
+        return rc;
+    }
+    uint64_t fb = p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    s->acc[1 + s->phase].fallbacks_end = fb;
+    s->phase = i + 1;
+    s->acc[1 + s->phase].fallbacks_start = fb;
+    return 0;
+}
+
+static int32_t pull(sim_state *s, sim_request *req, int *have)
+{
+    int32_t rc = s->args->source->next(s->args->source_ctx, req, s->err, s->err_size);
+    if (rc < 0)
+        return rc;
+    *have = rc;
+    if (rc > 0 && req->arrival_ns < s->now_ns) {
+        snprintf(s->err, s->err_size, "request %llu arrives before the previous one",
+                 (unsigned long long)req->id);
+        return WSEL_EINVAL;
+    }
+    return rc > 0 ? sim_heap_push(&s->heap, req->arrival_ns, SIM_EV_ARRIVAL, 0) : 0;
+}
+
+static int32_t loop(sim_state *s)
+{
+    sim_request req;
+    int have = 0;
+    int32_t rc = pull(s, &req, &have);
+    for (uint32_t i = 0; rc == 0 && i < s->args->num_switches; i++)
+        rc = sim_heap_push(&s->heap, s->args->switches[i].at_ns, SIM_EV_SWITCH, i);
+    const sim_observer *ob = s->args->observer;
+    sim_event ev;
+    while (rc == 0 && !s->failed && sim_heap_pop(&s->heap, &ev)) {
+        if (ev.type == SIM_EV_SWITCH && !have && s->in_flight == 0)
+            continue; /* nothing left to route */
+        integrate_load(s, ev.time_ns);
+        s->now_ns = ev.time_ns;
+        sim_router_apply_due(s, s->now_ns);
+        if (ev.type == SIM_EV_ARRIVAL) {
+            rc = sim_router_route(s, &req);
+            if (rc == 0)
+                rc = pull(s, &req, &have);
+            if (ob && ob->on_progress && (s->routed & 1023) == 0)
+                ob->on_progress(ob->ctx, s->now_ns, s->routed);
+        } else if (ev.type == SIM_EV_STEP_END) {
+            sim_engine_end_step(s, ev.arg);
+            rc = sim_engine_start_step(s, ev.arg);
+            report_load(s);
+        } else {
+            rc = do_switch(s, ev.arg);
+        }
+    }
+    if (rc == 0 && s->failed) {
+        snprintf(s->err, s->err_size, "out of memory in the router index");
+        rc = s->failed;
+    }
+    return rc;
+}
+
+int32_t sim_run(const sim_run_args *args, sim_result *out, char *err, size_t err_size)
+{
+    sim_state *s = malloc(sizeof(*s));
+    if (!s) {
+        snprintf(err, err_size, "out of memory");
+        return WSEL_ENOMEM;
+    }
+    int32_t rc = setup(s, args, err, err_size);
+    if (rc != 0)
+        goto out_teardown;
+    const sim_policy *p = args->policy;
+    uint64_t fb0 = p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    s->acc[0].fallbacks_start = fb0;
+    if (s->num_acc > 1)
+        s->acc[1].fallbacks_start = fb0;
+    rc = loop(s);
+    if (rc != 0)
+        goto out_teardown;
+    uint64_t fb = p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    s->acc[0].fallbacks_end = fb;
+    if (s->num_acc > 1)
+        s->acc[1 + s->phase].fallbacks_end = fb;
+    sim_result res;
+    memset(&res, 0, sizeof(res));
+    res.sim_seconds = (double)s->now_ns / 1e9;
+    rc = sim_acc_finish(&s->acc[0], args->cluster->num_workers, &res.total);
+    res.num_phases = s->num_acc > 1 ? s->phase + 1 : 1;
+    for (uint32_t i = 0; rc == 0 && s->num_acc > 1 && i < res.num_phases; i++) {
+        rc = sim_acc_finish(&s->acc[1 + i], args->cluster->num_workers, &res.phase[i]);
+        res.phase_label[i] = i == 0 ? args->first_label : args->switches[i - 1].label;
+    }
+    if (s->num_acc == 1) {
+        res.phase[0] = res.total;
+        res.phase_label[0] = args->first_label;
+    }
+    if (rc != 0) {
+        snprintf(err, err_size, "out of memory for the metrics");
+        goto out_teardown;
+    }
+    *out = res;
+
+out_teardown:
+    teardown(s);
+    free(s);
+    return rc;
+}

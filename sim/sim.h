@@ -1,0 +1,168 @@
+/*
+ * sim.h -- the cluster simulator behind `wsel sim`: its configuration, the
+ * policy it routes through, and the figures it reports.
+ *
+ * A discrete-event model of a router in front of W workers, each a
+ * data-parallel engine of D ranks stepping in lockstep. Requests come from
+ * a sim_source (a trace or a built-in workload, see source.h); the router
+ * keeps a block index fed by KV events and Dynamo-style predictive loads and
+ * asks a sim_policy for a rank. docs/sim.md describes the model in full.
+ *
+ * Threading: everything here is single-threaded; one sim_run at a time per
+ * sim_policy. Ownership is stated per function.
+ */
+#ifndef WSEL_SIM_SIM_H
+#define WSEL_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wsel_host.h"
+
+/* Most ranks over the whole cluster (the router index keeps a 64-bit mask
+ * of ranks per block). */
+#define SIM_MAX_RANKS 64
+/* Most --switch-at phases. */
+#define SIM_MAX_PHASES 9
+
+#define SIM_COST_POLYNOMIAL 0
+#define SIM_COST_LINEAR     1
+
+typedef struct sim_cluster {
+    uint32_t num_workers;
+    uint32_t dp[SIM_MAX_RANKS]; /* ranks of each worker */
+    uint32_t kv_blocks;         /* per rank */
+    uint32_t block_size;        /* router and engine block, tokens */
+    uint32_t max_running;       /* sequences per rank */
+    uint32_t token_budget;      /* batched tokens per rank step */
+    uint32_t cost_model;        /* SIM_COST_* */
+    double step_fixed_ms;       /* linear: fixed cost per step */
+    double prefill_token_ms;    /* linear: per prefill token */
+    double decode_seq_ms;       /* linear: per decoding sequence */
+} sim_cluster;
+
+/* Defaults: 4 workers x dp 4, mocker's engine (16,384 blocks, 256
+ * sequences, 8,192 tokens), block 64, the polynomial cost model. */
+void sim_cluster_default(sim_cluster *c);
+/* Total ranks. */
+uint32_t sim_cluster_ranks(const sim_cluster *c);
+/* Duration of one rank's step in ms for `prefill_tokens` new tokens,
+ * `decoding` sequences and KV utilisation `u` in [0, 1]; 0 when idle. */
+double sim_step_ms(const sim_cluster *c, uint64_t prefill_tokens, uint32_t decoding,
+                   double u);
+
+typedef struct sim_router_config {
+    double overlap_weight;      /* wsel_request.overlap_score_weight */
+    double temperature;         /* wsel_request.temperature */
+    uint64_t kv_event_delay_ns; /* KV events reach the index this late */
+    uint32_t affinity_blocks;   /* K of the affinity key */
+} sim_router_config;
+
+/* One request as a source hands it over. OWNERSHIP: the source owns
+ * `blocks`, valid until its next call. */
+typedef struct sim_request {
+    uint64_t id;
+    int64_t arrival_ns;
+    uint32_t isl;
+    uint32_t osl;
+    uint32_t num_blocks;    /* full router blocks: isl / block_size */
+    const uint64_t *blocks; /* prefix hash of each full block */
+} sim_request;
+
+/* Pull interface of a request stream. next() returns 1 with *out filled,
+ * 0 at the end, or a negative WSEL_E* with a message in err. */
+typedef struct sim_source_ops {
+    int32_t (*next)(void *ctx, sim_request *out, char *err, size_t err_size);
+} sim_source_ops;
+
+/*
+ * The policy the simulator routes through. select() gets the request (its
+ * struct_size, rng and uniform still to be prepared) and the rank states
+ * in canonical order; it writes the chosen index to *row, the time spent
+ * choosing to *select_ns and returns WSEL_ANSWER_PLUGIN/FALLBACK or a
+ * negative code. finished() reports a completed request. switch_to() loads
+ * another policy (NULL when unsupported). OWNERSHIP: every pointer is the
+ * caller's and valid during the call.
+ */
+typedef struct sim_policy {
+    void *ctx;
+    int32_t (*select)(void *ctx, wsel_request *request, const wsel_rank_state *ranks,
+                      uint32_t num_ranks, uint32_t *row, uint64_t *select_ns);
+    void (*finished)(void *ctx, uint64_t request_id, uint64_t worker_id,
+                     uint32_t dp_rank);
+    int32_t (*switch_to)(void *ctx, const char *path, const char *config, char *err,
+                         size_t err_size);
+    /* Answers the host replaced so far (wsel_host_counters.fallbacks). */
+    uint64_t (*fallbacks)(void *ctx);
+} sim_policy;
+
+typedef struct sim_switch {
+    int64_t at_ns;
+    const char *label; /* name shown in the report */
+    const char *path;
+    const char *config;
+} sim_switch;
+
+typedef struct sim_percentiles {
+    double mean, p50, p90, p99;
+} sim_percentiles;
+
+/* What one run (or one phase of it) measured. */
+typedef struct sim_metrics {
+    uint64_t requests;
+    uint64_t finished;
+    uint64_t input_tokens;
+    uint64_t cached_tokens;
+    uint64_t output_tokens;
+    double kv_hit_rate;
+    sim_percentiles ttft_ms;
+    sim_percentiles e2e_ms;
+    double throughput_tok_s;
+    double flicker_rate;
+    double share_volatility;
+    double rank_load_imbalance;
+    double group_load_imbalance;
+    uint64_t fallbacks;
+    uint64_t select_ns_p50;
+    uint64_t select_ns_p99;
+    uint64_t lost_requests;
+} sim_metrics;
+
+typedef struct sim_result {
+    sim_metrics total;
+    uint32_t num_phases; /* 1 + switches that fired */
+    sim_metrics phase[SIM_MAX_PHASES];
+    const char *phase_label[SIM_MAX_PHASES];
+    double sim_seconds; /* simulated time */
+} sim_result;
+
+/* Optional observer for charts: called for each routed request and at each
+ * worker step end. NULL members are skipped. */
+typedef struct sim_observer {
+    void *ctx;
+    void (*on_ttft)(void *ctx, double ttft_ms);
+    void (*on_route)(void *ctx, int64_t now_ns, uint32_t worker, int flicker);
+    void (*on_load)(void *ctx, int64_t now_ns, const uint64_t *worker_tokens,
+                    uint32_t num_workers);
+    /* Progress: simulated ns, requests routed so far. */
+    void (*on_progress)(void *ctx, int64_t now_ns, uint64_t routed);
+} sim_observer;
+
+typedef struct sim_run_args {
+    const sim_cluster *cluster;
+    const sim_router_config *router;
+    const sim_source_ops *source;
+    void *source_ctx;
+    const sim_policy *policy;
+    const sim_switch *switches; /* sorted by at_ns */
+    uint32_t num_switches;
+    const char *first_label;
+    const sim_observer *observer; /* may be NULL */
+} sim_run_args;
+
+/* Replay the source through the cluster with the policy. On success fills
+ * *out and returns 0; otherwise a negative WSEL_E* with a message in err
+ * (a source error's message is passed through). */
+int32_t sim_run(const sim_run_args *args, sim_result *out, char *err, size_t err_size);
+
+#endif

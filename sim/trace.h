@@ -1,0 +1,76 @@
+/*
+ * trace.h -- Mooncake-format JSONL traces, read one line at a time.
+ *
+ * Each line is a JSON object with `timestamp` (ms, >= 0), `input_length`
+ * and `output_length` (token counts, integers >= 0) and `hash_ids` (one
+ * non-negative integer per trace block of the input: exactly
+ * ceil(input_length / trace_block_size) of them). Other keys are ignored;
+ * a key given twice is an error. Timestamps must not decrease: a trace out
+ * of order is rejected, not sorted, because sorting would need the whole
+ * file in memory. Not thread-safe; one reader per thread.
+ */
+#ifndef WSEL_SIM_TRACE_H
+#define WSEL_SIM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct sim_trace_line {
+    double timestamp_ms;
+    uint64_t input_length;
+    uint64_t output_length;
+    uint32_t num_hash_ids;
+    const uint64_t *hash_ids; /* parser-owned, valid until its next parse */
+} sim_trace_line;
+
+/* Reusable parse buffers (tokens, hash ids); grow as lines demand. */
+typedef struct sim_trace_parser {
+    void *tokens;
+    uint32_t token_capacity;
+    uint64_t *ids;
+    uint32_t id_capacity;
+    uint32_t trace_block_size;
+} sim_trace_parser;
+
+/* A zeroed parser with the given trace block size (> 0). */
+void sim_trace_parser_init(sim_trace_parser *p, uint32_t trace_block_size);
+void sim_trace_parser_free(sim_trace_parser *p);
+
+/*
+ * Parse one line (`len` bytes, no NUL needed, a trailing newline allowed).
+ * Returns 0 with *out filled, or WSEL_EINVAL with a message in err saying
+ * what is wrong (naming the key), or WSEL_ENOMEM.
+ */
+int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
+                             sim_trace_line *out, char *err, size_t err_size);
+
+typedef struct sim_trace_reader {
+    FILE *file;
+    const char *path;
+    char *buf;
+    size_t buf_size;
+    uint64_t line_no;
+    uint64_t requests;
+    uint64_t bad_lines;
+    double last_timestamp_ms;
+    int skip_bad_lines;
+    sim_trace_parser parser;
+} sim_trace_reader;
+
+/* Open `path` (kept by pointer: the caller keeps it alive). Returns 0 or
+ * WSEL_ENOENT/WSEL_EIO with "PATH: reason" in err. */
+int32_t sim_trace_open(sim_trace_reader *r, const char *path, uint32_t trace_block_size,
+                       int skip_bad_lines, char *err, size_t err_size);
+void sim_trace_close(sim_trace_reader *r);
+
+/*
+ * Next request: 1 with *out filled, 0 at the end, or a negative code with
+ * "PATH:LINE: what is wrong" in err. A bad line is an error unless
+ * skip_bad_lines, then it is counted in bad_lines and skipped. An empty
+ * trace (no request at all) is an error.
+ */
+int32_t sim_trace_next(sim_trace_reader *r, sim_trace_line *out, char *err,
+                       size_t err_size);
+
+#endif

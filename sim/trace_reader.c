@@ -1,0 +1,96 @@
+/*
+ * trace_reader.c -- stream a trace file line by line (only one line in
+ * memory), with FILE:LINE errors and optional skipping of bad lines.
+ */
+#include "trace.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsel.h"
+
+int32_t sim_trace_open(sim_trace_reader *r, const char *path, uint32_t trace_block_size,
+                       int skip_bad_lines, char *err, size_t err_size)
+{
+    memset(r, 0, sizeof(*r));
+    r->file = fopen(path, "r");
+    if (!r->file) {
+        int e = errno;
+        snprintf(err, err_size, "%s: %s", path, strerror(e));
+        return e == ENOENT ? WSEL_ENOENT : WSEL_EIO;
+    }
+    r->path = path;
+    r->skip_bad_lines = skip_bad_lines;
+    sim_trace_parser_init(&r->parser, trace_block_size);
+    return 0;
+}
+
+void sim_trace_close(sim_trace_reader *r)
+{
+    if (r->file)
+        fclose(r->file);
+    r->file = NULL;
+    free(r->buf);
+    r->buf = NULL;
+    sim_trace_parser_free(&r->parser);
+}
+
+static int32_t check_order(sim_trace_reader *r, const sim_trace_line *line, char *msg,
+                           size_t msg_size)
+{
+    if (r->requests > 0 && line->timestamp_ms < r->last_timestamp_ms) {
+        snprintf(msg, msg_size,
+                 "\"timestamp\" %.17g is before the previous request's %.17g "
+                 "(the trace must be sorted by time)",
+                 line->timestamp_ms, r->last_timestamp_ms);
+        return WSEL_EINVAL;
+    }
+    return 0;
+}
+
+int32_t sim_trace_next(sim_trace_reader *r, sim_trace_line *out, char *err,
+                       size_t err_size)
+{
+    char msg[256];
+    for (;;) {
+        errno = 0;
+        ssize_t n = getline(&r->buf, &r->buf_size, r->file);
+        if (n < 0) {
+            if (ferror(r->file)) {
+                snprintf(err, err_size, "%s:%llu: %s", r->path,
+                         (unsigned long long)r->line_no + 1, strerror(errno));
+                return WSEL_EIO;
+            }
+            if (r->requests == 0) {
+                snprintf(err, err_size, "%s: empty trace (no request in %llu lines%s)",
+                         r->path, (unsigned long long)r->line_no,
+                         r->bad_lines ? ", all bad" : "");
+                return WSEL_EINVAL;
+            }
+            return 0;
+        }
+        r->line_no++;
+        size_t len = (size_t)n;
+        while (len > 0 && (r->buf[len - 1] == '\n' || r->buf[len - 1] == '\r'))
+            len--;
+        sim_trace_line line;
+        int32_t rc =
+            sim_trace_parse_line(&r->parser, r->buf, len, &line, msg, sizeof(msg));
+        if (rc == 0)
+            rc = check_order(r, &line, msg, sizeof(msg));
+        if (rc == WSEL_ENOMEM || (rc != 0 && !r->skip_bad_lines)) {
+            snprintf(err, err_size, "%s:%llu: %s", r->path,
+                     (unsigned long long)r->line_no, msg);
+            return rc;
+        }
+        if (rc != 0) {
+            r->bad_lines++;
+            continue;
+        }
+        r->requests++;
+        r->last_timestamp_ms = line.timestamp_ms;
+        *out = line;
+        return 1;
+    }
+}
