@@ -86,6 +86,7 @@ for so in "$WORK/cmake-build/least_active.so" $pkg_so; do
     run_wsel validate "$so"
 done
 run_wsel info least_active
+run_wsel validate least_active
 if [ -f "$prefix/lib/wsel/plugins/softmax.so" ]; then
     run_wsel info softmax
 else
