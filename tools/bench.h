@@ -82,12 +82,14 @@ typedef struct bench_result {
     double host_ns_p99;
     double allocs_per_select;
     uint64_t fallbacks; /* host answers that were not the plugin's */
+    uint32_t batch;     /* selects per timed sample */
 } bench_result;
 
 typedef struct bench_config {
-    uint32_t selects_per_run; /* timed selects per run */
+    uint32_t selects_per_run; /* timed selects per run (rounded up to batches) */
     uint32_t runs;            /* runs; the median of their quantiles is kept */
     uint32_t warmup;          /* untimed selects before each run */
+    double temperature;       /* the requests' temperature */
 } bench_config;
 
 /* Measure one plugin at `rows` rows. Returns 0, or a negative code with a

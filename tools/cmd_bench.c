@@ -24,7 +24,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: wsel bench [--plugin NAME|PATH]... [--rows LIST] [--json]\n"
-            "                  [--runs N] [--selects N]\n"
+            "                  [--runs N] [--selects N] [--temperature T]\n"
             "       wsel bench --alloc-check [--plugin NAME|PATH]...\n"
             "       wsel bench --callgrind-one PLUGIN [--rows N] [--selects N] "
             "[--host]\n\n"
@@ -35,6 +35,8 @@ static void usage(FILE *out)
             "  --runs N         runs per measurement; medians are reported (default 5)\n"
             "  --selects N      timed selects per run (default 20000, 5000 past 1024 "
             "rows)\n"
+            "  --temperature T  the requests' temperature (default 0, Dynamo's); the\n"
+            "                   default run adds softmax at T=0.5, where it samples\n"
             "  --json           print JSON\n"
             "  --alloc-check    fail if any select allocates (quick; for CTest)\n"
             "  --callgrind-one P  run --selects selects of P for callgrind "
@@ -74,6 +76,7 @@ typedef struct bench_args {
     uint32_t num_rows;
     uint32_t runs;
     uint32_t selects; /* 0 = by size */
+    double temperature;
     int json, alloc_check, via_host;
     const char *callgrind_one;
 } bench_args;
@@ -103,6 +106,15 @@ static int parse_args(int argc, char **argv, bench_args *a)
                 return WSEL_EXIT_USAGE;
             }
             a->plugins[a->num_plugins++] = argv[++i];
+        } else if (strcmp(s, "--temperature") == 0 && has_value) {
+            char *end = NULL;
+            a->temperature = strtod(argv[++i], &end);
+            if (end == argv[i] || *end != '\0' || !(a->temperature >= 0) ||
+                a->temperature > 100) {
+                fprintf(stderr, "wsel bench: --temperature '%s' is not 0..100\n",
+                        argv[i]);
+                return WSEL_EXIT_USAGE;
+            }
         } else if (strcmp(s, "--callgrind-one") == 0 && has_value) {
             a->callgrind_one = argv[++i];
         } else if (strcmp(s, "--rows") == 0 && has_value) {
@@ -127,23 +139,40 @@ static int parse_args(int argc, char **argv, bench_args *a)
     return 0;
 }
 
-/* The plugins to measure: the ones given, else every bundled one found. */
-static uint32_t plugin_list(const bench_args *a, char paths[][PATH_MAX],
-                            const char **names, int *bad)
+/* One line of the benchmark: a plugin at a request temperature. */
+typedef struct bench_entry {
+    const char *name;
+    char path[PATH_MAX];
+    double temperature;
+} bench_entry;
+
+/*
+ * The plugins to measure: the ones given, else every bundled one found
+ * (plus softmax at T=0.5, where it samples rather than taking the argmin).
+ * Sets *bad when a plugin given by the user cannot be found.
+ */
+static uint32_t plugin_list(const bench_args *a, bench_entry *out, int *bad)
 {
     char err[2400];
     uint32_t n = 0;
     *bad = 0;
     uint32_t count = a->num_plugins ? a->num_plugins : wsel_num_bundled_plugins;
-    for (uint32_t i = 0; i < count && n < MAX_PLUGINS; i++) {
+    for (uint32_t i = 0; i < count && n + 1 < MAX_PLUGINS; i++) {
         const char *spec = a->num_plugins ? a->plugins[i] : wsel_bundled_plugins[i];
-        if (wsel_plugin_resolve(spec, paths[n], PATH_MAX, err, sizeof(err)) < 0) {
+        if (wsel_plugin_resolve(spec, out[n].path, PATH_MAX, err, sizeof(err)) < 0) {
             fprintf(stderr, "wsel bench: %s%s\n", err,
                     a->num_plugins ? "" : " (skipped)");
             *bad |= a->num_plugins != 0;
             continue;
         }
-        names[n++] = spec;
+        out[n].name = spec;
+        out[n].temperature = a->temperature;
+        n++;
+        if (!a->num_plugins && strcmp(spec, "softmax") == 0 && a->temperature == 0) {
+            out[n] = out[n - 1];
+            out[n].temperature = 0.5;
+            n++;
+        }
     }
     return n;
 }
@@ -205,28 +234,30 @@ static int run_alloc_check(const bench_args *a)
         printf("SKIP allocation counting is unavailable in this build (sanitizers)\n");
         return EXIT_SKIPPED;
     }
-    static char paths[MAX_PLUGINS][PATH_MAX];
-    const char *names[MAX_PLUGINS];
+    static bench_entry entries[MAX_PLUGINS];
     int bad = 0;
-    uint32_t n = plugin_list(a, paths, names, &bad);
+    uint32_t n = plugin_list(a, entries, &bad);
     int failed = bad;
     static const uint32_t sizes[] = {8, 1024};
     for (uint32_t p = 0; p < n; p++) {
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
             char err[1024] = "";
             uint64_t direct = 0, host = 0;
-            if (bench_count_allocs(paths[p], sizes[k], 2000, &direct, &host, err,
+            if (entries[p].temperature != a->temperature)
+                continue; /* the extra softmax line: same code path */
+            const char *name = entries[p].name;
+            if (bench_count_allocs(entries[p].path, sizes[k], 2000, &direct, &host, err,
                                    sizeof(err)) < 0) {
-                printf("FAIL %s at %u rows: %s\n", names[p], sizes[k], err);
+                printf("FAIL %s at %u rows: %s\n", name, sizes[k], err);
                 failed = 1;
             } else if (direct || host) {
                 printf("FAIL %s at %u rows: %llu allocations in 2000 direct selects, "
                        "%llu through the host\n",
-                       names[p], sizes[k], (unsigned long long)direct,
+                       name, sizes[k], (unsigned long long)direct,
                        (unsigned long long)host);
                 failed = 1;
             } else {
-                printf("PASS %s at %u rows: 0 allocations in 2x2000 selects\n", names[p],
+                printf("PASS %s at %u rows: 0 allocations in 2x2000 selects\n", name,
                        sizes[k]);
             }
         }
@@ -256,10 +287,15 @@ static int run_callgrind_one(const bench_args *a)
     return WSEL_EXIT_OK;
 }
 
-static void print_result_text(const char *name, const bench_result *r)
+static void print_result_text(const bench_entry *e, const bench_result *r)
 {
-    const char *verdict = budget_verdict(name, r);
-    printf("%-11s %6u %9.0f %9.0f %9.0f %7.3f %7.2f %7.2g  %s%s\n", name, r->rows,
+    char label[64];
+    if (e->temperature > 0)
+        snprintf(label, sizeof(label), "%s@T=%g", e->name, e->temperature);
+    else
+        snprintf(label, sizeof(label), "%s", e->name);
+    const char *verdict = budget_verdict(e->name, r);
+    printf("%-14s %6u %9.1f %9.1f %9.1f %7.3f %7.2f %7.2g  %s%s\n", label, r->rows,
            r->direct_ns_p50, r->host_ns_p50, r->host_ns_p99,
            r->direct_ns_p50 > 0 ? r->host_ns_p50 / r->direct_ns_p50 : 0.0,
            r->host_ns_p50 / r->rows, r->allocs_per_select, verdict ? verdict : "",
@@ -277,10 +313,9 @@ int wsel_cmd_bench(int argc, char **argv)
     if (a.callgrind_one)
         return run_callgrind_one(&a);
 
-    static char paths[MAX_PLUGINS][PATH_MAX];
-    const char *names[MAX_PLUGINS];
+    static bench_entry entries[MAX_PLUGINS];
     int bad = 0;
-    uint32_t n = plugin_list(&a, paths, names, &bad);
+    uint32_t n = plugin_list(&a, entries, &bad);
     if (n == 0 || bad)
         return WSEL_EXIT_FAILURE;
 
@@ -298,7 +333,7 @@ int wsel_cmd_bench(int argc, char **argv)
     } else {
         printf("machine: %s\n", machine);
         printf("cost column (wsel_table_build, 4096 rows): %.2f ns/row\n\n", cost_ns);
-        printf("%-11s %6s %9s %9s %9s %7s %7s %7s  %s\n", "plugin", "rows", "direct50",
+        printf("%-14s %6s %9s %9s %9s %7s %7s %7s  %s\n", "plugin", "rows", "direct50",
                "host50", "host99", "ratio", "ns/row", "allocs", "budget");
     }
     int failed = 0, first = 1;
@@ -306,25 +341,29 @@ int wsel_cmd_bench(int argc, char **argv)
         for (uint32_t k = 0; k < a.num_rows; k++) {
             cfg.selects_per_run =
                 a.selects ? a.selects : (a.rows[k] > 1024 ? 5000 : 20000);
+            cfg.temperature = entries[p].temperature;
             bench_result r;
-            if (bench_plugin(paths[p], a.rows[k], &cfg, &r, err, sizeof(err)) < 0) {
+            if (bench_plugin(entries[p].path, a.rows[k], &cfg, &r, err, sizeof(err)) <
+                0) {
                 fprintf(stderr, "wsel bench: %s\n", err);
                 failed = 1;
                 continue;
             }
             if (a.json) {
-                printf("%s{\"plugin\":\"%s\",\"rows\":%u,\"direct_ns_p50\":%.1f,"
+                printf("%s{\"plugin\":\"%s\",\"temperature\":%g,\"rows\":%u,"
+                       "\"batch\":%u,\"direct_ns_p50\":%.1f,"
                        "\"direct_ns_p99\":%.1f,\"host_ns_p50\":%.1f,\"host_ns_p99\":%.1f,"
                        "\"overhead_ratio\":%.4f,\"ns_per_row\":%.3f,"
                        "\"allocs_per_select\":%.4g,\"fallbacks\":%llu}",
-                       first ? "" : ",", names[p], r.rows, r.direct_ns_p50,
-                       r.direct_ns_p99, r.host_ns_p50, r.host_ns_p99,
+                       first ? "" : ",", entries[p].name, entries[p].temperature, r.rows,
+                       r.batch, r.direct_ns_p50, r.direct_ns_p99, r.host_ns_p50,
+                       r.host_ns_p99,
                        r.direct_ns_p50 > 0 ? r.host_ns_p50 / r.direct_ns_p50 : 0.0,
                        r.host_ns_p50 / r.rows, r.allocs_per_select,
                        (unsigned long long)r.fallbacks);
                 first = 0;
             } else {
-                print_result_text(names[p], &r);
+                print_result_text(&entries[p], &r);
             }
             fflush(stdout);
         }

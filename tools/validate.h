@@ -137,12 +137,12 @@ void vinstance_close(vinstance *vi);
 /*
  * Send requests 1..count (seeded from ctx->seed, temperatures alternating
  * 0 and 0.7) to `instance` with `table`; record in `res` the first answer
- * that is an error, out of range or excluded, naming `what` (the table) and
- * the request. Returns 1 if every answer was valid, else 0.
+ * that is out of range, excluded or (unless allow_errors) an error, naming
+ * `what` (the table) and the request. Returns 1 if every answer passed.
  */
 int vselect_all_valid(const wsel_plugin *plugin, void *instance, const wsel_table *table,
-                      const vcontext *ctx, uint32_t count, const char *what,
-                      vcheck_result *res);
+                      const vcontext *ctx, uint32_t count, int allow_errors,
+                      const char *what, vcheck_result *res);
 
 /* --- the checks, in the order they run ------------------------------------ */
 

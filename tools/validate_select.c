@@ -16,9 +16,10 @@ typedef struct vexpect {
     int64_t only_row;    /* >= 0: the one acceptable answer */
     int avoid_busy;      /* answers must not be busy rows */
     int expect_error;    /* every row excluded: select must fail */
+    int allow_error;     /* an error is acceptable, an invalid row is not */
 } vexpect;
 
-static const vexpect default_expect = {32, -1, 0, 0};
+static const vexpect default_expect = {32, -1, 0, 0, 0};
 
 static uint32_t count_idle(const wsel_table *t)
 {
@@ -50,6 +51,8 @@ static int judge(const vexpect *ex, const wsel_table *t, const vrequest *vr, int
                   id, temp, what, rc, c->row);
         return rc < 0;
     }
+    if (rc < 0 && ex->allow_error)
+        return 1;
     if (rc != 0) {
         vfail(res, "request %llu (T=%.1f) on %s: select returned %d (%s)", id, temp, what,
               rc, wsel_errname(rc));
@@ -101,10 +104,12 @@ static int select_many(const wsel_plugin *plugin, void *instance, const wsel_tab
 }
 
 int vselect_all_valid(const wsel_plugin *plugin, void *instance, const wsel_table *table,
-                      const vcontext *ctx, uint32_t count, const char *what,
-                      vcheck_result *res)
+                      const vcontext *ctx, uint32_t count, int allow_errors,
+                      const char *what, vcheck_result *res)
 {
-    return select_many(plugin, instance, table, ctx, count, what, &default_expect, res);
+    vexpect ex = default_expect;
+    ex.allow_error = allow_errors;
+    return select_many(plugin, instance, table, ctx, count, what, &ex, res);
 }
 
 /* Edit a freshly drawn table into an edge case; may adjust the expectation. */
