@@ -249,6 +249,55 @@ static int32_t unknown_key(const wsel_plugin *p, const char *json, const jsmntok
     return WSEL_ECONFIG;
 }
 
+/* Index just past the raw text of token t (a string's closing quote
+ * included). */
+static int raw_end(const jsmntok_t *t)
+{
+    return t->type == JSMN_STRING ? t->end + 1 : t->end;
+}
+
+static int skip_space(const char *json, int pos)
+{
+    while (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' ||
+           json[pos] == '\r')
+        pos++;
+    return pos;
+}
+
+/* jsmn is lenient about colons ("{\"d\":: 2}"): exactly one ':' must sit
+ * between a key and its value. */
+static int32_t check_colon(const char *json, const jsmntok_t *key, const jsmntok_t *value,
+                           char *err, size_t err_size)
+{
+    int pos = skip_space(json, raw_end(key));
+    int value_start = value->type == JSMN_STRING ? value->start - 1 : value->start;
+    if (json[pos] == ':' && skip_space(json, pos + 1) == value_start)
+        return 0;
+    char q[QUOTE_MAX + 4];
+    quote(q, sizeof(q), json, key);
+    wsel_set_error(err, err_size,
+                   "config: malformed JSON (expected one ':' after key '%s')", q);
+    return WSEL_ECONFIG;
+}
+
+/* jsmn accepts a trailing comma ("{\"d\": 2,}"); JSON does not. After each
+ * value there must be a ',' and more pairs, or the object's closing '}'. */
+static int32_t check_separator(const char *json, const jsmntok_t *object,
+                               const jsmntok_t *value, int last, const char *key,
+                               char *err, size_t err_size)
+{
+    int pos = raw_end(value);
+    while (json[pos] == ' ' || json[pos] == '\t' || json[pos] == '\n' ||
+           json[pos] == '\r')
+        pos++;
+    int ok = last ? (json[pos] == '}' && pos == object->end - 1) : json[pos] == ',';
+    if (ok)
+        return 0;
+    wsel_set_error(err, err_size, "config: malformed JSON (expected '%c' after key '%s')",
+                   last ? '}' : ',', key);
+    return WSEL_ECONFIG;
+}
+
 /* Parse the tokens of one object into vals/seen. */
 static int32_t parse_object(const wsel_plugin *p, const char *json, const jsmntok_t *tok,
                             int count, double *vals, char *err, size_t err_size)
@@ -270,6 +319,9 @@ static int32_t parse_object(const wsel_plugin *p, const char *json, const jsmnto
             return WSEL_ECONFIG;
         }
         const jsmntok_t *key = &tok[i], *value = &tok[i + 1];
+        int32_t rc = check_colon(json, key, value, err, err_size);
+        if (rc < 0)
+            return rc;
         uint32_t k = 0;
         while (k < p->num_params &&
                !token_equals(json, key, wsel_descriptor_param(p, k)->name))
@@ -282,7 +334,10 @@ static int32_t parse_object(const wsel_plugin *p, const char *json, const jsmnto
             return WSEL_ECONFIG;
         }
         seen[k] = 1;
-        int32_t rc = read_value(json, value, d, &vals[k], err, err_size);
+        rc = read_value(json, value, d, &vals[k], err, err_size);
+        if (rc == 0)
+            rc = check_separator(json, &tok[0], value, pair + 1 == tok[0].size, d->name,
+                                 err, err_size);
         if (rc < 0)
             return rc;
         i = skip_subtree(tok, count, i + 1);

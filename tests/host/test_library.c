@@ -1,0 +1,313 @@
+/*
+ * test_library.c -- wsel_library_open: one test per refusal, each loading
+ * the fixture with that one defect and reading the message; plus the
+ * descriptors it must accept (longer, from a newer minor).
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+typedef struct fixture {
+    char *dir;
+    char err[1024];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    f->dir = tu_temp_dir();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    tu_remove_tree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Install fixture `name` and expect wsel_library_open to refuse it with
+ * `code` and the message "<path>: <tail>". */
+static void expect_refusal(fixture *f, const char *name, int32_t code, const char *tail)
+{
+    char as[128];
+    snprintf(as, sizeof(as), "%s.so", name);
+    char *path = tu_install_fixture(f->dir, name, as);
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)), code);
+    assert_null(lib);
+    char want[2048];
+    snprintf(want, sizeof(want), "%s: %s", path, tail);
+    if (strstr(f->err, want) == NULL)
+        fail_msg("message \"%s\" lacks \"%s\"", f->err, want);
+    free(path);
+}
+
+static void test_refuses_missing_file(void **state)
+{
+    fixture *f = *state;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/absent.so", f->dir);
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)),
+                     WSEL_ENOENT);
+    char want[600];
+    snprintf(want, sizeof(want), "%s: no such file", path);
+    assert_string_equal(f->err, want);
+}
+
+static void test_refuses_untrusted_file_before_running_its_code(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_good", "p.so");
+    assert_int_equal(chmod(path, 0666), 0);
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)),
+                     WSEL_EPERM);
+    assert_non_null(strstr(f->err, "refused: world-writable (mode 0666)"));
+    free(path);
+}
+
+static void test_refuses_file_that_is_not_a_shared_object(void **state)
+{
+    fixture *f = *state;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/text.so", f->dir);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
+    close(fd);
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)),
+                     WSEL_ELOAD);
+    char want[600];
+    snprintf(want, sizeof(want), "%s: dlopen failed: ", path);
+    assert_memory_equal(f->err, want, strlen(want));
+    /* The loader's text follows, without our /proc/self/fd name. */
+    assert_null(strstr(f->err, "/proc/self/fd"));
+}
+
+static void test_refuses_object_without_entry_symbol(void **state)
+{
+    expect_refusal(*state, "fx_no_entry", WSEL_ENOSYM,
+                   "missing symbol wsel_plugin_entry (not a wsel plugin?)");
+}
+
+static void test_refuses_other_abi_major(void **state)
+{
+    expect_refusal(*state, "fx_abi_major2", WSEL_EABI, "ABI major 2, host supports 1");
+}
+
+static void test_refuses_descriptor_shorter_than_1_0(void **state)
+{
+    expect_refusal(*state, "fx_short_descriptor", WSEL_EABI,
+                   "descriptor is 24 bytes, ABI 1.0 needs at least 96");
+}
+
+static void test_refuses_descriptor_without_select(void **state)
+{
+    expect_refusal(*state, "fx_null_select", WSEL_EABI,
+                   "plugin fx_null_select has no select function");
+}
+
+static void test_refuses_parameter_declared_twice(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_1", WSEL_EABI,
+                   "parameter 1: name 'alpha' declared twice");
+}
+
+static void test_refuses_parameter_of_unknown_type(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_2", WSEL_EABI,
+                   "parameter 1 ('beta'): unknown type 9");
+}
+
+static void test_refuses_parameter_without_doc(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_3", WSEL_EABI,
+                   "parameter 1 ('beta'): no doc string");
+}
+
+static void test_refuses_parameter_with_min_above_default(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_4", WSEL_EABI,
+                   "parameter 1 ('beta'): needs min <= default <= max, got 3, 1, 8");
+}
+
+static void test_refuses_enum_without_choices(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_5", WSEL_EABI,
+                   "parameter 1 ('beta'): enum without choices");
+}
+
+static void test_refuses_parameter_name_with_capitals(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_6", WSEL_EABI,
+                   "parameter 1: name is not [a-z0-9_]+");
+}
+
+static void test_refuses_parameter_stride_below_1_0(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_7", WSEL_EABI,
+                   "param_def_size is 8 bytes, ABI 1.0 needs at least 56");
+}
+
+static void test_refuses_enum_default_past_last_choice(void **state)
+{
+    expect_refusal(*state, "fx_bad_params_8", WSEL_EABI,
+                   "parameter 1 ('beta'): default 2 is outside [0, 1] for its type");
+}
+
+static void test_opens_good_plugin_and_reads_its_parameters(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_good", "good.so");
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)), 0);
+    const wsel_plugin *p = wsel_library_plugin(lib);
+    assert_string_equal(p->name, "fx_good");
+    assert_int_equal(p->num_params, 5);
+    assert_string_equal(wsel_library_path(lib), path);
+    assert_string_equal(wsel_library_param(lib, 2)->name, "d");
+    assert_string_equal(wsel_library_param(lib, 4)->choices[1], "argmin");
+    assert_null(wsel_library_param(lib, 5));
+    wsel_library_close(lib);
+    free(path);
+}
+
+static void test_reads_longer_descriptor_of_newer_minor(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_long_descriptor", "long.so");
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)), 0);
+    const wsel_plugin *p = wsel_library_plugin(lib);
+    assert_int_equal(p->abi_minor, WSEL_ABI_MINOR + 1);
+    assert_int_equal(p->struct_size, sizeof(wsel_plugin) + 32);
+    assert_string_equal(p->name, "fx_long_descriptor");
+    assert_null(p->on_topology_changed);
+    wsel_library_close(lib);
+    free(path);
+}
+
+static void test_applies_allow_list_from_options(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_good", "good.so");
+    const char *const dirs[] = {"/usr/lib", NULL};
+    wsel_trust_options opts = {sizeof(opts), 0, dirs};
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, &opts, &lib, f->err, sizeof(f->err)),
+                     WSEL_EPERM);
+    assert_non_null(strstr(f->err, "is not in the allowed plugin folders"));
+    free(path);
+}
+
+static void test_extra_exported_symbols_do_not_interpose_on_host(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_extra_symbols", "extra.so");
+    wsel_library *lib = NULL;
+    assert_int_equal(wsel_library_open(path, NULL, &lib, f->err, sizeof(f->err)), 0);
+    /* The fixture exports a wsel_rng_u64 that returns 0; RTLD_LOCAL keeps
+     * the host's own. */
+    wsel_rng rng;
+    wsel_rng_seed(&rng, 1);
+    assert_true(wsel_rng_u64(&rng) != 0 || wsel_rng_u64(&rng) != 0);
+    wsel_library_close(lib);
+    free(path);
+}
+
+/* In a child: open the constructor fixture twice (same file). */
+static void open_constructor_twice(void *arg)
+{
+    const char *path = arg;
+    char err[512];
+    for (int i = 0; i < 2; i++) {
+        wsel_library *lib = NULL;
+        if (wsel_library_open(path, NULL, &lib, err, sizeof(err)) != 0) {
+            printf("open failed: %s\n", err);
+            fflush(stdout);
+            _exit(1);
+        }
+        wsel_library_close(lib);
+    }
+}
+
+static void test_constructor_runs_once_per_file_and_plugin_still_loads(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_constructor", "ctor.so");
+    char out[4096];
+    int status = tu_run_in_child(open_constructor_twice, path, out, sizeof(out));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    const char *first = strstr(out, "constructor ran");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "constructor ran"));
+    free(path);
+}
+
+static void test_refused_untrusted_file_never_runs_its_constructor(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_constructor", "ctor.so");
+    assert_int_equal(chmod(path, 0664), 0);
+    char out[4096];
+    int status = tu_run_in_child(open_constructor_twice, path, out, sizeof(out));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_null(strstr(out, "constructor ran"));
+    assert_non_null(strstr(out, "group-writable"));
+    free(path);
+}
+
+static void test_close_of_null_is_harmless(void **state)
+{
+    (void)state;
+    wsel_library_close(NULL);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_refuses_missing_file),
+        T(test_refuses_untrusted_file_before_running_its_code),
+        T(test_refuses_file_that_is_not_a_shared_object),
+        T(test_refuses_object_without_entry_symbol),
+        T(test_refuses_other_abi_major),
+        T(test_refuses_descriptor_shorter_than_1_0),
+        T(test_refuses_descriptor_without_select),
+        T(test_refuses_parameter_declared_twice),
+        T(test_refuses_parameter_of_unknown_type),
+        T(test_refuses_parameter_without_doc),
+        T(test_refuses_parameter_with_min_above_default),
+        T(test_refuses_enum_without_choices),
+        T(test_refuses_parameter_name_with_capitals),
+        T(test_refuses_parameter_stride_below_1_0),
+        T(test_refuses_enum_default_past_last_choice),
+        T(test_opens_good_plugin_and_reads_its_parameters),
+        T(test_reads_longer_descriptor_of_newer_minor),
+        T(test_applies_allow_list_from_options),
+        T(test_extra_exported_symbols_do_not_interpose_on_host),
+        T(test_constructor_runs_once_per_file_and_plugin_still_loads),
+        T(test_refused_untrusted_file_never_runs_its_constructor),
+        T(test_close_of_null_is_harmless),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
