@@ -8,7 +8,8 @@
 // Declared whole, whether this example uses every item or not.
 #![allow(dead_code)]
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
+use std::os::raw::c_char;
 
 pub const WSEL_ABI_MAJOR: u32 = 1;
 pub const WSEL_ABI_MINOR: u32 = 0;
@@ -159,7 +160,20 @@ const _: () = assert!(std::mem::size_of::<WselParamDef>() == WSEL_PARAM_DEF_SIZE
 mod layout {
     //! Every offset and size, against the numbers abi/wsel.h pins.
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use std::mem::size_of;
+
+    /// Offset of `$field` in `$type`. Rust 1.77 has `std::mem::offset_of!`;
+    /// this spelling also builds with Debian 12's rustc 1.63, which CI
+    /// installs when no newer cargo is present.
+    macro_rules! offset_of {
+        ($type:ty, $field:ident) => {{
+            let value = std::mem::MaybeUninit::<$type>::uninit();
+            let base = value.as_ptr();
+            // SAFETY: addr_of! takes the field's address without reading it.
+            let field = unsafe { std::ptr::addr_of!((*base).$field) };
+            field as usize - base as usize
+        }};
+    }
 
     #[test]
     fn request_matches_the_c_layout() {

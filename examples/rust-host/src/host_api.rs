@@ -8,7 +8,8 @@
 //! instead; examples/python-host does that.)
 
 use crate::abi::*;
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
+use std::os::raw::c_char;
 
 /// Build the 1.0 host table. It must outlive every instance created with it.
 pub fn host_api() -> Box<WselHostApi> {

@@ -5,7 +5,8 @@
 //! required functions and the parameter table's stride.
 
 use crate::abi::*;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
+use std::os::raw::{c_char, c_int};
 
 // dlopen and friends are in glibc's libc since 2.34 (which std links) and in
 // libdl before; naming libdl keeps older systems working.
