@@ -87,6 +87,7 @@ for so in "$WORK/cmake-build/least_active.so" $pkg_so; do
 done
 run_wsel info least_active
 run_wsel validate least_active
+run_wsel sim --plugin least_active --config '{"slack": 2}' --plugin softmax --workload chat --requests 200
 if [ -f "$prefix/lib/wsel/plugins/softmax.so" ]; then
     run_wsel info softmax
 else
