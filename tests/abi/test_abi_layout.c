@@ -31,11 +31,15 @@ static int count_mismatches(const char *what, const abi_fact *old, size_t num_ol
             bad++;
             continue;
         }
-        if (old[i].offset != now[i].offset || old[i].value != now[i].value) {
-            print_error("%s: offset/value %llu/%lld in v1.0, %llu/%lld now\n",
-                        old[i].name, (unsigned long long)old[i].offset,
-                        (long long)old[i].value, (unsigned long long)now[i].offset,
-                        (long long)now[i].value);
+        if (old[i].offset != now[i].offset) {
+            print_error("%s: offset %llu in v1.0, %llu now\n", old[i].name,
+                        (unsigned long long)old[i].offset,
+                        (unsigned long long)now[i].offset);
+            bad++;
+        }
+        if (old[i].value != now[i].value) {
+            print_error("%s: value %lld in v1.0, %lld now\n", old[i].name,
+                        (long long)old[i].value, (long long)now[i].value);
             bad++;
         }
         int grew = old[i].growable && now[i].size > old[i].size;
