@@ -79,11 +79,16 @@ static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget
     const uint32_t bs = s->cluster->block_size;
     while (r->wait_head && r->num_running < s->cluster->max_running && budget > 0) {
         sim_seq *seq = r->wait_head;
-        uint32_t match = sim_kv_match(&r->kv, seq->blocks, seq->num_blocks);
+        uint32_t match;
         s->evicting_rank = rank_index;
+        if (seq == r->blocked)
+            break; /* nothing was released since it last failed */
         if (sim_kv_admit(&r->kv, seq->blocks, seq->num_blocks, seq->private_blocks,
-                         on_evict, s) != 0)
-            break; /* head of line waits for blocks */
+                         seq->slots, &match, on_evict, s) != 0) {
+            r->blocked = seq; /* head of line waits for blocks */
+            break;
+        }
+        seq->match = match;
         r->wait_head = seq->next;
         if (!r->wait_head)
             r->wait_tail = NULL;
@@ -173,7 +178,8 @@ static void finish_seq(sim_state *s, sim_rank *r, sim_seq *seq)
     sim_acc_finished(&s->acc[0], s->now_ns, e2e, seq->generated);
     if (s->num_acc > 1)
         sim_acc_finished(&s->acc[1 + seq->phase], s->now_ns, e2e, seq->generated);
-    sim_kv_release(&r->kv, seq->blocks, seq->num_blocks, seq->private_blocks);
+    sim_kv_release(&r->kv, seq->slots, seq->num_blocks, seq->private_blocks);
+    r->blocked = NULL;
     r->load_tokens -= (uint64_t)seq->isl + seq->generated;
     sim_router_finished(s, seq);
     s->in_flight--;
@@ -198,7 +204,8 @@ static void apply_rank(sim_state *s, uint32_t rank_index)
                 acc_each(s, seq->phase, first_token, ttft);
                 if (s->args->observer && s->args->observer->on_ttft)
                     s->args->observer->on_ttft(s->args->observer->ctx, ttft);
-                for (uint32_t b = 0; b < seq->num_blocks; b++)
+                /* Blocks found cached were announced when first computed. */
+                for (uint32_t b = seq->match; b < seq->num_blocks; b++)
                     sim_router_kv_event(s, rank_index, seq->blocks[b], 1);
                 sim_router_first_token(s, seq);
             }

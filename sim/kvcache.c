@@ -51,7 +51,7 @@ void sim_kv_free(sim_kvcache *kv)
     sim_u64map_free(&kv->index);
 }
 
-uint32_t sim_kv_match(const sim_kvcache *kv, const uint64_t *blocks, uint32_t n)
+uint32_t sim_kv_match(sim_kvcache *kv, const uint64_t *blocks, uint32_t n)
 {
     uint32_t i = 0;
     while (i < n && sim_u64map_find(&kv->index, blocks[i]))
@@ -96,17 +96,25 @@ static void evict_oldest(sim_kvcache *kv, sim_kv_evict_fn on_evict, void *ctx)
 }
 
 int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
-                     uint32_t private_blocks, sim_kv_evict_fn on_evict, void *ctx)
+                     uint32_t private_blocks, uint32_t *slots, uint32_t *match,
+                     sim_kv_evict_fn on_evict, void *ctx)
 {
-    /* Count what must be found: missing blocks need a slot; cached but
+    /* One lookup per block: missing blocks need a slot; cached but
      * unreferenced ones will be pinned and so stop being evictable. */
     uint64_t missing = 0, pinned_from_lru = 0;
+    uint32_t prefix = n;
+    for (uint32_t i = 0; i < n; i++)
+        sim_u64map_prefetch(&kv->index, blocks[i]);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t *slot = sim_u64map_find(&kv->index, blocks[i]);
-        if (!slot)
+        slots[i] = slot ? (uint32_t)*slot : NIL;
+        if (!slot) {
             missing++;
-        else if (kv->ref[*slot] == 0)
+            if (prefix == n)
+                prefix = i;
+        } else if (kv->ref[*slot] == 0) {
             pinned_from_lru++;
+        }
     }
     uint64_t free_blocks = kv->capacity - sim_kv_used(kv);
     uint64_t evictable = kv->lru_size - pinned_from_lru;
@@ -114,42 +122,39 @@ int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
         return WSEL_EBUSY;
 
     /* Pin the cached ones first so eviction cannot take them. */
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t *slot = sim_u64map_find(&kv->index, blocks[i]);
-        if (!slot)
-            continue;
-        uint32_t s = (uint32_t)*slot;
-        if (kv->ref[s]++ == 0)
-            lru_unlink(kv, s);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        if (slots[i] != NIL && kv->ref[slots[i]]++ == 0)
+            lru_unlink(kv, slots[i]);
     uint64_t need = missing + private_blocks;
     while (need > kv->capacity - sim_kv_used(kv))
         evict_oldest(kv, on_evict, ctx);
     for (uint32_t i = 0; i < n; i++) {
+        if (slots[i] != NIL)
+            continue;
         int inserted;
         uint64_t *slot = sim_u64map_upsert(&kv->index, blocks[i], &inserted);
-        if (!inserted)
-            continue; /* pinned above, or a duplicate hash in this request */
+        if (!inserted) { /* a duplicate hash inserted earlier in this request */
+            slots[i] = (uint32_t)*slot;
+            kv->ref[slots[i]]++;
+            continue;
+        }
         uint32_t s = kv->free_head;
         kv->free_head = kv->next[s];
         kv->hash[s] = blocks[i];
         kv->ref[s] = 1;
         *slot = s;
+        slots[i] = s;
     }
     kv->private_blocks += private_blocks;
+    *match = prefix;
     return 0;
 }
 
-void sim_kv_release(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
+void sim_kv_release(sim_kvcache *kv, const uint32_t *slots, uint32_t n,
                     uint32_t private_blocks)
 {
-    for (uint32_t i = n; i-- > 0;) {
-        uint64_t *slot = sim_u64map_find(&kv->index, blocks[i]);
-        if (!slot)
-            continue;
-        uint32_t s = (uint32_t)*slot;
-        if (kv->ref[s] > 0 && --kv->ref[s] == 0)
-            lru_push_tail(kv, s);
-    }
+    for (uint32_t i = n; i-- > 0;)
+        if (--kv->ref[slots[i]] == 0)
+            lru_push_tail(kv, slots[i]);
     kv->private_blocks -= private_blocks;
 }

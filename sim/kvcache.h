@@ -36,20 +36,25 @@ int32_t sim_kv_init(sim_kvcache *kv, uint32_t capacity);
 void sim_kv_free(sim_kvcache *kv);
 
 /* Consecutive prefix blocks of `blocks` cached (pinned or not). */
-uint32_t sim_kv_match(const sim_kvcache *kv, const uint64_t *blocks, uint32_t n);
+uint32_t sim_kv_match(sim_kvcache *kv, const uint64_t *blocks, uint32_t n);
 
 /*
  * Admit a request: pin its n hashed blocks (cached ones are reused,
  * missing ones allocated, evicting LRU blocks through `on_evict`) and
- * reserve `private_blocks` more. Returns 0, or WSEL_EBUSY and changes
- * nothing when free plus evictable blocks do not suffice.
+ * reserve `private_blocks` more. On success writes each block's entry slot
+ * to slots[0..n) (caller storage, kept for sim_kv_release), the number of
+ * consecutive prefix blocks that were already cached to *match, and
+ * returns 0; returns WSEL_EBUSY and changes nothing but `slots` when free
+ * plus evictable blocks do not suffice.
  */
 int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
-                     uint32_t private_blocks, sim_kv_evict_fn on_evict, void *ctx);
+                     uint32_t private_blocks, uint32_t *slots, uint32_t *match,
+                     sim_kv_evict_fn on_evict, void *ctx);
 
-/* Undo an admit: unpin the blocks (the last block becomes the oldest, so a
- * prefix outlives its tail) and release the private reservation. */
-void sim_kv_release(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
+/* Undo an admit given the slots it wrote: unpin the blocks (the last block
+ * becomes the oldest, so a prefix outlives its tail) and release the
+ * private reservation. */
+void sim_kv_release(sim_kvcache *kv, const uint32_t *slots, uint32_t n,
                     uint32_t private_blocks);
 
 /* Blocks in use (cached or private). */

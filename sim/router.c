@@ -85,6 +85,8 @@ static void fill_overlaps(sim_state *s, const uint64_t *blocks, uint32_t n)
     uint64_t alive = s->num_ranks == 64 ? ~0ull : (1ull << s->num_ranks) - 1;
     for (uint32_t r = 0; r < s->num_ranks; r++)
         s->rank_states[r].overlap_blocks = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sim_u64map_prefetch(&s->index, blocks[i]);
     uint32_t i = 0;
     for (; i < n && alive; i++) {
         const uint64_t *mask = sim_u64map_find(&s->index, blocks[i]);
@@ -129,10 +131,11 @@ static uint64_t affinity_key(const sim_state *s, const sim_request *req)
 static int32_t new_seq(sim_state *s, const sim_request *req, uint32_t row, sim_seq **out)
 {
     const uint32_t bs = s->cluster->block_size;
-    sim_seq *seq = malloc(sizeof(*seq) + (size_t)req->num_blocks * sizeof(uint64_t));
+    sim_seq *seq = malloc(sizeof(*seq) + (size_t)req->num_blocks * 12);
     if (!seq)
         return WSEL_ENOMEM;
     memset(seq, 0, sizeof(*seq));
+    seq->slots = (uint32_t *)(void *)(seq->blocks + req->num_blocks);
     memcpy(seq->blocks, req->blocks, (size_t)req->num_blocks * sizeof(uint64_t));
     seq->id = req->id;
     seq->arrival_ns = req->arrival_ns;

@@ -74,7 +74,8 @@ static void teardown(sim_state *s)
 }
 
 /* Time-weighted load imbalance over [s->now_ns, until). A worker's load is
- * the mean active tokens of its ranks (so DP sizes may differ). */
+ * the active tokens of its busiest rank: its ranks step in lockstep, so
+ * that rank sets the pace of all of them (and DP sizes may differ). */
 static void integrate_load(sim_state *s, int64_t until)
 {
     if (until <= s->now_ns)
@@ -87,11 +88,11 @@ static void integrate_load(sim_state *s, int64_t until)
         for (uint32_t k = 0; k < wk->num_ranks; k++) {
             double t = (double)s->ranks[wk->first_rank + k].load_tokens;
             rank_sum += t;
-            g += t;
+            if (t > g)
+                g = t;
             if (t > rank_max)
                 rank_max = t;
         }
-        g /= wk->num_ranks;
         group_sum += g;
         if (g > group_max)
             group_max = g;

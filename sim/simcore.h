@@ -29,8 +29,10 @@ typedef struct sim_seq {
     uint32_t private_blocks;
     uint32_t routed_prefill; /* predictive load added at routing */
     uint32_t routed_blocks;
+    uint32_t match; /* prefix blocks found cached at admission */
     uint8_t decoding_now;
     struct sim_seq *next; /* waiting queue */
+    uint32_t *slots;      /* KV entry of each block, after blocks[] */
     uint64_t blocks[];
 } sim_seq;
 
@@ -43,6 +45,9 @@ typedef struct sim_rank {
     sim_seq *wait_head;
     sim_seq *wait_tail;
     uint64_t load_tokens; /* isl + generated of every routed, unfinished seq */
+    /* The waiting head that last failed admission for want of blocks; it
+     * is not retried until blocks are released. */
+    sim_seq *blocked;
     /* The router's predictive view. */
     uint64_t pred_prefill;
     uint64_t pred_blocks;

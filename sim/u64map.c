@@ -1,6 +1,6 @@
 /*
- * u64map.c -- open addressing with linear probing and backward-shift
- * deletion.
+ * u64map.c -- open addressing with linear probing over mixed keys and
+ * backward-shift deletion.
  */
 #include "u64map.h"
 
@@ -8,27 +8,14 @@
 
 #include "wsel.h"
 
-static size_t slot_of(const sim_u64map *map, uint64_t key)
-{
-    return (size_t)sim_mix64(key) & map->mask;
-}
-
 static int32_t alloc_slots(sim_u64map *map, size_t capacity)
 {
-    map->keys = malloc(capacity * sizeof(*map->keys));
-    map->values = malloc(capacity * sizeof(*map->values));
-    map->used = calloc(capacity, 1);
-    if (!map->keys || !map->values || !map->used) {
-        free(map->keys);
-        free(map->values);
-        free(map->used);
-        map->keys = NULL;
-        map->values = NULL;
-        map->used = NULL;
+    map->slots = calloc(capacity, sizeof(*map->slots));
+    if (!map->slots)
         return WSEL_ENOMEM;
-    }
     map->mask = capacity - 1;
     map->size = 0;
+    map->has_zero = 0;
     return 0;
 }
 
@@ -43,23 +30,36 @@ int32_t sim_u64map_init(sim_u64map *map, size_t expected, int growable)
 
 void sim_u64map_free(sim_u64map *map)
 {
-    free(map->keys);
-    free(map->values);
-    free(map->used);
-    map->keys = NULL;
-    map->values = NULL;
-    map->used = NULL;
+    free(map->slots);
+    map->slots = NULL;
     map->size = 0;
+    map->has_zero = 0;
 }
 
-uint64_t *sim_u64map_find(const sim_u64map *map, uint64_t key)
+uint64_t *sim_u64map_find(sim_u64map *map, uint64_t key)
 {
-    for (size_t i = slot_of(map, key);; i = (i + 1) & map->mask) {
-        if (!map->used[i])
+    uint64_t m = sim_mix64(key);
+    if (m == 0)
+        return map->has_zero ? &map->zero_value : NULL;
+    for (size_t i = (size_t)m & map->mask;; i = (i + 1) & map->mask) {
+        sim_u64map_slot *s = &map->slots[i];
+        if (s->mixed == m)
+            return &s->value;
+        if (s->mixed == 0)
             return NULL;
-        if (map->keys[i] == key)
-            return &map->values[i];
     }
+}
+
+/* Insert mixed key m (absent, non-zero) into a map with room. */
+static sim_u64map_slot *place(sim_u64map *map, uint64_t m)
+{
+    size_t i = (size_t)m & map->mask;
+    while (map->slots[i].mixed != 0)
+        i = (i + 1) & map->mask;
+    map->slots[i].mixed = m;
+    map->slots[i].value = 0;
+    map->size++;
+    return &map->slots[i];
 }
 
 static int32_t grow(sim_u64map *map)
@@ -69,67 +69,72 @@ static int32_t grow(sim_u64map *map)
         *map = old;
         return WSEL_ENOMEM;
     }
-    for (size_t i = 0; i <= old.mask; i++) {
-        if (!old.used[i])
-            continue;
-        int inserted;
-        *sim_u64map_upsert(map, old.keys[i], &inserted) = old.values[i];
-    }
-    sim_u64map_free(&old);
+    for (size_t i = 0; i <= old.mask; i++)
+        if (old.slots[i].mixed != 0)
+            place(map, old.slots[i].mixed)->value = old.slots[i].value;
+    map->has_zero = old.has_zero;
+    map->zero_value = old.zero_value;
+    map->size += (size_t)old.has_zero;
+    free(old.slots);
     return 0;
 }
 
 uint64_t *sim_u64map_upsert(sim_u64map *map, uint64_t key, int *inserted)
 {
-    size_t i = slot_of(map, key);
-    for (;; i = (i + 1) & map->mask) {
-        if (!map->used[i])
-            break;
-        if (map->keys[i] == key) {
-            *inserted = 0;
-            return &map->values[i];
-        }
+    uint64_t *found = sim_u64map_find(map, key);
+    if (found) {
+        *inserted = 0;
+        return found;
+    }
+    uint64_t m = sim_mix64(key);
+    *inserted = 1;
+    if (m == 0) {
+        map->has_zero = 1;
+        map->zero_value = 0;
+        map->size++;
+        return &map->zero_value;
     }
     if ((map->size + 1) * 2 > map->mask + 1) {
         if (!map->growable) {
             if (map->size + 1 > map->mask)
                 return NULL;
-        } else {
-            if (grow(map) != 0)
-                return NULL;
-            return sim_u64map_upsert(map, key, inserted);
+        } else if (grow(map) != 0) {
+            return NULL;
         }
     }
-    map->used[i] = 1;
-    map->keys[i] = key;
-    map->values[i] = 0;
-    map->size++;
-    *inserted = 1;
-    return &map->values[i];
+    return &place(map, m)->value;
 }
 
 int sim_u64map_erase(sim_u64map *map, uint64_t key)
 {
-    size_t i = slot_of(map, key);
-    for (;; i = (i + 1) & map->mask) {
-        if (!map->used[i])
+    uint64_t m = sim_mix64(key);
+    if (m == 0) {
+        if (!map->has_zero)
             return 0;
-        if (map->keys[i] == key)
+        map->has_zero = 0;
+        map->size--;
+        return 1;
+    }
+    size_t i = (size_t)m & map->mask;
+    for (;; i = (i + 1) & map->mask) {
+        if (map->slots[i].mixed == 0)
+            return 0;
+        if (map->slots[i].mixed == m)
             break;
     }
     /* Backward shift: pull later members of the probe run into the hole. */
     size_t hole = i;
-    for (size_t j = (hole + 1) & map->mask; map->used[j]; j = (j + 1) & map->mask) {
-        size_t home = slot_of(map, map->keys[j]);
-        /* j may move to hole if home is not cyclically in (hole, j]. */
-        int stays = (hole <= j) ? (home > hole && home <= j) : (home > hole || home <= j);
+    for (size_t j = (hole + 1) & map->mask; map->slots[j].mixed != 0;
+         j = (j + 1) & map->mask) {
+        size_t home = (size_t)map->slots[j].mixed & map->mask;
+        /* j stays if its home lies cyclically in (hole, j]. */
+        int stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (stays)
             continue;
-        map->keys[hole] = map->keys[j];
-        map->values[hole] = map->values[j];
+        map->slots[hole] = map->slots[j];
         hole = j;
     }
-    map->used[hole] = 0;
+    map->slots[hole].mixed = 0;
     map->size--;
     return 1;
 }
