@@ -107,9 +107,10 @@ int32_t bench_count_allocs(const char *path, uint32_t rows, uint32_t selects,
                            uint64_t *out_direct, uint64_t *out_host, char *err,
                            size_t err_size);
 
-/* Run `selects` selects directly through the descriptor (for callgrind:
- * the loop is the function bench_callgrind_loop). */
+/* Run `selects` selects at `temperature` for callgrind: prepared first,
+ * then called in bench_callgrind_direct_loop (through the descriptor) or
+ * bench_callgrind_host_loop (through wsel_host_select). */
 int32_t bench_callgrind(const char *path, uint32_t rows, uint32_t selects, int via_host,
-                        char *err, size_t err_size);
+                        double temperature, char *err, size_t err_size);
 
 #endif

@@ -296,7 +296,7 @@ __attribute__((noinline)) void bench_callgrind_host_loop(const bsubject *s,
 }
 
 int32_t bench_callgrind(const char *path, uint32_t rows, uint32_t selects, int via_host,
-                        char *err, size_t err_size)
+                        double temperature, char *err, size_t err_size)
 {
     bsubject s;
     btable bt;
@@ -306,6 +306,7 @@ int32_t bench_callgrind(const char *path, uint32_t rows, uint32_t selects, int v
     rc = btable_init(&bt, rows, 0xca11ull + rows, err, err_size);
     if (rc < 0)
         goto out_close_subject;
+    bt.request.temperature = temperature;
     wsel_request *reqs = calloc(selects, sizeof(*reqs));
     wsel_rng *rngs = calloc(selects, sizeof(*rngs));
     if (reqs == NULL || rngs == NULL) {

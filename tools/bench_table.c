@@ -51,9 +51,8 @@ int32_t btable_init(btable *bt, uint32_t rows, uint64_t seed, char *err, size_t 
     bt->request.num_block_hashes = 32;
     bt->request.block_hashes = bt->hashes;
     bt->request.overlap_score_weight = 1.0;
-    /* T > 0 so that softmax samples (exp per row) instead of degenerating to
-     * an argmin; the other policies ignore it or use it the same way. */
-    bt->request.temperature = 0.5;
+    /* Dynamo's default; `wsel bench --temperature` changes it. */
+    bt->request.temperature = 0.0;
     bt->request.uniform = 0.5;
     bt->request.rng = &bt->rng;
     wsel_rng_seed(&bt->rng, seed);

@@ -280,7 +280,8 @@ static int run_callgrind_one(const bench_args *a)
     if (a->num_rows == 5 && rows == 8) /* --rows not given */
         rows = 1024;
     uint32_t selects = a->selects ? a->selects : 1000;
-    if (bench_callgrind(path, rows, selects, a->via_host, err, sizeof(err)) < 0) {
+    if (bench_callgrind(path, rows, selects, a->via_host, a->temperature, err,
+                        sizeof(err)) < 0) {
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;
     }

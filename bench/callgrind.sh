@@ -1,0 +1,88 @@
+#!/bin/sh
+# callgrind.sh -- instructions per select at 1,024 rows, per plugin, under
+# valgrind's callgrind: figures that do not move with machine noise.
+#
+# usage: bench/callgrind.sh [BUILD_DIR] [PLUGIN...]
+#   BUILD_DIR  a wsel build tree (default: ./build); the plugins are its
+#              bundled ones unless named.
+# Env: ROWS (default 1024), SELECTS (default 2000), TOP (functions listed, 3).
+#
+# Method: `wsel bench --callgrind-one P` prepares SELECTS requests, then
+# runs them in one function (bench_callgrind_direct_loop, or
+# bench_callgrind_host_loop with --host). Collection is on only inside that
+# function (--toggle-collect), so the figure is the instructions of the
+# selects alone, setup excluded; divided by SELECTS it is exact and
+# repeatable. The top functions by self cost name the dominant loops.
+set -eu
+
+build=${1:-build}
+[ $# -gt 0 ] && shift
+rows=${ROWS:-1024}
+selects=${SELECTS:-2000}
+top=${TOP:-3}
+wsel=$build/bin/wsel
+
+if ! command -v valgrind >/dev/null 2>&1; then
+    echo "callgrind.sh: valgrind is not installed" >&2
+    exit 1
+fi
+if [ ! -x "$wsel" ]; then
+    echo "callgrind.sh: $wsel not found (build first, or pass the build folder)" >&2
+    exit 1
+fi
+if [ $# -eq 0 ]; then
+    set --
+    for p in softmax random roundrobin p2c hysteresis dpgroup chash; do
+        [ -f "$build/plugins/$p.so" ] && set -- "$@" "$p"
+    done
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# ir_per_select PLUGIN MODE(direct|host) [TEMPERATURE] -> prints Ir/select,
+# keeps the profile
+ir_per_select() {
+    out=$tmp/$1.$2.out
+    flag=
+    [ "$2" = host ] && flag=--host
+    valgrind --tool=callgrind --toggle-collect="bench_callgrind_$2_loop" \
+        --callgrind-out-file="$out" \
+        "$wsel" bench --callgrind-one "$1" --rows "$rows" --selects "$selects" \
+        --temperature "${3:-0}" $flag >/dev/null 2>"$tmp/log" || {
+        echo "callgrind.sh: valgrind failed on $1:" >&2
+        cat "$tmp/log" >&2
+        return 1
+    }
+    total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p; s/^summary: *\([0-9]*\).*/\1/p' "$out" |
+        head -n 1)
+    awk -v t="$total" -v n="$selects" 'BEGIN { printf "%.0f", t / n }'
+}
+
+# dominant PLUGIN -> the top functions by self instructions (last direct run)
+dominant() {
+    callgrind_annotate --inclusive=no --auto=no "$tmp/$1.direct.out" 2>/dev/null |
+        awk -v top="$top" '
+            /file:function/ { body = 1; next }
+            body && /^ *[0-9,]+ \(/ && n < top {
+                gsub(/\( +/, "(")
+                pct = $2; gsub(/[()]/, "", pct)
+                fn = $3; sub(/^.*:/, "", fn)
+                printf "%s%s %s", (n ? ", " : ""), fn, pct; n++
+            }'
+}
+
+printf "instructions per select, %s rows, %s selects (callgrind)\n" "$rows" "$selects"
+printf "%-14s %12s %12s %10s  %s\n" plugin direct host host-direct "dominant (self, direct)"
+# Requests at T=0 (Dynamo's default); softmax also at T=0.5, where it samples.
+for p in "$@"; do
+    for t in 0 0.5; do
+        [ "$t" = 0 ] || [ "$p" = softmax ] || continue
+        label=$p
+        [ "$t" = 0 ] || label="$p@T=$t"
+        d=$(ir_per_select "$p" direct "$t") || continue
+        h=$(ir_per_select "$p" host "$t") || continue
+        printf "%-14s %12s %12s %10s  %s\n" "$label" "$d" "$h" "$((h - d))" \
+            "$(dominant "$p")"
+    done
+done
