@@ -113,4 +113,14 @@ if [ -n "$pkg_so" ]; then
 else
     echo "NOTE: pkg-config is not installed; skipped the embedding example"
 fi
+step "embed libwsel-host: the same router built with find_package(wsel)"
+"$CMAKE" -S "$WSEL_SOURCE_DIR/examples/embedding" -B "$WORK/router-build" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$CC" -DCMAKE_C_FLAGS=-Werror \
+    >"$WORK/router-build.log" 2>&1 &&
+    "$CMAKE" --build "$WORK/router-build" >>"$WORK/router-build.log" 2>&1 ||
+    fail "building examples/embedding with CMake (see $WORK/router-build.log)"
+out=$("$WORK/router-build/router" "$prefix/lib/wsel/plugins/least_active.so" '{}') ||
+    fail "CMake-built router with least_active.so: $out"
+[ "$out" = "least_active chose row 3: worker 11 dp_rank 1" ] ||
+    fail "CMake-built router answered '$out'"
 echo "install test: all steps passed"
