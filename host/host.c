@@ -125,8 +125,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
     host->trust.struct_size = sizeof(host->trust);
 
     int32_t rc = WSEL_ENOMEM;
-    if (o.trust.struct_size >= sizeof(o.trust) &&
-        copy_allowed_dirs(host, o.trust.allowed_dirs) < 0)
+    if (copy_allowed_dirs(host, o.trust.allowed_dirs) < 0)
         goto out_free_dirs;
     if (pthread_mutex_init(&host->control, NULL) != 0)
         goto out_free_dirs;

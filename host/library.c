@@ -192,12 +192,12 @@ const wsel_plugin *wsel_library_plugin(const wsel_library *lib)
 
 const char *wsel_library_path(const wsel_library *lib)
 {
-    return lib->path;
+    return lib == NULL ? NULL : lib->path;
 }
 
 const wsel_param_def *wsel_library_param(const wsel_library *lib, uint32_t i)
 {
-    return wsel_descriptor_param(&lib->desc, i);
+    return lib == NULL ? NULL : wsel_descriptor_param(&lib->desc, i);
 }
 
 void wsel_library_close(wsel_library *lib)

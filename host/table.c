@@ -130,26 +130,34 @@ static uint32_t copy_raw(const columns *c, const wsel_rank_state *ranks, uint32_
     return groups;
 }
 
-/* prefill, decode and cost from the raw columns (branch-free bodies). */
+/* prefill, decode and cost from the raw columns. The bodies have no
+ * branches (selects and masks only) and the columns are restrict-qualified
+ * (they never overlap), so compilers vectorise them where the ISA has
+ * 64-bit integer vector ops: with -march=x86-64-v4 both loops vectorise
+ * (gcc -O3, clang -O2); on baseline x86-64 clang -O2 still vectorises the
+ * cost loop, gcc -O2 neither (its very-cheap cost model). */
 static void compute_costs(const columns *c, uint32_t n, uint64_t isl, uint64_t bs,
                           double weight)
 {
+    const uint32_t *restrict overlap = c->overlap_blocks;
+    const uint8_t *restrict flags = c->flags;
+    uint64_t *restrict prefill = c->prefill_tokens;
+    uint64_t *restrict decode = c->decode_blocks;
+    double *restrict cost = c->cost;
     const uint64_t isl_blocks = isl / bs;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t cached = (uint64_t)c->overlap_blocks[i] * bs;
+        uint64_t ov = overlap[i];
+        uint64_t cached = ov * bs;
         uint64_t uncached = isl > cached ? isl - cached : 0;
-        uint64_t ov = c->overlap_blocks[i];
         uint64_t new_blocks = isl_blocks > ov ? isl_blocks - ov : 0;
-        uint64_t no_load = (uint64_t)((c->flags[i] & WSEL_ROW_NO_LOAD) != 0);
+        uint64_t no_load = (uint64_t)((flags[i] & WSEL_ROW_NO_LOAD) != 0);
         uint64_t keep = no_load - 1; /* all ones when the rank has a load record */
-        c->prefill_tokens[i] = ((uncached + c->prefill_tokens[i]) & keep) | (isl & ~keep);
-        c->decode_blocks[i] =
-            ((new_blocks + c->decode_blocks[i]) & keep) | (isl_blocks & ~keep);
+        prefill[i] = ((uncached + prefill[i]) & keep) | (isl & ~keep);
+        decode[i] = ((new_blocks + decode[i]) & keep) | (isl_blocks & ~keep);
     }
     const double dbs = (double)bs;
     for (uint32_t i = 0; i < n; i++)
-        c->cost[i] =
-            weight * (double)c->prefill_tokens[i] / dbs + (double)c->decode_blocks[i];
+        cost[i] = weight * (double)prefill[i] / dbs + (double)decode[i];
 }
 
 int32_t wsel_table_build(wsel_table_buf *buf, const wsel_request *request,

@@ -192,8 +192,11 @@ int32_t wsel_trust_open(const char *path, const wsel_trust_options *opts, char *
         return WSEL_EINVAL;
     }
     const char *const *allowed = NULL;
-    if (opts != NULL &&
-        opts->struct_size >= offsetof(wsel_trust_options, allowed_dirs) + sizeof(void *))
+    /* struct_size 0 (a zeroed struct) is read as the 1.0 layout: silently
+     * ignoring an allow-list would be the unsafe reading. */
+    if (opts != NULL && (opts->struct_size == 0 ||
+                         opts->struct_size >=
+                             offsetof(wsel_trust_options, allowed_dirs) + sizeof(void *)))
         allowed = opts->allowed_dirs;
 
     /* O_NONBLOCK: opening a fifo must not wait for a writer. */

@@ -158,7 +158,11 @@ typedef struct wsel_trust_options {
     uint32_t struct_size;
     uint32_t reserved0;
     /* NULL-terminated list of folders a plugin must live in (after
-     * resolving symlinks in the folder part); NULL = any folder. */
+     * resolving symlinks in the folder part); NULL = any folder.
+     * OWNERSHIP: caller's; read during each call (wsel_host_create copies
+     * it, so a host does not depend on it afterwards). A zeroed struct
+     * (struct_size 0) is read as this layout, so the list is never
+     * silently ignored. */
     const char *const *allowed_dirs;
 } wsel_trust_options;
 
@@ -200,7 +204,10 @@ WSEL_HOST_API const wsel_param_def *wsel_library_param(const wsel_library *lib,
                                                        uint32_t i);
 
 /* Release the library. The code stays mapped (no dlclose; see README:
- * "Switching"), so pointers into it stay valid, but the handle is freed. */
+ * "Switching"), so pointers into it stay valid, but the handle is freed.
+ * NULL is a harmless no-op. Each load maps the file under a name unique in
+ * the process, so a file replaced by rename and opened again brings its
+ * new code, while the same unchanged file is mapped once. [control thread] */
 WSEL_HOST_API void wsel_library_close(wsel_library *lib);
 
 /*
@@ -257,6 +264,10 @@ WSEL_HOST_API void wsel_host_destroy(wsel_host *host);
  * store; selects already inside the old policy finish on it; the old
  * instance is destroyed once no select can still be using it. On any error
  * the old policy keeps serving and the message says why. [control thread]
+ * The old instance is destroyed before this call returns, so a switch waits
+ * for selects still inside it (selects never wait for a switch). A
+ * successful switch clears an ejection. `config` may be NULL (defaults).
+ * OWNERSHIP: path and config are read during the call only.
  */
 WSEL_HOST_API int32_t wsel_host_switch(wsel_host *host, const char *path,
                                        const char *config, char *err, size_t err_size);
@@ -264,8 +275,8 @@ WSEL_HOST_API int32_t wsel_host_switch(wsel_host *host, const char *path,
 /* Prepare `request` for select: set struct_size, seed request->rng (caller
  * storage) from (host seed, request_id) and draw request->uniform, so every
  * decision is reproducible from the seed. [any thread] */
-WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host,
-                                             wsel_request *request, wsel_rng *rng);
+WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
+                                             wsel_rng *rng);
 
 /* Who produced an answer (positive returns of wsel_host_select). */
 #define WSEL_ANSWER_PLUGIN   0
@@ -308,9 +319,9 @@ WSEL_HOST_API void wsel_host_topology_changed(wsel_host *host, const wsel_table 
 WSEL_HOST_API const char *wsel_fallback_reason_name(uint32_t reason);
 
 typedef struct wsel_host_counters {
-    uint64_t selects;       /* answered selects (plugin + fallback) */
+    uint64_t selects; /* answered selects (plugin + fallback) */
     uint64_t plugin_answers;
-    uint64_t fallbacks;     /* sum of fallback_by_reason */
+    uint64_t fallbacks; /* sum of fallback_by_reason */
     uint64_t fallback_by_reason[WSEL_FALLBACK_REASONS];
     uint64_t switches;        /* successful switches */
     uint64_t failed_switches; /* refused switches (old policy kept) */
@@ -319,8 +330,7 @@ typedef struct wsel_host_counters {
 
 /* Snapshot of the counters (each read atomically, the set not as a
  * whole). [any thread] */
-WSEL_HOST_API void wsel_host_get_counters(const wsel_host *host,
-                                          wsel_host_counters *out);
+WSEL_HOST_API void wsel_host_get_counters(const wsel_host *host, wsel_host_counters *out);
 
 /* Name of the live policy ("builtin" when none or ejected). The string
  * stays valid until the host is destroyed. [control thread] */
