@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "u64map.h"
+#include "wsel.h"
 
 typedef struct sim_kvcache {
     uint32_t capacity;

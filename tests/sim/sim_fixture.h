@@ -1,0 +1,34 @@
+/*
+ * sim_fixture.h -- helpers shared by the sim suites: temporary trace files
+ * and a stand-in policy compiled into the tests (no plugin, no host), so
+ * the model is tested on its own.
+ */
+#ifndef WSEL_TESTS_SIM_FIXTURE_H
+#define WSEL_TESTS_SIM_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+/* Write `text` to a new temporary file; returns its path (static buffer
+ * per call slot 0..7). The test removes it with fixture_remove. */
+const char *fixture_write(int slot, const char *text);
+void fixture_remove(const char *path);
+
+/*
+ * Stand-in policy. With `rows` set it answers rows[i] for the i-th
+ * request (cycling); otherwise the lowest Dynamo cost, ties to the lowest
+ * row. Records the affinity keys it was given.
+ */
+typedef struct standin {
+    const uint32_t *rows;
+    uint32_t num_rows;
+    uint32_t calls;
+    uint64_t keys[64];
+    uint32_t finished;
+} standin;
+
+void standin_policy(standin *st, sim_policy *out);
+
+#endif
