@@ -1,0 +1,223 @@
+/*
+ * stress_plugin.c -- an instrumented policy for the switching stress tests.
+ *
+ * Built three times (tests/stress/CMakeLists.txt) with different names and
+ * capabilities:
+ *   stress_a       WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS
+ *   stress_b       WSEL_CAP_CONCURRENT_SELECT
+ *   stress_serial  no capability: the host must serialise its selects
+ *
+ * The plugin is its own referee. Each instance keeps an atomic count of the
+ * selects inside it and a "destroyed" flag, and aborts the process (a crash
+ * fails the test) when
+ *   - a select enters an instance whose destroy has begun,
+ *   - destroy runs while a select is inside the instance,
+ *   - destroy runs twice on one instance,
+ *   - two selects are inside a non-concurrent instance at once.
+ * It keeps no global mutable state (wsel.h forbids it): the test counts
+ * creates and destroys from the lifecycle lines each instance logs through
+ * the host ("<name>: created instance", "<name>: destroyed instance").
+ *
+ * Parameters (one of every type, so tests/fuzz/fuzz_config.c can use it):
+ *   pick             enum   argmin | first | last | cycle     (argmin)
+ *   spin             int    busy iterations inside select     (0)
+ *   create_delay_ms  double time create() sleeps, in ms       (0)
+ *   log_lifecycle    bool   log create and destroy            (true)
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "wsel.h"
+
+#ifndef STRESS_NAME
+#error "STRESS_NAME must be defined by the build"
+#endif
+#ifndef STRESS_CAPS
+#error "STRESS_CAPS must be defined by the build"
+#endif
+
+#define STRESS_MAGIC_LIVE 0x5354524553534c56ull /* "STRESSLV" */
+#define STRESS_MAGIC_DEAD 0x5354524553534444ull /* "STRESSDD" */
+
+enum { PICK_ARGMIN, PICK_FIRST, PICK_LAST, PICK_CYCLE };
+
+typedef struct stress_instance {
+    const wsel_host_api *host;
+    /* Written only on the control thread: create, destroy. */
+    uint64_t magic;
+    uint32_t pick;
+    uint32_t spin;
+    int log_lifecycle;
+    /* Selects currently inside this instance. */
+    atomic_uint inside;
+    /* Set when destroy begins; a select that sees it aborts. */
+    atomic_uint destroyed;
+    /* Next start row for PICK_CYCLE. */
+    atomic_uint cursor;
+} stress_instance;
+
+static const char *const pick_choices[] = {"argmin", "first", "last", "cycle", NULL};
+
+static const wsel_param_def stress_params[] = {
+    {"pick", "how a row is chosen: argmin of cost, first, last or cycling eligible row",
+     WSEL_PARAM_ENUM, 0, PICK_ARGMIN, PICK_ARGMIN, PICK_CYCLE, pick_choices},
+    {"spin", "busy-loop iterations inside select, to widen race windows", WSEL_PARAM_INT,
+     0, 0, 0, 1000000, NULL},
+    {"create_delay_ms", "milliseconds create() sleeps before returning",
+     WSEL_PARAM_DOUBLE, 0, 0, 0, 10000, NULL},
+    {"log_lifecycle", "log a line through the host on create and destroy",
+     WSEL_PARAM_BOOL, 0, 1, 0, 1, NULL},
+};
+
+/* Report a broken guarantee and crash: the test process dies, the test fails. */
+static void stress_violation(const char *what)
+{
+    fprintf(stderr, "%s: VIOLATION: %s\n", STRESS_NAME, what);
+    abort();
+}
+
+static void stress_log(const stress_instance *s, const char *event)
+{
+    char line[96];
+
+    if (!s->log_lifecycle)
+        return;
+    snprintf(line, sizeof line, "%s: %s instance", STRESS_NAME, event);
+    s->host->log(s->host, WSEL_LOG_INFO, line);
+}
+
+static void stress_sleep_ms(double ms)
+{
+    struct timespec ts;
+
+    if (ms <= 0)
+        return;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1000) * 1e6);
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static int32_t stress_create(const wsel_host_api *host, const double *params,
+                             uint32_t num_params, void **out_instance)
+{
+    stress_instance *s;
+
+    if (!host || !params || !out_instance || num_params != 4)
+        return WSEL_EINVAL;
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return WSEL_ENOMEM;
+    s->host = host;
+    s->magic = STRESS_MAGIC_LIVE;
+    s->pick = (uint32_t)params[0];
+    s->spin = (uint32_t)params[1];
+    s->log_lifecycle = params[3] != 0;
+    atomic_init(&s->inside, 0);
+    atomic_init(&s->destroyed, 0);
+    atomic_init(&s->cursor, 0);
+    stress_sleep_ms(params[2]);
+    stress_log(s, "created");
+    *out_instance = s;
+    return 0;
+}
+
+static void stress_destroy(void *instance)
+{
+    stress_instance *s = instance;
+
+    if (s->magic != STRESS_MAGIC_LIVE)
+        stress_violation("destroy called on an instance that is not live");
+    atomic_store(&s->destroyed, 1);
+    /* A select already inside, or one entering now, is a broken grace
+     * period. Look a few times to widen the window a little. */
+    for (int i = 0; i < 64; i++) {
+        if (atomic_load(&s->inside) != 0)
+            stress_violation("destroy ran while a select was inside the instance");
+    }
+    stress_log(s, "destroyed");
+    s->magic = STRESS_MAGIC_DEAD;
+    free(s);
+}
+
+/* Eligible row at or after `start` (wrapping), or num_rows if none. */
+static uint32_t stress_next_eligible(const wsel_table *t, uint32_t start)
+{
+    for (uint32_t k = 0; k < t->num_rows; k++) {
+        uint32_t row = (start + k) % t->num_rows;
+        if (!(t->flags[row] & WSEL_ROW_EXCLUDED))
+            return row;
+    }
+    return t->num_rows;
+}
+
+static int32_t stress_pick(stress_instance *s, const wsel_request *request,
+                           const wsel_table *t, uint32_t *row)
+{
+    switch (s->pick) {
+    case PICK_ARGMIN:
+        return s->host->argmin(t->cost, t->flags, t->num_rows, WSEL_ROW_EXCLUDED,
+                               request->rng, row);
+    case PICK_FIRST:
+        *row = stress_next_eligible(t, 0);
+        break;
+    case PICK_LAST:
+        *row = t->num_rows;
+        for (uint32_t r = t->num_rows; r-- > 0;) {
+            if (!(t->flags[r] & WSEL_ROW_EXCLUDED)) {
+                *row = r;
+                break;
+            }
+        }
+        break;
+    default:
+        *row = stress_next_eligible(t, atomic_fetch_add(&s->cursor, 1) % t->num_rows);
+        break;
+    }
+    return *row < t->num_rows ? 0 : WSEL_ENOCANDIDATE;
+}
+
+static int32_t stress_select(void *instance, const wsel_request *request,
+                             const wsel_table *table, wsel_choice *choice)
+{
+    stress_instance *s = instance;
+    uint32_t row = 0;
+    unsigned before;
+    int32_t rc;
+
+    if (atomic_load(&s->destroyed))
+        stress_violation("select entered an instance whose destroy had begun");
+    before = atomic_fetch_add(&s->inside, 1);
+    if (!(STRESS_CAPS & WSEL_CAP_CONCURRENT_SELECT) && before != 0)
+        stress_violation("two selects inside a non-concurrent instance");
+    for (volatile uint32_t i = 0; i < s->spin; i++)
+        ;
+    rc = stress_pick(s, request, table, &row);
+    if (atomic_load(&s->destroyed))
+        stress_violation("destroy began while a select was inside the instance");
+    atomic_fetch_sub(&s->inside, 1);
+    if (rc == 0)
+        choice->row = row;
+    return rc;
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .capabilities = STRESS_CAPS,
+    .name = STRESS_NAME,
+    .version = "1.0.0",
+    .description = "instrumented policy for the switching stress tests",
+    .params = stress_params,
+    .num_params = sizeof stress_params / sizeof stress_params[0],
+    .param_def_size = sizeof(wsel_param_def),
+    .create = stress_create,
+    .destroy = stress_destroy,
+    .select = stress_select,
+    .on_request_finished = NULL,
+    .on_topology_changed = NULL,
+};
