@@ -11,9 +11,8 @@
 void sim_cluster_default(sim_cluster *c)
 {
     memset(c, 0, sizeof(*c));
-    c->num_workers = 4;
-    for (uint32_t w = 0; w < c->num_workers; w++)
-        c->dp[w] = 4;
+    c->num_workers = 1;
+    c->dp[0] = 8;
     c->kv_blocks = 16384;
     c->block_size = 64;
     c->max_running = 256;

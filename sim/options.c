@@ -8,8 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEF_WORKERS "5"
-#define DEF_DP      "8,2,2,2,2"
+/* The default run: one 8-rank worker beside eight 1-rank workers, so
+ * rank-level scoring sees 16 candidates of which 8 share one lockstep
+ * engine; 1,024 KV blocks per rank (64 Ki tokens) so the 64 shared 2 Ki
+ * prefixes (128 Ki tokens) do not fit on one rank and routing decides the
+ * hit rate. See docs/sim.md. */
+#define DEF_WORKERS   "9"
+#define DEF_DP        "8,1,1,1,1,1,1,1,1"
+#define DEF_KV_BLOCKS 1024
 
 enum kind { K_U32, K_U64, K_DOUBLE, K_FLAG, K_STR, K_SPECIAL };
 
@@ -193,6 +199,7 @@ static void set_defaults(sim_options *o)
 {
     memset(o, 0, sizeof(*o));
     sim_cluster_default(&o->cluster);
+    o->cluster.kv_blocks = DEF_KV_BLOCKS;
     sim_workload_default(&o->workload, SIM_WORKLOAD_SHARED_PREFIX);
     o->router.overlap_weight = 1.0;
     o->router.temperature = 0.0;

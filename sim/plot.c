@@ -198,7 +198,7 @@ static int write_script(sim_plot *p)
         return -1;
     }
     fprintf(f,
-            "set terminal png size 1000,600\nset key outside right\nset grid\n"
+            "set terminal png size 1000,600 noenhanced\nset key outside right\nset grid\n"
             "set output 'ttft_cdf.png'\nset title 'TTFT CDF'\n"
             "set xlabel 'TTFT (ms)'\nset ylabel 'fraction of requests'\nset logscale x\n"
             "plot ");
@@ -211,9 +211,11 @@ static int write_script(sim_plot *p)
     for (uint32_t i = 0; i < p->n; i++)
         fprintf(f, "%s'%s_flicker.dat' using 1:2 with lines lw 2 title '%s'",
                 i ? ", " : "", p->s[i].file, p->s[i].file);
-    fprintf(f, "\nset ylabel 'active tokens'\n");
+    fprintf(f, "\nset ylabel 'active tokens of the busiest rank'\n");
     for (uint32_t i = 0; i < p->n; i++) {
-        fprintf(f, "set output 'load_%s.png'\nset title 'Per-worker load: %s'\nplot ",
+        fprintf(f,
+                "set output 'load_%s.png'\nset title 'Per-worker load (busiest rank; "
+                "lockstep pace): %s'\nplot ",
                 p->s[i].file, p->s[i].file);
         for (uint32_t w = 0; w < p->num_workers; w++)
             fprintf(f, "%s'%s_load.dat' using 1:%u with lines title 'worker %u'",

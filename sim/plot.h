@@ -1,9 +1,9 @@
 /*
  * plot.h -- `wsel sim --plot DIR`: PNG charts through gnuplot.
  *
- * Collects, per policy, the TTFT samples, each worker's active tokens
- * sampled once per simulated second, and the flicker rate per 10-second
- * window; then writes DIR/NAME.dat data files and DIR/charts.gp, and runs
+ * Collects, per policy, the TTFT samples, the active tokens of each
+ * worker's busiest rank sampled once per simulated second, and the flicker rate per
+ * 10-second window; then writes DIR/NAME.dat data files and DIR/charts.gp, and runs
  * `gnuplot charts.gp` in DIR (fork/exec) to draw ttft_cdf.png,
  * load_<policy>.png and flicker.png. Not thread-safe. OWNERSHIP: the
  * sim_plot owns its samples; sim_plot_close frees them.

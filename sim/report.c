@@ -33,6 +33,7 @@ GETTER(get_group_imb, m->group_load_imbalance)
 GETTER(get_fallbacks, m->fallbacks)
 GETTER(get_sel_p50, m->select_ns_p50)
 GETTER(get_sel_p99, m->select_ns_p99)
+GETTER(get_lost, m->lost_requests)
 
 static const column columns[] = {
     {"hit%", 1, get_hit, "%.1f", 100},
@@ -49,6 +50,7 @@ static const column columns[] = {
     {"fallbk", 0, get_fallbacks, "%.0f", 1},
     {"sel_p50_ns", 0, get_sel_p50, "%.0f", 1},
     {"sel_p99_ns", 0, get_sel_p99, "%.0f", 1},
+    {"lost", 0, get_lost, "%.0f", 1},
 };
 #define NUM_COLUMNS (sizeof(columns) / sizeof(columns[0]))
 

@@ -116,7 +116,8 @@ static void report_load(sim_state *s)
         tokens[w] = 0;
         const sim_worker *wk = &s->workers[w];
         for (uint32_t k = 0; k < wk->num_ranks; k++)
-            tokens[w] += s->ranks[wk->first_rank + k].load_tokens;
+            if (s->ranks[wk->first_rank + k].load_tokens > tokens[w])
+                tokens[w] = s->ranks[wk->first_rank + k].load_tokens;
     }
     ob->on_load(ob->ctx, s->now_ns, tokens, s->cluster->num_workers);
 }

@@ -41,8 +41,9 @@ typedef struct sim_cluster {
     double decode_seq_ms;       /* linear: per decoding sequence */
 } sim_cluster;
 
-/* Defaults: 4 workers x dp 4, mocker's engine (16,384 blocks, 256
- * sequences, 8,192 tokens), block 64, the polynomial cost model. */
+/* Defaults: one worker of dp 8 with Dynamo mocker's engine (16,384
+ * blocks, 256 sequences, 8,192 tokens per step), block 64, the polynomial
+ * cost model. (`wsel sim` picks its own default cluster: options.c.) */
 void sim_cluster_default(sim_cluster *c);
 /* Total ranks. */
 uint32_t sim_cluster_ranks(const sim_cluster *c);
@@ -142,6 +143,7 @@ typedef struct sim_observer {
     void *ctx;
     void (*on_ttft)(void *ctx, double ttft_ms);
     void (*on_route)(void *ctx, int64_t now_ns, uint32_t worker, int flicker);
+    /* worker_tokens[w]: active tokens of worker w's busiest rank. */
     void (*on_load)(void *ctx, int64_t now_ns, const uint64_t *worker_tokens,
                     uint32_t num_workers);
     /* Progress: simulated ns, requests routed so far. */
