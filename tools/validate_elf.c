@@ -43,6 +43,13 @@ static int is_export(const Elf64_Sym *sym)
     return 1;
 }
 
+/* AddressSanitizer emits one ODR indicator per exported global
+ * (__odr_asan.NAME) in an instrumented build: not part of the interface. */
+static int is_sanitizer_marker(const char *name)
+{
+    return strncmp(name, "__odr_asan", 10) == 0;
+}
+
 static void append_name(char *names, size_t names_size, const char *name)
 {
     size_t used = strlen(names);
@@ -108,6 +115,8 @@ static int32_t count_in_image(const unsigned char *img, size_t size, const char 
                          path, (unsigned long long)i);
                 return WSEL_EABI;
             }
+            if (is_sanitizer_marker(str + sym.st_name))
+                continue;
             count++;
             append_name(found_names, sizeof(found_names), str + sym.st_name);
         }
