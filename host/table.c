@@ -7,6 +7,7 @@
  * copy the raw columns, then compute prefill, decode and cost in loops with
  * no branches in their bodies so the compiler can vectorise them.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -155,9 +156,14 @@ static void compute_costs(const columns *c, uint32_t n, uint64_t isl, uint64_t b
         prefill[i] = ((uncached + prefill[i]) & keep) | (isl & ~keep);
         decode[i] = ((new_blocks + decode[i]) & keep) | (isl_blocks & ~keep);
     }
+    /* The ABI promises finite costs: an absurd weight (say 1e300) would
+     * overflow to infinity, so costs saturate at DBL_MAX (a compare-select
+     * the vectoriser maps to a min instruction). */
     const double dbs = (double)bs;
-    for (uint32_t i = 0; i < n; i++)
-        cost[i] = weight * (double)prefill[i] / dbs + (double)decode[i];
+    for (uint32_t i = 0; i < n; i++) {
+        double x = weight * (double)prefill[i] / dbs + (double)decode[i];
+        cost[i] = x < DBL_MAX ? x : DBL_MAX;
+    }
 }
 
 int32_t wsel_table_build(wsel_table_buf *buf, const wsel_request *request,

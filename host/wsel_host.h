@@ -123,7 +123,8 @@ WSEL_HOST_API void wsel_table_buf_free(wsel_table_buf *buf);
  *   decode_blocks  = active_blocks + max(isl / block_size - overlap_blocks, 0)
  *   cost = overlap_score_weight * prefill_tokens / block_size + decode_blocks
  * and, for a rank flagged WSEL_ROW_NO_LOAD, prefill_tokens = isl and
- * decode_blocks = isl / block_size (Dynamo's defaults). Ranks must arrive in
+ * decode_blocks = isl / block_size (Dynamo's defaults). A cost that would
+ * overflow (absurd weights) saturates at DBL_MAX, so costs stay finite. Ranks must arrive in
  * canonical order (worker_id, then dp_rank, strictly increasing); the group
  * view and `topology_epoch` (copied from the argument) are filled too.
  * Returns 0, WSEL_EINVAL, WSEL_ERANGE (more ranks than capacity) or

@@ -3,6 +3,7 @@
  * clamps, group view, refusals) and the full table / request validators,
  * every failure named.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,6 +111,21 @@ static void test_build_clamps_overlap_longer_than_the_request(void **state)
     assert_int_equal(buf.table.prefill_tokens[0], 7);
     assert_int_equal(buf.table.decode_blocks[0], 4);
     assert_true(buf.table.cost[0] == 7.0 / 16.0 + 4.0);
+    wsel_table_buf_free(&buf);
+}
+
+static void test_build_saturates_overflowing_costs_at_dbl_max(void **state)
+{
+    (void)state;
+    wsel_table_buf buf;
+    assert_int_equal(wsel_table_buf_init(&buf, 2), 0);
+    wsel_request req = make_request(64, 1, 1e300);
+    wsel_rank_state ranks[] = {rank(0, 0, 0, UINT64_MAX / 2, 0, 0),
+                               rank(0, 1, 64, 0, 0, 0)};
+    assert_int_equal(wsel_table_build(&buf, &req, ranks, 2, 0, NULL, 0), 0);
+    assert_true(buf.table.cost[0] == DBL_MAX);
+    assert_true(buf.table.cost[1] == 0.0);
+    assert_int_equal(wsel_table_validate(&buf.table, NULL, 0), 0);
     wsel_table_buf_free(&buf);
 }
 
@@ -387,6 +403,7 @@ int main(void)
         T(test_build_scales_prefill_by_overlap_weight),
         T(test_build_uses_dynamo_defaults_for_ranks_without_load),
         T(test_build_clamps_overlap_longer_than_the_request),
+        T(test_build_saturates_overflowing_costs_at_dbl_max),
         T(test_build_fills_group_view),
         T(test_build_refuses_ranks_out_of_order),
         T(test_build_refuses_repeated_rank),
