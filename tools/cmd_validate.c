@@ -144,9 +144,10 @@ int wsel_cmd_validate(int argc, char **argv)
             failed += r.status == VCHECK_FAIL;
             skipped += r.status == VCHECK_SKIP;
             if (json) {
-                printf("%s{\"name\":\"%s\",\"passed\":%s,\"detail\":",
+                printf("%s{\"name\":\"%s\",\"passed\":%s,\"skipped\":%s,\"detail\":",
                        passed + failed + skipped > 1 ? "," : "", check->name,
-                       r.status == VCHECK_FAIL ? "false" : "true");
+                       r.status == VCHECK_FAIL ? "false" : "true",
+                       r.status == VCHECK_SKIP ? "true" : "false");
                 print_json_string(stdout, r.detail);
                 printf(",\"seed\":%" PRIu64 "}", ctx.seed);
             } else if (r.status == VCHECK_FAIL) {
