@@ -6,6 +6,10 @@
  *   bench_table.c    realistic candidate tables built from rank states
  *   bench_run.c      the measurement loops (direct, through the host)
  *   cmd_bench.c      arguments and output
+ *
+ * Threads: one measuring thread, except where marked [any thread].
+ * OWNERSHIP: the caller owns every struct passed in; btable_init allocates
+ * the columns and btable_free releases them.
  */
 #ifndef WSEL_TOOLS_BENCH_H
 #define WSEL_TOOLS_BENCH_H
@@ -33,7 +37,7 @@ uint64_t bench_alloc_end(void);
 
 /* --- bench_time.c ---------------------------------------------------------- */
 
-/* Monotonic time in nanoseconds. */
+/* Monotonic time in nanoseconds. [any thread] */
 static inline uint64_t bench_now_ns(void);
 /* Median cost of one bench_now_ns() pair, subtracted from every sample. */
 double bench_timer_overhead_ns(void);

@@ -12,6 +12,11 @@
  *   validate_load.c    trust, load, exports, descriptor, parameters, config
  *   validate_select.c  select on edge tables
  *   validate_state.c   determinism, concurrency, lifecycle memory, latency
+ *
+ * Threads: everything here is called by one thread (the parent, or one
+ * check's child) unless marked [any thread]. Pointers passed in stay the
+ * caller's; buffers named in a comment are caller-owned and written only
+ * on success.
  */
 #ifndef WSEL_TOOLS_VALIDATE_H
 #define WSEL_TOOLS_VALIDATE_H
@@ -76,7 +81,8 @@ int32_t velf_count_exports(const char *path, uint32_t *out_count, char *names,
 
 /* --- validate_fixture.c -------------------------------------------------- */
 
-/* A candidate table with owned columns (calloc'd, freed by vtable_free). */
+/* A candidate table with owned columns. OWNERSHIP: vtable_init allocates
+ * every column, vtable_free releases them; `t` points into them. */
 typedef struct vtable {
     wsel_table t;
     uint64_t *worker_id;
@@ -99,7 +105,8 @@ int32_t vtable_init(vtable *vt, uint32_t num_groups, const uint32_t *dp_sizes,
                     uint64_t seed);
 void vtable_free(vtable *vt);
 
-/* A request and the storage it points to. */
+/* A request and the storage it points to (req.rng and req.block_hashes
+ * point into the struct itself: do not copy it while in use). */
 typedef struct vrequest {
     wsel_request req;
     wsel_rng rng;
@@ -116,7 +123,8 @@ void vrequest_make(vrequest *vr, uint64_t seed, uint64_t id, uint32_t num_hashes
  * helpers), logging to stderr. Static, read-only: safe from any thread. */
 const wsel_host_api *vhost_api(void);
 
-/* An instance of a loaded plugin. */
+/* An instance of a loaded plugin. OWNERSHIP: vinstance_open fills it,
+ * vinstance_close destroys the instance and releases the rest. */
 typedef struct vinstance {
     wsel_library *lib;
     const wsel_plugin *plugin;
