@@ -196,6 +196,11 @@ int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
     int seen[F_COUNT] = {0};
     int i = 1;
     for (int pair = 0; pair < t[0].size; pair++) {
+        /* jsmn accepts a few malformed objects; never trust its counts. */
+        if (i + 1 >= count || t[i].type != JSMN_STRING) {
+            snprintf(err, err_size, "not valid JSON (expected a key and a value)");
+            return WSEL_EINVAL;
+        }
         int f = 0;
         while (f < F_COUNT && !key_is(line, &t[i], field_names[f]))
             f++;

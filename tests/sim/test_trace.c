@@ -114,6 +114,25 @@ static void test_non_json_is_refused(void **state)
                  1, "\"input_length\" is not an integer");
 }
 
+/* Found by the fuzzer: jsmn accepted an object whose key had no value,
+ * and the parser read past the tokens. */
+static void test_key_without_value_is_refused_without_overread(void **state)
+{
+    (void)state;
+    sim_trace_parser p;
+    sim_trace_parser_init(&p, 3);
+    static const char line[] = "{\"tihestamp\": 0, \"input_l\xff\xff\xff\xff"
+                               "ength\"\", \xff 1-:o1l\xff\xff\xff\xff"
+                               "ength\"\",  1-:ohash_ids: []}-h_ids\": []}";
+    sim_trace_line out;
+    char err[256];
+    assert_int_equal(
+        sim_trace_parse_line(&p, line, sizeof(line) - 1, &out, err, sizeof(err)),
+        WSEL_EINVAL);
+    assert_non_null(strstr(err, "JSON"));
+    sim_trace_parser_free(&p);
+}
+
 static void test_empty_file_is_refused(void **state)
 {
     (void)state;
@@ -180,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_negative_length_is_refused),
         cmocka_unit_test(test_wrong_number_of_hash_ids_is_refused),
         cmocka_unit_test(test_non_json_is_refused),
+        cmocka_unit_test(test_key_without_value_is_refused_without_overread),
         cmocka_unit_test(test_empty_file_is_refused),
         cmocka_unit_test(test_decreasing_timestamps_are_refused),
         cmocka_unit_test(test_skip_bad_lines_counts_them),
