@@ -69,6 +69,47 @@ static void on_evict(void *ctx, uint64_t hash)
     sim_router_kv_event(s, s->evicting_rank, hash, 0);
 }
 
+/* Decoding heap: ordered by (finish_step, id). */
+static int heap_before(const sim_seq *a, const sim_seq *b)
+{
+    return a->finish_step < b->finish_step ||
+           (a->finish_step == b->finish_step && a->id < b->id);
+}
+
+static void heap_push(sim_rank *r, sim_seq *seq)
+{
+    uint32_t i = r->num_decoding++;
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!heap_before(seq, r->decoding[parent]))
+            break;
+        r->decoding[i] = r->decoding[parent];
+        i = parent;
+    }
+    r->decoding[i] = seq;
+}
+
+static sim_seq *heap_pop(sim_rank *r)
+{
+    sim_seq *top = r->decoding[0];
+    sim_seq *last = r->decoding[--r->num_decoding];
+    uint32_t i = 0, n = r->num_decoding;
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && heap_before(r->decoding[child + 1], r->decoding[child]))
+            child++;
+        if (!heap_before(r->decoding[child], last))
+            break;
+        r->decoding[i] = r->decoding[child];
+        i = child;
+    }
+    if (n > 0)
+        r->decoding[i] = last;
+    return top;
+}
+
 /* Admit waiting requests in FCFS order while sequences, budget and KV
  * blocks allow; returns the budget left. */
 static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget,
@@ -76,7 +117,8 @@ static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget
 {
     sim_rank *r = &s->ranks[rank_index];
     const uint32_t bs = s->cluster->block_size;
-    while (r->wait_head && r->num_running < s->cluster->max_running && budget > 0) {
+    while (r->wait_head &&
+           r->num_prefilling + r->num_decoding < s->cluster->max_running && budget > 0) {
         sim_seq *seq = r->wait_head;
         uint32_t match;
         s->evicting_rank = rank_index;
@@ -95,47 +137,39 @@ static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget
         if (cached >= seq->target)
             cached = seq->target - 1; /* the last token is always computed */
         seq->computed = (uint32_t)cached;
+        r->kv_tokens += cached;
         sim_acc_admitted(&s->acc[0], (uint32_t)cached);
         if (s->num_acc > 1)
             sim_acc_admitted(&s->acc[1 + seq->phase], (uint32_t)cached);
         uint32_t c = seq->target - seq->computed;
         seq->chunk = c < budget ? c : budget;
-        seq->decoding_now = 0;
         budget -= seq->chunk;
         *prefill += seq->chunk;
-        r->running[r->num_running++] = seq;
+        r->prefilling[r->num_prefilling++] = seq;
     }
     return budget;
 }
 
-/* Plan one rank's share of the step; returns its duration in ms. */
+/* Plan one rank's share of the step; returns its duration in ms. Every
+ * decoding sequence decodes (budget >= max_running), then prefill chunks
+ * go oldest first, then to newly admitted requests. */
 static double plan_rank(sim_state *s, uint32_t rank_index)
 {
     sim_rank *r = &s->ranks[rank_index];
-    uint32_t budget = s->cluster->token_budget, decoding = 0;
-    uint64_t prefill = 0, kv_tokens = 0;
-    for (uint32_t i = 0; i < r->num_running; i++) {
-        sim_seq *seq = r->running[i];
-        kv_tokens += seq->computed + seq->generated;
-        seq->chunk = 0;
-        seq->decoding_now = seq->computed >= seq->target && budget > 0;
-        if (seq->decoding_now) {
-            decoding++;
-            budget--;
-        }
-    }
-    for (uint32_t i = 0; i < r->num_running && budget > 0; i++) {
-        sim_seq *seq = r->running[i];
-        if (seq->computed >= seq->target)
-            continue;
+    uint32_t decoding = r->num_decoding;
+    uint32_t budget = s->cluster->token_budget - decoding;
+    uint64_t prefill = 0;
+    double capacity = (double)r->kv.capacity * s->cluster->block_size;
+    double u = capacity > 0 ? (double)r->kv_tokens / capacity : 0;
+    for (uint32_t i = 0; i < r->num_prefilling; i++) {
+        sim_seq *seq = r->prefilling[i];
         uint32_t c = seq->target - seq->computed;
         seq->chunk = c < budget ? c : budget;
         budget -= seq->chunk;
         prefill += seq->chunk;
     }
     admit_waiting(s, rank_index, budget, &prefill);
-    double capacity = (double)r->kv.capacity * s->cluster->block_size;
-    double u = capacity > 0 ? (double)kv_tokens / capacity : 0;
+    r->step_decoding = decoding;
     return sim_step_ms(s->cluster, prefill, decoding, u > 1 ? 1 : u);
 }
 
@@ -158,67 +192,72 @@ int32_t sim_engine_start_step(sim_state *s, uint32_t worker)
                          worker);
 }
 
-static void acc_each(sim_state *s, uint32_t phase, void (*fn)(sim_acc *, double),
-                     double v)
-{
-    fn(&s->acc[0], v);
-    if (s->num_acc > 1)
-        fn(&s->acc[1 + phase], v);
-}
-
-static void first_token(sim_acc *a, double ttft_ms)
-{
-    sim_acc_first_token(a, ttft_ms);
-}
-
 static void finish_seq(sim_state *s, sim_rank *r, sim_seq *seq)
 {
+    seq->generated = seq->osl;
     double e2e = (double)(s->now_ns - seq->arrival_ns) / 1e6;
     sim_acc_finished(&s->acc[0], s->now_ns, e2e, seq->generated);
     if (s->num_acc > 1)
         sim_acc_finished(&s->acc[1 + seq->phase], s->now_ns, e2e, seq->generated);
     sim_kv_release(&r->kv, seq->slots, seq->num_blocks, seq->private_blocks);
     r->blocked = NULL;
-    r->load_tokens -= (uint64_t)seq->isl + seq->generated;
+    r->kv_tokens -= (uint64_t)seq->target + seq->osl;
+    r->load_tokens -= (uint64_t)seq->isl + seq->osl;
     sim_router_finished(s, seq);
     s->in_flight--;
     free(seq);
 }
 
-/* Apply one rank's step: prefill progress, first tokens, decoded tokens,
- * completions. Keeps the running order of the sequences that stay. */
+static void first_token(sim_state *s, uint32_t rank_index, sim_seq *seq)
+{
+    sim_rank *r = &s->ranks[rank_index];
+    seq->generated = 1;
+    r->load_tokens++;
+    r->kv_tokens++;
+    double ttft = (double)(s->now_ns - seq->arrival_ns) / 1e6;
+    sim_acc_first_token(&s->acc[0], ttft);
+    if (s->num_acc > 1)
+        sim_acc_first_token(&s->acc[1 + seq->phase], ttft);
+    if (s->args->observer && s->args->observer->on_ttft)
+        s->args->observer->on_ttft(s->args->observer->ctx, ttft);
+    /* Blocks found cached were announced when first computed. */
+    for (uint32_t b = seq->match; b < seq->num_blocks; b++)
+        sim_router_kv_event(s, rank_index, seq->blocks[b], 1);
+    sim_router_first_token(s, seq);
+}
+
+/* Apply one rank's step: one token for every decoding sequence (those
+ * whose last token this was finish), then prefill progress and first
+ * tokens. Keeps the admission order of the sequences still in prefill. */
 static void apply_rank(sim_state *s, uint32_t rank_index)
 {
     sim_rank *r = &s->ranks[rank_index];
+    r->steps++;
+    r->kv_tokens += r->step_decoding;
+    r->load_tokens += r->step_decoding;
+    r->step_decoding = 0;
+    while (r->num_decoding > 0 && r->decoding[0]->finish_step <= r->steps)
+        finish_seq(s, r, heap_pop(r));
     uint32_t kept = 0;
-    for (uint32_t i = 0; i < r->num_running; i++) {
-        sim_seq *seq = r->running[i];
-        if (seq->chunk > 0) {
-            seq->computed += seq->chunk;
-            seq->chunk = 0;
-            if (seq->computed >= seq->target) {
-                seq->generated = 1;
-                r->load_tokens++;
-                double ttft = (double)(s->now_ns - seq->arrival_ns) / 1e6;
-                acc_each(s, seq->phase, first_token, ttft);
-                if (s->args->observer && s->args->observer->on_ttft)
-                    s->args->observer->on_ttft(s->args->observer->ctx, ttft);
-                /* Blocks found cached were announced when first computed. */
-                for (uint32_t b = seq->match; b < seq->num_blocks; b++)
-                    sim_router_kv_event(s, rank_index, seq->blocks[b], 1);
-                sim_router_first_token(s, seq);
-            }
-        } else if (seq->decoding_now) {
-            seq->generated++;
-            r->load_tokens++;
+    for (uint32_t i = 0; i < r->num_prefilling; i++) {
+        sim_seq *seq = r->prefilling[i];
+        seq->computed += seq->chunk;
+        r->kv_tokens += seq->chunk;
+        seq->chunk = 0;
+        if (seq->computed < seq->target) {
+            r->prefilling[kept++] = seq;
+            continue;
         }
-        seq->decoding_now = 0;
-        if (seq->computed >= seq->target && seq->generated >= seq->osl)
+        first_token(s, rank_index, seq);
+        if (seq->osl <= 1) {
             finish_seq(s, r, seq);
-        else
-            r->running[kept++] = seq;
+            continue;
+        }
+        /* It decodes in each of the next osl - 1 steps. */
+        seq->finish_step = r->steps + seq->osl - 1;
+        heap_push(r, seq);
     }
-    r->num_running = kept;
+    r->num_prefilling = kept;
 }
 
 void sim_engine_end_step(sim_state *s, uint32_t worker)

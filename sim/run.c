@@ -17,6 +17,12 @@ static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t e
     s->err = err;
     s->err_size = err_size;
     s->num_ranks = sim_cluster_ranks(c);
+    if (c->max_running == 0 || c->token_budget < c->max_running) {
+        snprintf(err, err_size,
+                 "the token budget (%u) must be at least the running sequences (%u)",
+                 c->token_budget, c->max_running);
+        return WSEL_EINVAL;
+    }
     if (c->num_workers == 0 || s->num_ranks == 0 || s->num_ranks > SIM_MAX_RANKS) {
         snprintf(err, err_size, "the cluster has %u ranks; wsel sim models 1 to %d",
                  s->num_ranks, SIM_MAX_RANKS);
@@ -33,8 +39,10 @@ static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t e
         for (uint32_t d = 0; d < c->dp[w]; d++, r++) {
             s->ranks[r].worker = w;
             s->ranks[r].dp_rank = d;
-            s->ranks[r].running = malloc(c->max_running * sizeof(sim_seq *));
-            if (!s->ranks[r].running || sim_kv_init(&s->ranks[r].kv, c->kv_blocks) != 0)
+            s->ranks[r].prefilling = malloc(c->max_running * sizeof(sim_seq *));
+            s->ranks[r].decoding = malloc(c->max_running * sizeof(sim_seq *));
+            if (!s->ranks[r].prefilling || !s->ranks[r].decoding ||
+                sim_kv_init(&s->ranks[r].kv, c->kv_blocks) != 0)
                 goto out_nomem;
         }
     }
@@ -55,13 +63,16 @@ static void teardown(sim_state *s)
 {
     for (uint32_t r = 0; s->ranks && r < s->num_ranks; r++) {
         sim_rank *rank = &s->ranks[r];
-        for (uint32_t i = 0; i < rank->num_running; i++)
-            free(rank->running[i]);
+        for (uint32_t i = 0; i < rank->num_prefilling; i++)
+            free(rank->prefilling[i]);
+        for (uint32_t i = 0; i < rank->num_decoding; i++)
+            free(rank->decoding[i]);
         for (sim_seq *q = rank->wait_head, *next; q; q = next) {
             next = q->next;
             free(q);
         }
-        free(rank->running);
+        free(rank->prefilling);
+        free(rank->decoding);
         sim_kv_free(&rank->kv);
     }
     free(s->ranks);

@@ -23,14 +23,14 @@ typedef struct sim_seq {
     uint32_t num_blocks;
     uint32_t rank;
     uint32_t phase;
-    uint32_t computed; /* prompt tokens done, cached ones included */
-    uint32_t generated;
-    uint32_t chunk; /* prefill tokens scheduled in the current step */
+    uint32_t computed;    /* prompt tokens done, cached ones included */
+    uint32_t generated;   /* tokens produced; osl once finished */
+    uint32_t chunk;       /* prefill tokens scheduled in the current step */
+    uint64_t finish_step; /* decoding: the rank step that yields its last token */
     uint32_t private_blocks;
     uint32_t routed_prefill; /* predictive load added at routing */
     uint32_t routed_blocks;
-    uint32_t match; /* prefix blocks found cached at admission */
-    uint8_t decoding_now;
+    uint32_t match;       /* prefix blocks found cached at admission */
     struct sim_seq *next; /* waiting queue */
     uint32_t *slots;      /* KV entry of each block, after blocks[] */
     uint64_t blocks[];
@@ -40,8 +40,17 @@ typedef struct sim_rank {
     uint32_t worker;
     uint32_t dp_rank;
     sim_kvcache kv;
-    sim_seq **running;
-    uint32_t num_running;
+    /* Running sequences: those in prefill in admission order, and those
+     * decoding in a min-heap by (finish_step, id). Every decoding sequence
+     * gets a token each step (the token budget is at least max_running),
+     * so decoding costs nothing per sequence per step. */
+    sim_seq **prefilling;
+    uint32_t num_prefilling;
+    sim_seq **decoding;
+    uint32_t num_decoding;
+    uint32_t step_decoding; /* sequences that decode in the current step */
+    uint64_t steps;         /* steps this rank has completed */
+    uint64_t kv_tokens;     /* KV tokens of the running sequences */
     sim_seq *wait_head;
     sim_seq *wait_tail;
     uint64_t load_tokens; /* isl + generated of every routed, unfinished seq */
