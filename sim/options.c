@@ -16,6 +16,9 @@
 #define DEF_WORKERS   "9"
 #define DEF_DP        "8,1,1,1,1,1,1,1,1"
 #define DEF_KV_BLOCKS 1024
+/* With --trace: Dynamo mocker's 16,384 (real traces carry prompts of 100k
+ * tokens and more, over 1,024 blocks of 64). */
+#define DEF_KV_BLOCKS_TRACE 16384
 
 enum kind { K_U32, K_U64, K_DOUBLE, K_FLAG, K_STR, K_SPECIAL };
 
@@ -199,7 +202,7 @@ static void set_defaults(sim_options *o)
 {
     memset(o, 0, sizeof(*o));
     sim_cluster_default(&o->cluster);
-    o->cluster.kv_blocks = DEF_KV_BLOCKS;
+    o->cluster.kv_blocks = UINT32_MAX; /* chosen in check() */
     sim_workload_default(&o->workload, SIM_WORKLOAD_SHARED_PREFIX);
     o->router.overlap_weight = 1.0;
     o->router.temperature = 0.0;
@@ -329,6 +332,8 @@ static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
         return 2;
     }
     o->cluster.num_workers = workers;
+    if (o->cluster.kv_blocks == UINT32_MAX)
+        o->cluster.kv_blocks = o->trace ? DEF_KV_BLOCKS_TRACE : DEF_KV_BLOCKS;
     uint32_t ranks = sim_cluster_ranks(&o->cluster);
     if (ranks > SIM_MAX_RANKS) {
         snprintf(err, err_size, "--workers x --dp gives %u ranks; at most %d", ranks,

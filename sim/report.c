@@ -75,7 +75,7 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
                 best[c] = v;
         }
     }
-    fprintf(out, "%-12s", "plugin");
+    fprintf(out, "%-14s", "plugin");
     for (size_t c = 0; c < NUM_COLUMNS; c++)
         fprintf(out, " %*s", (int)strlen(columns[c].title) + 1, columns[c].title);
     fputc('\n', out);
@@ -92,7 +92,7 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
             if (p == 0 && rows[i].result.num_phases > 1) {
                 fprintf(out, "%s (phases)\n", rows[i].plugin);
             }
-            fprintf(out, "%-12s", name);
+            fprintf(out, "%-14s", name);
             for (size_t c = 0; c < NUM_COLUMNS; c++) {
                 char cell[64];
                 snprintf(cell, sizeof(cell), columns[c].fmt,

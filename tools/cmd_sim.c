@@ -23,6 +23,7 @@ typedef struct progress {
     int enabled;
     int shown;
     double start_s;
+    double last_s; /* last repaint */
     const char *label;
     uint32_t index, count;
 } progress;
@@ -43,8 +44,12 @@ typedef struct watch {
 static void on_progress(void *ctx, int64_t now_ns, uint64_t routed)
 {
     progress *p = ((watch *)ctx)->prog;
-    if (!p->enabled || wall_s() - p->start_s < 1.0)
+    if (!p->enabled)
         return;
+    double now = wall_s();
+    if (now - p->start_s < 1.0 || now - p->last_s < 0.1)
+        return; /* quiet for short runs; at most 10 repaints a second */
+    p->last_s = now;
     fprintf(stderr, "\r[%u/%u] %-12s %10llu requests routed, %8.1f s simulated",
             p->index + 1, p->count, p->label, (unsigned long long)routed,
             (double)now_ns / 1e9);
