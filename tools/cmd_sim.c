@@ -237,8 +237,10 @@ static int compare(const sim_options *o)
         status = WSEL_EXIT_FAILURE;
         goto out_free_rows;
     }
-    progress prog = {
-        o->progress != 0 && isatty(STDERR_FILENO), 0, 0, NULL, 0, (uint32_t)n};
+    progress prog;
+    memset(&prog, 0, sizeof(prog));
+    prog.enabled = o->progress != 0 && isatty(STDERR_FILENO);
+    prog.count = (uint32_t)n;
     uint64_t bad_lines = 0;
     for (int i = 0; i < n && status == WSEL_EXIT_OK; i++) {
         watch w = {&prog, plot};
