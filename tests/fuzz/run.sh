@@ -1,37 +1,50 @@
 #!/usr/bin/env bash
-# run.sh [SECONDS] -- build the libFuzzer harnesses and fuzz each one.
+# run.sh [SECONDS [BUILD_DIR]] -- build the libFuzzer harnesses and fuzz each.
 #
-# Configures and builds a clang fuzz build in
-# $WSEL_FUZZ_BUILD_DIR (default build-fuzz at the top of the tree), then runs
-# every fuzz_* executable in its tests/ folder -- ours from tests/fuzz and any
-# other part's (tests/sim has a trace-line fuzzer) -- for SECONDS each
-# (default 60), one after the other, on a temporary copy of its seed corpus
-# (tests/*/corpus/<harness>/), so the committed corpus never grows.
+# Configures (clang, WSEL_FUZZ=ON) and builds the fuzz build in BUILD_DIR
+# (default $WSEL_FUZZ_BUILD_DIR, else build-fuzz at the top of the tree),
+# then runs every fuzz_* executable in its tests/ folder -- ours from
+# tests/fuzz and any other part's (tests/sim has a trace-line fuzzer) -- for
+# SECONDS each (default 60), one after the other, on a temporary copy of its
+# seed corpus (tests/*/corpus/<harness>/), so the committed corpus never
+# grows.
 #
 # Prints executions and crashes per harness; a crashing input is kept in
 # $BUILD/fuzz-artifacts/<harness>/ and its path printed. Exits 1 if any
 # harness crashed, 2 if the build failed.
 #
-# Extra libFuzzer flags: WSEL_FUZZ_ARGS, e.g. WSEL_FUZZ_ARGS="-fork=2".
+# Extra libFuzzer flags: WSEL_FUZZ_ARGS, e.g. "-fork=2 -ignore_crashes=1" to
+# keep fuzzing past a known crash (then every crash is kept and counted).
 set -u
 
 seconds=${1:-60}
 case $seconds in
 '' | *[!0-9]*)
-    echo "usage: $0 [SECONDS]" >&2
+    echo "usage: $0 [SECONDS [BUILD_DIR]]" >&2
     exit 2
     ;;
 esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${WSEL_FUZZ_BUILD_DIR:-$root/build-fuzz}
+build=${2:-${WSEL_FUZZ_BUILD_DIR:-$root/build-fuzz}}
+mkdir -p "$build" && build=$(cd "$build" && pwd)
 extra_args=${WSEL_FUZZ_ARGS:-}
 
-# Configuring again is cheap and picks up new fuzz_* targets.
-mkdir -p "$build"
-if ! cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DWSEL_FUZZ=ON \
-    -DWSEL_SANITIZE= -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/fuzz-configure.log" 2>&1; then
+# A new build dir is configured for fuzzing; an existing one is refreshed
+# (cheap, and picks up new fuzz_* targets) and must already be one.
+if [ -f "$build/CMakeCache.txt" ]; then
+    configure=(cmake -S "$root" -B "$build")
+else
+    configure=(cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DWSEL_FUZZ=ON
+        -DWSEL_SANITIZE= -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+fi
+if ! "${configure[@]}" >"$build/fuzz-configure.log" 2>&1; then
     tail -40 "$build/fuzz-configure.log" >&2
     echo "run.sh: configure failed (full log: $build/fuzz-configure.log)" >&2
+    exit 2
+fi
+if ! grep -q '^WSEL_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
+    echo "run.sh: $build is not a fuzz build (configure it with -DWSEL_FUZZ=ON" \
+        "-DCMAKE_C_COMPILER=clang, or pick another folder)" >&2
     exit 2
 fi
 targets=$(cmake --build "$build" --target help 2>/dev/null |
@@ -74,7 +87,9 @@ for bin in "$build"/tests/fuzz_*; do
         -artifact_prefix="$artifacts/" $extra_args "$corpus" >"$log" 2>&1
     status=$?
     after=$(find "$artifacts" -type f | wc -l)
+    # The final stats line; in -fork mode, the last progress line "#N ...".
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    [ -n "$execs" ] || execs=$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$log" | tail -1)
     crashes=$((after - before))
     if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then
         crashes=1

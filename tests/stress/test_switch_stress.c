@@ -149,9 +149,14 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
     assert_int_equal(counters.fallbacks, stress_pool_fallbacks(&pool));
     assert_int_equal(counters.switches, switches + 1);
     assert_int_equal(counters.failed_switches, 0);
-    /* Each policy answered: the workers saw the rows of argmin, cycle and
-     * last (row 10 is only the argmin's by chance, never the only one). */
-    assert_true(stress_pool_row_hits(&pool, STRESS_LAST_ELIGIBLE_ROW) > 0);
+    /* stress_b (cycle) answered: every eligible row was named; and none
+     * of the excluded ones (each answer was checked as it came). */
+    for (uint32_t row = 0; row < buf.table.num_rows; row++) {
+        if (buf.table.flags[row] & WSEL_ROW_EXCLUDED)
+            assert_int_equal(stress_pool_row_hits(&pool, row), 0);
+        else
+            assert_true(stress_pool_row_hits(&pool, row) > 0);
+    }
 
     wsel_host_destroy(host);
     wsel_table_buf_free(&buf);
@@ -166,10 +171,12 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
 static void test_a_slow_create_never_blocks_selects(void **state)
 {
     /* A select that waited for the switch would last >= 200 ms. A worker
-     * that is merely preempted loses a few scheduler slices (sched_latency
-     * is 6 ms x (1 + log2 ncpu), 12 ms on two cores); 50 ms leaves room
-     * for four of them and is still four times below the create delay. */
-    const uint64_t max_latency_ns = 50u * 1000u * 1000u;
+     * that is merely preempted waits for its turn on a core: one CFS period,
+     * 12 ms on two cores when idle, stretched to about nr_running x 1.5 ms
+     * under load (up to 32 ms seen with a load average of 13). 100 ms keeps
+     * a margin of three over that and is still half the create delay; the
+     * count of selects answered during the switch is the sharper proof. */
+    const uint64_t max_latency_ns = 100u * 1000u * 1000u;
     const double deadline = stress_now() + DEADLINE_S;
     stress_log_counts logs = {0};
     wsel_host_options opts;
