@@ -86,3 +86,18 @@ for p in "$@"; do
             "$(dominant "$p")"
     done
 done
+
+# The table build: instructions per row of wsel_table_build.
+out=$tmp/build.out
+builds=200
+if valgrind --tool=callgrind --toggle-collect=bench_callgrind_build_loop \
+    --callgrind-out-file="$out" "$wsel" bench --callgrind-build --rows "$rows" \
+    --selects "$builds" >/dev/null 2>"$tmp/log"; then
+    total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p; s/^summary: *\([0-9]*\).*/\1/p' \
+        "$out" | head -n 1)
+    awk -v t="$total" -v n="$builds" -v r="$rows" \
+        'BEGIN { printf "\nwsel_table_build: %.1f instructions per row (%d rows)\n", t / n / r, r }'
+else
+    echo "callgrind.sh: valgrind failed on the table build:" >&2
+    cat "$tmp/log" >&2
+fi

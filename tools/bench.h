@@ -117,4 +117,8 @@ int32_t bench_count_allocs(const char *path, uint32_t rows, uint32_t selects,
 int32_t bench_callgrind(const char *path, uint32_t rows, uint32_t selects, int via_host,
                         double temperature, char *err, size_t err_size);
 
+/* Run `builds` wsel_table_build calls on `rows` ranks inside
+ * bench_callgrind_build_loop, for callgrind. */
+int32_t bench_callgrind_build(uint32_t rows, uint32_t builds, char *err, size_t err_size);
+
 #endif

@@ -327,3 +327,21 @@ out_close_subject:
     bsubject_close(&s);
     return rc;
 }
+
+__attribute__((noinline)) void bench_callgrind_build_loop(btable *bt, uint32_t builds);
+__attribute__((noinline)) void bench_callgrind_build_loop(btable *bt, uint32_t builds)
+{
+    for (uint32_t b = 0; b < builds; b++)
+        wsel_table_build(&bt->buf, &bt->request, bt->ranks, bt->rows, 1, NULL, 0);
+}
+
+int32_t bench_callgrind_build(uint32_t rows, uint32_t builds, char *err, size_t err_size)
+{
+    btable bt;
+    int32_t rc = btable_init(&bt, rows, 7, err, err_size);
+    if (rc < 0)
+        return rc;
+    bench_callgrind_build_loop(&bt, builds);
+    btable_free(&bt);
+    return 0;
+}

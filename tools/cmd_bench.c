@@ -27,7 +27,8 @@ static void usage(FILE *out)
             "                  [--runs N] [--selects N] [--temperature T]\n"
             "       wsel bench --alloc-check [--plugin NAME|PATH]...\n"
             "       wsel bench --callgrind-one PLUGIN [--rows N] [--selects N] "
-            "[--host]\n\n"
+            "[--host]\n"
+            "       wsel bench --callgrind-build [--rows N] [--selects N]\n\n"
             "Measure select latency per plugin, directly and through the host.\n\n"
             "  --plugin P       measure P (repeatable; default every bundled plugin)\n"
             "  --rows LIST      table sizes, comma-separated (default "
@@ -41,7 +42,8 @@ static void usage(FILE *out)
             "  --alloc-check    fail if any select allocates (quick; for CTest)\n"
             "  --callgrind-one P  run --selects selects of P for callgrind "
             "(bench/callgrind.sh)\n"
-            "  --host           with --callgrind-one: through wsel_host_select\n");
+            "  --host           with --callgrind-one: through wsel_host_select\n"
+            "  --callgrind-build  run --selects wsel_table_build calls for callgrind\n");
 }
 
 static int parse_u32(const char *s, uint32_t *out)
@@ -77,7 +79,7 @@ typedef struct bench_args {
     uint32_t runs;
     uint32_t selects; /* 0 = by size */
     double temperature;
-    int json, alloc_check, via_host;
+    int json, alloc_check, via_host, callgrind_build;
     const char *callgrind_one;
 } bench_args;
 
@@ -98,6 +100,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->json = 1;
         } else if (strcmp(s, "--alloc-check") == 0) {
             a->alloc_check = 1;
+        } else if (strcmp(s, "--callgrind-build") == 0) {
+            a->callgrind_build = 1;
         } else if (strcmp(s, "--host") == 0) {
             a->via_host = 1;
         } else if (strcmp(s, "--plugin") == 0 && has_value) {
@@ -288,6 +292,18 @@ static int run_callgrind_one(const bench_args *a)
     return WSEL_EXIT_OK;
 }
 
+static int run_callgrind_build(const bench_args *a)
+{
+    char err[1024] = "";
+    uint32_t rows = a->num_rows == 5 && a->rows[0] == 8 ? 1024 : a->rows[0];
+    if (bench_callgrind_build(rows, a->selects ? a->selects : 1000, err, sizeof(err)) <
+        0) {
+        fprintf(stderr, "wsel bench: wsel_table_build: %s\n", err);
+        return WSEL_EXIT_FAILURE;
+    }
+    return WSEL_EXIT_OK;
+}
+
 static void print_result_text(const bench_entry *e, const bench_result *r)
 {
     char label[64];
@@ -313,6 +329,8 @@ int wsel_cmd_bench(int argc, char **argv)
         return run_alloc_check(&a);
     if (a.callgrind_one)
         return run_callgrind_one(&a);
+    if (a.callgrind_build)
+        return run_callgrind_build(&a);
 
     static bench_entry entries[MAX_PLUGINS];
     int bad = 0;
