@@ -19,7 +19,7 @@
  * the host ("<name>: created instance", "<name>: destroyed instance").
  *
  * Parameters (one of every type, so tests/fuzz/fuzz_config.c can use it):
- *   pick             enum   argmin | first | last | cycle     (argmin)
+ *   pick             enum   argmin | first | last | cycle | faulty (argmin)
  *   spin             int    busy iterations inside select     (0)
  *   create_delay_ms  double time create() sleeps, in ms       (0)
  *   log_lifecycle    bool   log create and destroy            (true)
@@ -42,7 +42,7 @@
 #define STRESS_MAGIC_LIVE 0x5354524553534c56ull /* "STRESSLV" */
 #define STRESS_MAGIC_DEAD 0x5354524553534444ull /* "STRESSDD" */
 
-enum { PICK_ARGMIN, PICK_FIRST, PICK_LAST, PICK_CYCLE };
+enum { PICK_ARGMIN, PICK_FIRST, PICK_LAST, PICK_CYCLE, PICK_FAULTY };
 
 typedef struct stress_instance {
     const wsel_host_api *host;
@@ -59,11 +59,14 @@ typedef struct stress_instance {
     atomic_uint cursor;
 } stress_instance;
 
-static const char *const pick_choices[] = {"argmin", "first", "last", "cycle", NULL};
+static const char *const pick_choices[] = {"argmin", "first",  "last",
+                                           "cycle",  "faulty", NULL};
 
 static const wsel_param_def stress_params[] = {
-    {"pick", "how a row is chosen: argmin of cost, first, last or cycling eligible row",
-     WSEL_PARAM_ENUM, 0, PICK_ARGMIN, PICK_ARGMIN, PICK_CYCLE, pick_choices},
+    {"pick",
+     "how a row is chosen: argmin of cost, first, last or cycling eligible row, or "
+     "faulty (cycles through an error, an out-of-range row, an excluded row, a good row)",
+     WSEL_PARAM_ENUM, 0, PICK_ARGMIN, PICK_ARGMIN, PICK_FAULTY, pick_choices},
     {"spin", "busy-loop iterations inside select, to widen race windows", WSEL_PARAM_INT,
      0, 0, 0, 1000000, NULL},
     {"create_delay_ms", "milliseconds create() sleeps before returning",
@@ -154,6 +157,30 @@ static uint32_t stress_next_eligible(const wsel_table *t, uint32_t start)
     return t->num_rows;
 }
 
+/* The misbehaving policy: the host must replace three answers in four. */
+static int32_t stress_pick_faulty(stress_instance *s, const wsel_table *t, uint32_t *row)
+{
+    switch (atomic_fetch_add(&s->cursor, 1) % 4) {
+    case 0:
+        return WSEL_EPLUGIN;
+    case 1:
+        *row = t->num_rows; /* out of range */
+        return 0;
+    case 2:
+        for (uint32_t r = 0; r < t->num_rows; r++) {
+            if (t->flags[r] & WSEL_ROW_EXCLUDED) {
+                *row = r;
+                return 0;
+            }
+        }
+        /* No excluded row: fall through to a good answer. */
+        /* fallthrough */
+    default:
+        *row = stress_next_eligible(t, 0);
+        return *row < t->num_rows ? 0 : WSEL_ENOCANDIDATE;
+    }
+}
+
 static int32_t stress_pick(stress_instance *s, const wsel_request *request,
                            const wsel_table *t, uint32_t *row)
 {
@@ -173,9 +200,11 @@ static int32_t stress_pick(stress_instance *s, const wsel_request *request,
             }
         }
         break;
-    default:
+    case PICK_CYCLE:
         *row = stress_next_eligible(t, atomic_fetch_add(&s->cursor, 1) % t->num_rows);
         break;
+    default:
+        return stress_pick_faulty(s, t, row);
     }
     return *row < t->num_rows ? 0 : WSEL_ENOCANDIDATE;
 }

@@ -3,7 +3,8 @@
  *
  * Eight threads call wsel_host_select on one host while the main thread
  * switches among three instrumented policies (tests/stress/stress_plugin.c)
- * every millisecond, one of them without WSEL_CAP_CONCURRENT_SELECT. The
+ * every millisecond, one of them without WSEL_CAP_CONCURRENT_SELECT and one
+ * configured to misbehave (errors, out-of-range and excluded rows). The
  * plugins abort the process if an instance is destroyed twice, destroyed
  * while a select is inside it, entered after its destroy began, or entered
  * twice at once when it is not concurrent; the workers check every answer;
@@ -37,11 +38,13 @@ typedef struct policy {
     const char *config;
 } policy;
 
-/* The rotation: concurrent -> concurrent -> serialised -> concurrent ... */
+/* The rotation: concurrent -> concurrent -> serialised -> a misbehaving
+ * concurrent policy (three answers in four unusable) -> ... */
 static const policy rotation[] = {
     {"stress_a", "{\"pick\": \"argmin\"}"},
     {"stress_b", "{\"pick\": \"cycle\", \"spin\": 20}"},
     {"stress_serial", "{\"pick\": \"last\", \"log_lifecycle\": true}"},
+    {"stress_b", "{\"pick\": \"faulty\"}"},
 };
 #define ROTATION_SIZE (sizeof rotation / sizeof rotation[0])
 
@@ -147,6 +150,15 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
     assert_int_equal(counters.selects, total);
     assert_int_equal(counters.plugin_answers + counters.fallbacks, total);
     assert_int_equal(counters.fallbacks, stress_pool_fallbacks(&pool));
+    /* The faulty policy's bad answers were each replaced, for its reason;
+     * nothing else fell back. */
+    assert_true(counters.fallback_by_reason[WSEL_FALLBACK_ERROR] > 0);
+    assert_true(counters.fallback_by_reason[WSEL_FALLBACK_OUT_OF_RANGE] > 0);
+    assert_true(counters.fallback_by_reason[WSEL_FALLBACK_EXCLUDED] > 0);
+    assert_int_equal(counters.fallback_by_reason[WSEL_FALLBACK_ERROR] +
+                         counters.fallback_by_reason[WSEL_FALLBACK_OUT_OF_RANGE] +
+                         counters.fallback_by_reason[WSEL_FALLBACK_EXCLUDED],
+                     counters.fallbacks);
     assert_int_equal(counters.switches, switches + 1);
     assert_int_equal(counters.failed_switches, 0);
     /* stress_b (cycle) answered: every eligible row was named; and none
