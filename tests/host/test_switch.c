@@ -154,6 +154,39 @@ static void test_switch_to_a_file_replaced_by_rename_loads_the_new_code(void **s
     free(a2);
 }
 
+static void test_two_hosts_keep_their_own_policies_and_logs(void **state)
+{
+    fixture *f = *state;
+    tu_log other_log;
+    tu_log_init(&other_log);
+    wsel_host_options opts;
+    wsel_host_options_default(&opts);
+    opts.log = tu_log_sink;
+    opts.log_user = &other_log;
+    wsel_host *other = NULL;
+    assert_int_equal(wsel_host_create(&opts, &other), 0);
+
+    char *path = tu_install_fixture(f->dir, "fx_good", "good.so");
+    char err[512];
+    assert_int_equal(wsel_host_switch(f->host, path, "{\"row\": 5}", err, sizeof(err)),
+                     0);
+    assert_int_equal(wsel_host_switch(other, path, "{\"row\": 6}", err, sizeof(err)), 0);
+    assert_int_equal(tu_log_count(&f->log, "fx_good: created (row 5"), 1);
+    assert_int_equal(tu_log_count(&f->log, "fx_good: created (row 6"), 0);
+    assert_int_equal(tu_log_count(&other_log, "fx_good: created (row 6"), 1);
+
+    uint32_t row;
+    assert_int_equal(select_row(f, &row), WSEL_ANSWER_PLUGIN);
+    assert_int_equal(row, 5);
+    wsel_choice c;
+    assert_int_equal(wsel_host_select(other, &f->table.request, &f->table.buf.table, &c),
+                     WSEL_ANSWER_PLUGIN);
+    assert_int_equal(c.row, 6);
+    wsel_host_destroy(other);
+    tu_log_free(&other_log);
+    free(path);
+}
+
 typedef struct selector {
     fixture *f;
     atomic_int *stop;
@@ -229,6 +262,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_switch_to_a_file_replaced_by_rename_loads_the_new_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_hosts_keep_their_own_policies_and_logs,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_switch_while_four_threads_select_never_falls_back, setup, teardown),
     };
