@@ -90,6 +90,12 @@ static ssize_t read_until(int fd, void *buf, size_t len, int64_t deadline_ms)
 
 static void run_child(const vcheck *check, const vcontext *ctx, int fd)
 {
+    /* A crash must end the child with its signal, whatever handlers the
+     * parent inherited (a test framework's, a sanitizer's), so the parent
+     * can name it. */
+    static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof(crash_signals) / sizeof(crash_signals[0]); i++)
+        signal(crash_signals[i], SIG_DFL);
     vcheck_result res;
     memset(&res, 0, sizeof(res));
     res.status = VCHECK_PASS;
