@@ -102,10 +102,45 @@ void sim_acc_load(sim_acc *a, double seconds, double rank_ratio, double group_ra
     a->loaded_s += seconds;
 }
 
+/* Sort non-negative floats ascending: their bit patterns order like the
+ * values, so an LSD radix sort (4 passes of 8 bits) does it in O(n);
+ * qsort if the buffers cannot be allocated. */
 static int cmp_float(const void *pa, const void *pb)
 {
     float x = *(const float *)pa, y = *(const float *)pb;
     return (x > y) - (x < y);
+}
+
+static void sort_samples(sim_samples *s)
+{
+    uint32_t *keys = malloc(s->n * sizeof(uint32_t));
+    uint32_t *tmp = malloc(s->n * sizeof(uint32_t));
+    if (!keys || !tmp) {
+        free(keys);
+        free(tmp);
+        qsort(s->v, s->n, sizeof(float), cmp_float);
+        return;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        float f = s->v[i] > 0 ? s->v[i] : 0.0f; /* samples are >= 0; -0 too */
+        memcpy(&keys[i], &f, sizeof(f));
+    }
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < s->n; i++)
+            count[((keys[i] >> shift) & 0xffu) + 1]++;
+        for (int b = 0; b < 256; b++)
+            count[b + 1] += count[b];
+        for (size_t i = 0; i < s->n; i++)
+            tmp[count[(keys[i] >> shift) & 0xffu]++] = keys[i];
+        uint32_t *swap = keys;
+        keys = tmp;
+        tmp = swap;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        memcpy(&s->v[i], &keys[i], sizeof(float));
+    free(keys);
+    free(tmp);
 }
 
 /* Nearest-rank percentile of sorted v: the value at index ceil(p * n) - 1. */
@@ -122,7 +157,7 @@ static sim_percentiles summarize(sim_samples *s)
     sim_percentiles out = {0, 0, 0, 0};
     if (s->n == 0)
         return out;
-    qsort(s->v, s->n, sizeof(float), cmp_float);
+    sort_samples(s);
     double sum = 0;
     for (size_t i = 0; i < s->n; i++)
         sum += s->v[i];
