@@ -134,5 +134,8 @@ int32_t sim_source_next(void *ctx, sim_request *out, char *err, size_t err_size)
     sim_source *s = ctx;
     if (s->is_trace)
         return next_from_trace(s, out, err, err_size);
-    return sim_workload_next(s->workload, out);
+    int32_t rc = sim_workload_next(s->workload, out);
+    if (rc < 0)
+        snprintf(err, err_size, "workload: out of memory for a request's blocks");
+    return rc;
 }
