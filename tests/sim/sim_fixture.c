@@ -33,8 +33,13 @@ static int32_t standin_select(void *ctx, wsel_request *request,
                               uint32_t *row, uint64_t *select_ns)
 {
     standin *st = ctx;
-    if (st->calls < 64)
+    if (st->calls < 64) {
         st->keys[st->calls] = request->affinity_key;
+        st->max_overlap[st->calls] = 0;
+        for (uint32_t i = 0; i < num_ranks; i++)
+            if (ranks[i].overlap_blocks > st->max_overlap[st->calls])
+                st->max_overlap[st->calls] = ranks[i].overlap_blocks;
+    }
     *select_ns = 0;
     if (st->rows) {
         *row = st->rows[st->calls++ % st->num_rows];
@@ -71,10 +76,24 @@ static void standin_finished(void *ctx, uint64_t request_id, uint64_t worker_id,
     ((standin *)ctx)->finished++;
 }
 
+static int32_t standin_switch(void *ctx, const char *path, const char *config, char *err,
+                              size_t err_size)
+{
+    (void)path;
+    (void)config;
+    (void)err;
+    (void)err_size;
+    standin *st = ctx;
+    st->switches++;
+    st->rows = NULL;
+    return 0;
+}
+
 void standin_policy(standin *st, sim_policy *out)
 {
     memset(out, 0, sizeof(*out));
     out->ctx = st;
     out->select = standin_select;
     out->finished = standin_finished;
+    out->switch_to = standin_switch;
 }

@@ -19,14 +19,17 @@ void fixture_remove(const char *path);
 /*
  * Stand-in policy. With `rows` set it answers rows[i] for the i-th
  * request (cycling); otherwise the lowest Dynamo cost, ties to the lowest
- * row. Records the affinity keys it was given.
+ * row. Records the affinity keys and overlaps it was given; switch_to
+ * counts calls and, from then on, answers the lowest cost.
  */
 typedef struct standin {
     const uint32_t *rows;
     uint32_t num_rows;
     uint32_t calls;
     uint64_t keys[64];
+    uint32_t max_overlap[64]; /* largest overlap_blocks offered, per call */
     uint32_t finished;
+    uint32_t switches; /* switch_to calls */
 } standin;
 
 void standin_policy(standin *st, sim_policy *out);

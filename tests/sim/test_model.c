@@ -133,7 +133,7 @@ static void test_ranks_of_one_worker_step_in_lockstep(void **state)
     c.kv_blocks = 200;
     default_router(&rc);
     static const uint32_t rows[] = {1, 0};
-    standin st = {rows, 2, 0, {0}, 0};
+    standin st = {rows, 2, 0, {0}, {0}, 0, 0};
     char trace[4096];
     int n = snprintf(trace, sizeof(trace),
                      "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 2, "
@@ -166,7 +166,7 @@ static void test_flicker_counts_moves_of_a_seen_key(void **state)
     default_router(&rc);
     rc.affinity_blocks = 1;
     static const uint32_t rows[] = {0, 1, 0, 1, 0};
-    standin st = {rows, 5, 0, {0}, 0};
+    standin st = {rows, 5, 0, {0}, {0}, 0, 0};
     sim_result r = run_trace("{\"timestamp\": 0, \"input_length\": 4, \"output_length\": "
                              "1, \"hash_ids\": [11]}\n"
                              "{\"timestamp\": 1000, \"input_length\": 4, "
@@ -186,6 +186,79 @@ static void test_flicker_counts_moves_of_a_seen_key(void **state)
      * worker 1 again) hits 3 of 4 tokens (the last one is recomputed),
      * request 5 (Y on worker 0 again) likewise: 6 / 20. */
     assert_float_equal(r.total.kv_hit_rate, 6.0 / 20.0, 1e-12);
+}
+
+/* KV events reach the router's index only after --kv-event-delay-ms: a
+ * request 100 ms after its twin finished sees the twin's 2 blocks with no
+ * delay, and nothing when events take a second. */
+static void test_stale_kv_events_hide_cached_blocks(void **state)
+{
+    (void)state;
+    const char *trace = "{\"timestamp\": 0, \"input_length\": 8, \"output_length\": 1, "
+                        "\"hash_ids\": [1, 2]}\n"
+                        "{\"timestamp\": 100, \"input_length\": 8, \"output_length\": 1, "
+                        "\"hash_ids\": [1, 2]}\n";
+    sim_cluster c;
+    sim_router_config rc;
+    tiny_cluster(&c, 2, 1);
+    default_router(&rc);
+    standin fresh = {0};
+    run_trace(trace, &c, &rc, &fresh);
+    assert_int_equal(fresh.max_overlap[0], 0);
+    assert_int_equal(fresh.max_overlap[1], 2);
+    rc.kv_event_delay_ns = 1000000000ull;
+    standin stale = {0};
+    sim_result r = run_trace(trace, &c, &rc, &stale);
+    assert_int_equal(stale.max_overlap[1], 0);
+    assert_int_equal(r.total.lost_requests, 0);
+}
+
+/* --switch-at: requests are counted in the phase they arrive in, the
+ * phases add up to the whole run, and nothing is lost across the switch. */
+static void test_switch_splits_metrics_into_phases(void **state)
+{
+    (void)state;
+    sim_cluster c;
+    sim_router_config rc;
+    tiny_cluster(&c, 2, 1);
+    default_router(&rc);
+    static const uint32_t rows[] = {1};
+    standin st = {rows, 1, 0, {0}, {0}, 0, 0};
+    char trace[4096];
+    size_t n = 0;
+    for (int i = 0; i < 20; i++)
+        n += (size_t)snprintf(
+            trace + n, sizeof(trace) - n,
+            "{\"timestamp\": %d, \"input_length\": 8, \"output_length\": 3, "
+            "\"hash_ids\": [%d, %d]}\n",
+            i * 100, i % 3, 10 + i);
+    const char *path = fixture_write(4, trace);
+    char err[512];
+    sim_source *src;
+    assert_int_equal(sim_source_open_trace(&src, path, 4, 4, 0, err, sizeof(err)), 0);
+    sim_policy policy;
+    standin_policy(&st, &policy);
+    sim_switch sw = {950000000, "other", "/nowhere/other.so", NULL}; /* at 0.95 s */
+    sim_run_args args = {.cluster = &c,
+                         .router = &rc,
+                         .source = &sim_source_ops_default,
+                         .source_ctx = src,
+                         .policy = &policy,
+                         .switches = &sw,
+                         .num_switches = 1,
+                         .first_label = "standin"};
+    sim_result r;
+    assert_int_equal(sim_run(&args, &r, err, sizeof(err)), 0);
+    sim_source_close(src);
+    fixture_remove(path);
+    assert_int_equal(st.switches, 1);
+    assert_int_equal(r.num_phases, 2);
+    assert_string_equal(r.phase_label[1], "other");
+    assert_int_equal(r.phase[0].requests, 10); /* arrivals 0 .. 900 ms */
+    assert_int_equal(r.phase[1].requests, 10);
+    assert_int_equal(r.total.requests, 20);
+    assert_int_equal(r.total.lost_requests, 0);
+    assert_int_equal(r.phase[0].lost_requests + r.phase[1].lost_requests, 0);
 }
 
 /* Every request admitted finishes, also when KV blocks are scarce and
@@ -252,6 +325,8 @@ int main(void)
         cmocka_unit_test(test_three_requests_match_the_hand_computed_ttft),
         cmocka_unit_test(test_ranks_of_one_worker_step_in_lockstep),
         cmocka_unit_test(test_flicker_counts_moves_of_a_seen_key),
+        cmocka_unit_test(test_stale_kv_events_hide_cached_blocks),
+        cmocka_unit_test(test_switch_splits_metrics_into_phases),
         cmocka_unit_test(test_no_request_is_lost_under_kv_pressure),
         cmocka_unit_test(test_oversized_request_is_an_error),
     };
