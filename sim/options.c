@@ -362,7 +362,7 @@ static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
     return 0;
 }
 
-int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size)
+static int parse_into(sim_options *o, int argc, char **argv, char *err, size_t err_size)
 {
     set_defaults(o);
     uint32_t workers = 0, dp_count = 0;
@@ -406,4 +406,13 @@ int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t e
             last = 0;
     }
     return check(o, workers, dp_count, err, err_size);
+}
+
+int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size)
+{
+    sim_options parsed;
+    int rc = parse_into(&parsed, argc, argv, err, err_size);
+    if (rc == 0)
+        *o = parsed;
+    return rc;
 }

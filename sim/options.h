@@ -45,8 +45,9 @@ typedef struct sim_options {
     const char *plot_dir;
 } sim_options;
 
-/* Parse argv (argv[0] is the subcommand). Returns 0, or 2 (bad usage) with
- * a message naming the option in err. */
+/* Parse argv (argv[0] is the subcommand) into *o, written only on
+ * success. Returns 0, or 2 (bad usage) with a message naming the option
+ * in err. */
 int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size);
 void sim_options_usage(FILE *out);
 

@@ -8,6 +8,14 @@
 
 #include "simcore.h"
 
+static int32_t report_nomem(const sim_state *s, char *err, size_t err_size)
+{
+    snprintf(err, err_size, "out of memory for a cluster of %u ranks x %u KV blocks",
+             s->num_ranks, s->cluster->kv_blocks);
+    return WSEL_ENOMEM;
+}
+
+/* Build the cluster; on failure teardown() frees what was built. */
 static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t err_size)
 {
     const sim_cluster *c = args->cluster;
@@ -31,7 +39,7 @@ static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t e
     s->ranks = calloc(s->num_ranks, sizeof(*s->ranks));
     s->workers = calloc(c->num_workers, sizeof(*s->workers));
     if (!s->ranks || !s->workers)
-        goto out_nomem;
+        return report_nomem(s, err, err_size);
     uint32_t r = 0;
     for (uint32_t w = 0; w < c->num_workers; w++) {
         s->workers[w].first_rank = r;
@@ -43,20 +51,15 @@ static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t e
             s->ranks[r].decoding = malloc(c->max_running * sizeof(sim_seq *));
             if (!s->ranks[r].prefilling || !s->ranks[r].decoding ||
                 sim_kv_init(&s->ranks[r].kv, c->kv_blocks) != 0)
-                goto out_nomem;
+                return report_nomem(s, err, err_size);
         }
     }
     if (sim_router_init(s) != 0 || sim_u64map_init(&s->acc_keys, 1024, 1) != 0)
-        goto out_nomem;
+        return report_nomem(s, err, err_size);
     s->num_acc = args->num_switches > 0 ? 1 + 1 + args->num_switches : 1;
     for (uint32_t i = 0; i < s->num_acc; i++)
         sim_acc_init(&s->acc[i]);
     return 0;
-
-out_nomem:
-    snprintf(err, err_size, "out of memory for a cluster of %u ranks x %u KV blocks",
-             s->num_ranks, c->kv_blocks);
-    return WSEL_ENOMEM;
 }
 
 static void teardown(sim_state *s)
