@@ -24,6 +24,7 @@
  *   create_delay_ms  double time create() sleeps, in ms       (0)
  *   log_lifecycle    bool   log create and destroy            (true)
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,7 +101,7 @@ static void stress_sleep_ms(double ms)
         return;
     ts.tv_sec = (time_t)(ms / 1000);
     ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1000) * 1e6);
-    while (nanosleep(&ts, &ts) != 0)
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
 

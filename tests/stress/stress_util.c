@@ -126,7 +126,10 @@ void stress_host_options(wsel_host_options *opts, stress_log_counts *counts)
 
 int32_t stress_plugin_path(char *buf, size_t size, const char *name)
 {
-    int n = snprintf(buf, size, "%s/%s.so", WSEL_STRESS_PLUGIN_DIR, name);
+    int n = snprintf(NULL, 0, "%s/%s.so", WSEL_STRESS_PLUGIN_DIR, name);
 
-    return n > 0 && (size_t)n < size ? 0 : WSEL_ERANGE;
+    if (n < 0 || (size_t)n >= size)
+        return WSEL_ERANGE;
+    snprintf(buf, size, "%s/%s.so", WSEL_STRESS_PLUGIN_DIR, name);
+    return 0;
 }
