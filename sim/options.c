@@ -2,6 +2,7 @@
  * options.c -- `wsel sim` options: one table drives parsing and --help.
  */
 #include "options.h"
+#include "options_values.h"
 
 #include <errno.h>
 #include <math.h>
@@ -122,82 +123,6 @@ void sim_options_usage(FILE *out)
     fprintf(out, "\nExit status: 0 success, 1 failure, 2 bad usage. See docs/sim.md.\n");
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-')
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno)
-        return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_double(const char *s, double *out)
-{
-    if (!s || !*s)
-        return 0;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*end || errno || !isfinite(v) || v < 0)
-        return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_dp(sim_options *o, const char *s, uint32_t *count, char *err,
-                    size_t err_size)
-{
-    uint32_t n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p || errno || v == 0 || v > SIM_MAX_RANKS || (*end && *end != ',') ||
-            n == SIM_MAX_RANKS) {
-            snprintf(err, err_size, "--dp '%s': expected sizes 1..%d separated by commas",
-                     s, SIM_MAX_RANKS);
-            return 2;
-        }
-        o->cluster.dp[n++] = (uint32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    *count = n;
-    return 0;
-}
-
-static int parse_switch(sim_options *o, const char *s, char *err, size_t err_size)
-{
-    const char *colon = strchr(s, ':');
-    char num[64];
-    double at;
-    if (!colon || (size_t)(colon - s) >= sizeof(num) || !colon[1]) {
-        snprintf(err, err_size, "--switch-at '%s': expected SECONDS:NAME|PATH", s);
-        return 2;
-    }
-    memcpy(num, s, (size_t)(colon - s));
-    num[colon - s] = '\0';
-    if (!parse_double(num, &at)) {
-        snprintf(err, err_size, "--switch-at '%s': '%s' is not a number of seconds", s,
-                 num);
-        return 2;
-    }
-    if (o->num_switches == SIM_MAX_PHASES - 1) {
-        snprintf(err, err_size, "--switch-at: at most %d switches", SIM_MAX_PHASES - 1);
-        return 2;
-    }
-    if (o->num_switches > 0 && at < o->switches[o->num_switches - 1].at_s) {
-        snprintf(err, err_size, "--switch-at '%s': switches must be in time order", s);
-        return 2;
-    }
-    o->switches[o->num_switches++] = (sim_switch_spec){at, colon + 1, NULL};
-    return 0;
-}
-
 static void set_defaults(sim_options *o)
 {
     memset(o, 0, sizeof(*o));
@@ -229,13 +154,13 @@ static int parse_special(sim_options *o, const char *name, const char *val,
         }
         o->workload.kind = (uint32_t)k;
     } else if (strcmp(name, "--workers") == 0) {
-        if (!parse_u64(val, &u) || u == 0 || u > SIM_MAX_RANKS) {
+        if (!sim_parse_u64(val, &u) || u == 0 || u > SIM_MAX_RANKS) {
             snprintf(err, err_size, "--workers '%s': expected 1..%d", val, SIM_MAX_RANKS);
             return 2;
         }
         *workers = (uint32_t)u;
     } else if (strcmp(name, "--dp") == 0) {
-        return parse_dp(o, val, dp_count, err, err_size);
+        return sim_parse_dp(o, val, dp_count, err, err_size);
     } else if (strcmp(name, "--cost-model") == 0) {
         if (strcmp(val, "polynomial") && strcmp(val, "linear")) {
             snprintf(err, err_size, "--cost-model '%s': expected polynomial or linear",
@@ -245,7 +170,7 @@ static int parse_special(sim_options *o, const char *name, const char *val,
         o->cluster.cost_model =
             strcmp(val, "linear") == 0 ? SIM_COST_LINEAR : SIM_COST_POLYNOMIAL;
     } else if (strcmp(name, "--kv-event-delay-ms") == 0) {
-        if (!parse_double(val, &d)) {
+        if (!sim_parse_double(val, &d)) {
             snprintf(err, err_size, "--kv-event-delay-ms '%s': expected ms >= 0", val);
             return 2;
         }
@@ -259,7 +184,7 @@ static int parse_special(sim_options *o, const char *name, const char *val,
         *last = 1;
     } else if (strcmp(name, "--switch-at") == 0) {
         *last = 2;
-        return parse_switch(o, val, err, err_size);
+        return sim_parse_switch(o, val, err, err_size);
     } else if (strcmp(name, "--config") == 0) {
         if (*last == 1 && !o->plugins[o->num_plugins - 1].config)
             o->plugins[o->num_plugins - 1].config = val;
@@ -282,7 +207,7 @@ static int store(sim_options *o, const option *opt, const char *val, char *err,
     double d;
     switch (opt->kind) {
     case K_U32:
-        if (!parse_u64(val, &u) || u > UINT32_MAX) {
+        if (!sim_parse_u64(val, &u) || u > UINT32_MAX) {
             snprintf(err, err_size, "%s '%s': expected a non-negative integer", opt->name,
                      val);
             return 2;
@@ -290,7 +215,7 @@ static int store(sim_options *o, const option *opt, const char *val, char *err,
         *(uint32_t *)(void *)field = (uint32_t)u;
         return 0;
     case K_U64:
-        if (!parse_u64(val, &u)) {
+        if (!sim_parse_u64(val, &u)) {
             snprintf(err, err_size, "%s '%s': expected a non-negative integer", opt->name,
                      val);
             return 2;
@@ -298,7 +223,7 @@ static int store(sim_options *o, const option *opt, const char *val, char *err,
         *(uint64_t *)(void *)field = u;
         return 0;
     case K_DOUBLE:
-        if (!parse_double(val, &d)) {
+        if (!sim_parse_double(val, &d)) {
             snprintf(err, err_size, "%s '%s': expected a number >= 0", opt->name, val);
             return 2;
         }
@@ -316,7 +241,7 @@ static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
                  size_t err_size)
 {
     if (dp_count == 0 && workers == 0)
-        parse_dp(o, DEF_DP, &dp_count, err, err_size); /* the default cluster */
+        sim_parse_dp(o, DEF_DP, &dp_count, err, err_size); /* the default cluster */
     else if (dp_count == 0) {
         o->cluster.dp[0] = 1; /* --workers alone: one rank each */
         dp_count = 1;
