@@ -143,6 +143,9 @@ void wsel_host_destroy(wsel_host *host)
 {
     if (host == NULL)
         return;
+    pthread_mutex_lock(&host->control);
+    wsel_host_reclaim_all(host);
+    pthread_mutex_unlock(&host->control);
     wsel_generation_destroy(atomic_load(&host->live));
     pthread_mutex_destroy(&host->control);
     free_allowed_dirs(host);

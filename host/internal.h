@@ -55,6 +55,8 @@ typedef struct wsel_generation {
     pthread_rwlock_t lock;
     _Atomic uint32_t consecutive_failures;
     _Atomic uint32_t ejected;
+    /* Next in the host's retired or grace-period list (control thread). */
+    struct wsel_generation *next_retired;
 } wsel_generation;
 
 #define WSEL_CACHE_LINE 64
@@ -83,6 +85,15 @@ struct wsel_host {
     _Atomic uint64_t epoch;
     wsel_padded_counter readers[2];
 
+    /* Deferred reclamation (generation.c), control thread only: generations
+     * replaced but not yet in a grace period, those whose grace period is
+     * under way, its phase (0 idle, 1 or 2 = waiting after flip 1 or 2) and
+     * the reader counter it waits on. */
+    wsel_generation *retired;
+    wsel_generation *in_grace;
+    uint32_t grace_phase;
+    uint32_t grace_counter;
+
     /* Counters, relaxed. selects is derived (plugin + fallbacks). */
     wsel_padded_counter plugin_answers;
     wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS];
@@ -98,7 +109,7 @@ void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
 /*
  * Enter / leave a read-side section; the generation loaded in between
  * (wsel_host_live) stays alive until the matching unlock. [any thread]
- * The memory-ordering argument is at wsel_host_synchronize (generation.c).
+ * The memory-ordering argument is at the top of generation.c.
  */
 static inline uint32_t wsel_host_read_lock(wsel_host *host)
 {
@@ -117,9 +128,19 @@ static inline wsel_generation *wsel_host_live(wsel_host *host)
     return atomic_load(&host->live);
 }
 
-/* Wait until no read-side section that began before the call is still
- * running. [control thread, with host->control held] */
-void wsel_host_synchronize(wsel_host *host);
+/* Hand a generation that is no longer live to deferred reclamation and
+ * advance the grace period without waiting. [control thread, with
+ * host->control held] */
+void wsel_host_retire(wsel_host *host, wsel_generation *gen);
+
+/* Advance the grace period as far as it can go without waiting, destroying
+ * the generations whose grace period has ended. Returns how many retired
+ * generations are still alive. [control thread, with host->control held] */
+uint32_t wsel_host_poll_grace(wsel_host *host);
+
+/* Wait out every grace period and destroy every retired generation.
+ * [control thread, with host->control held] */
+void wsel_host_reclaim_all(wsel_host *host);
 
 /* Load, configure and create a generation; nothing is published. */
 int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,

@@ -4,8 +4,9 @@
  *
  * A switch does everything that can fail (trust, load, checks, config,
  * create) before publishing; publication is one atomic exchange; the old
- * generation is destroyed after the grace period (generation.c). Selects
- * never wait for any of it.
+ * generation is retired and destroyed once its grace period has passed
+ * (generation.c), at this or a later poll. Neither selects nor the switch
+ * wait for it.
  */
 #include "internal.h"
 
@@ -34,13 +35,22 @@ int32_t wsel_host_switch(wsel_host *host, const char *path, const char *config, 
         return rc;
     }
     wsel_generation *old = atomic_exchange(&host->live, gen);
-    wsel_host_synchronize(host);
-    wsel_generation_destroy(old);
+    wsel_host_retire(host, old);
     atomic_fetch_add_explicit(&host->switches, 1, memory_order_relaxed);
     wsel_host_log(host, WSEL_LOG_INFO, "switched to plugin %s %s from %s",
                   gen->plugin->name, gen->plugin->version, path);
     pthread_mutex_unlock(&host->control);
     return 0;
+}
+
+uint32_t wsel_host_reclaim(wsel_host *host)
+{
+    if (host == NULL)
+        return 0;
+    pthread_mutex_lock(&host->control);
+    uint32_t pending = wsel_host_poll_grace(host);
+    pthread_mutex_unlock(&host->control);
+    return pending;
 }
 
 void wsel_host_topology_changed(wsel_host *host, const wsel_table *table)

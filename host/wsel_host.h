@@ -124,11 +124,11 @@ WSEL_HOST_API void wsel_table_buf_free(wsel_table_buf *buf);
  *   cost = overlap_score_weight * prefill_tokens / block_size + decode_blocks
  * and, for a rank flagged WSEL_ROW_NO_LOAD, prefill_tokens = isl and
  * decode_blocks = isl / block_size (Dynamo's defaults). A cost that would
- * overflow (absurd weights) saturates at DBL_MAX, so costs stay finite. Ranks must arrive in
- * canonical order (worker_id, then dp_rank, strictly increasing); the group
- * view and `topology_epoch` (copied from the argument) are filled too.
- * Returns 0, WSEL_EINVAL, WSEL_ERANGE (more ranks than capacity) or
- * WSEL_ETABLE (order, with a message in err). No allocation.
+ * overflow (absurd weights) saturates at DBL_MAX, so costs stay finite. Ranks must arrive
+ * in canonical order (worker_id, then dp_rank, strictly increasing); the group view and
+ * `topology_epoch` (copied from the argument) are filled too. Returns 0, WSEL_EINVAL,
+ * WSEL_ERANGE (more ranks than capacity) or WSEL_ETABLE (order, with a message in err).
+ * No allocation.
  */
 WSEL_HOST_API int32_t wsel_table_build(wsel_table_buf *buf, const wsel_request *request,
                                        const wsel_rank_state *ranks, uint32_t num_ranks,
@@ -255,8 +255,8 @@ WSEL_HOST_API void wsel_host_options_default(wsel_host_options *opts);
  * `opts` may be NULL for defaults. [control thread] */
 WSEL_HOST_API int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out);
 
-/* Destroy the host and every policy instance it holds. No select may be
- * running. NULL is a harmless no-op. [control thread] */
+/* Destroy the host and every policy instance it holds, live or replaced.
+ * No select may be running. NULL is a harmless no-op. [control thread] */
 WSEL_HOST_API void wsel_host_destroy(wsel_host *host);
 
 /*
@@ -265,13 +265,25 @@ WSEL_HOST_API void wsel_host_destroy(wsel_host *host);
  * store; selects already inside the old policy finish on it; the old
  * instance is destroyed once no select can still be using it. On any error
  * the old policy keeps serving and the message says why. [control thread]
- * The old instance is destroyed before this call returns, so a switch waits
- * for selects still inside it (selects never wait for a switch). A
- * successful switch clears an ejection. `config` may be NULL (defaults).
+ * Neither side waits: selects never wait for a switch, and the switch does
+ * not wait for selects still inside the old instance; it retires it, and
+ * the old instance is destroyed (its destroy() called on this control
+ * thread) by this or a later switch, wsel_host_reclaim or wsel_host_destroy
+ * once its grace period has passed. A successful switch clears an ejection.
+ * `config` may be NULL (defaults).
  * OWNERSHIP: path and config are read during the call only.
  */
 WSEL_HOST_API int32_t wsel_host_switch(wsel_host *host, const char *path,
                                        const char *config, char *err, size_t err_size);
+
+/*
+ * Destroy the replaced policy instances whose grace period has passed,
+ * without waiting for the others. Returns how many replaced instances are
+ * still alive (0 = none). Switches do this too; call it from a timer to
+ * release an old policy's memory sooner when switches are rare.
+ * [control thread]
+ */
+WSEL_HOST_API uint32_t wsel_host_reclaim(wsel_host *host);
 
 /* Prepare `request` for select: set struct_size, seed request->rng (caller
  * storage) from (host seed, request_id) and draw request->uniform, so every
