@@ -10,7 +10,8 @@
  * abort() on breach:
  *   - wsel_request_validate answers 0 or WSEL_EREQUEST with a message;
  *   - a valid request builds a table from fixed rank states that
- *     validates, or is refused with a negative code;
+ *     validates and is valid by table_oracle.h, or is refused with a
+ *     negative code;
  *   - a valid request on a valid table is answered by the plugin or the
  *     fallback with a row in range and not excluded.
  */
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "fuzz_reader.h"
+#include "table_oracle.h"
 #include "wsel_host.h"
 
 #ifndef WSEL_FUZZ_PLUGIN
@@ -151,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(err, 0, sizeof err);
     if (wsel_table_validate(&buf.table, err, sizeof err) != 0)
         breach("a table built from a valid request does not validate", err);
+    if (oracle_table_fault(&buf.table))
+        breach("a built table is invalid", oracle_table_fault(&buf.table));
 
     memset(&choice, 0, sizeof choice);
     choice.struct_size = sizeof choice;

@@ -12,6 +12,8 @@
  * Every table that validates is routed through a host with no policy
  * loaded (the built-in fallback). Properties checked, abort() on breach:
  *   - validate and build refuse with a NUL-terminated message;
+ *   - a table validate accepts is valid by an independent oracle
+ *     (table_oracle.h): plugins index columns and groups on that promise;
  *   - a built table (from a valid request) always validates;
  *   - select answers WSEL_ANSWER_FALLBACK with a row in range, not
  *     excluded, of minimum cost when no row is busy; or, when every row is
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "fuzz_reader.h"
+#include "table_oracle.h"
 #include "wsel_host.h"
 
 #define MAX_ROWS 32
@@ -236,11 +239,14 @@ static int build_table(fuzz_reader *r, wsel_table_buf *buf, wsel_request *req,
 
 static void route_through_fallback(const wsel_table *t, const wsel_request *req)
 {
+    const char *fault = oracle_table_fault(t);
     wsel_choice choice;
     uint32_t eligible = 0, busy = 0;
     double min_cost = INFINITY;
     int32_t rc;
 
+    if (fault)
+        breach("a table that passed validation is invalid", fault);
     for (uint32_t i = 0; i < t->num_rows; i++) {
         if (t->flags[i] & WSEL_ROW_EXCLUDED)
             continue;
