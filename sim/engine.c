@@ -122,13 +122,18 @@ static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget
         sim_seq *seq = r->wait_head;
         uint32_t match;
         s->evicting_rank = rank_index;
-        if (seq == r->blocked)
-            break; /* nothing was released since it last failed */
+        if (seq == r->blocked &&
+            sim_kv_available(&r->kv) - r->blocked_available < r->blocked_shortfall)
+            break; /* not enough was released since it last failed */
+        uint32_t shortfall;
         if (sim_kv_admit(&r->kv, seq->blocks, seq->num_blocks, seq->private_blocks,
-                         seq->slots, &match, on_evict, s) != 0) {
+                         seq->slots, &match, &shortfall, on_evict, s) != 0) {
             r->blocked = seq; /* head of line waits for blocks */
+            r->blocked_available = sim_kv_available(&r->kv);
+            r->blocked_shortfall = shortfall;
             break;
         }
+        r->blocked = NULL;
         seq->match = match;
         r->wait_head = seq->next;
         if (!r->wait_head)
@@ -200,7 +205,6 @@ static void finish_seq(sim_state *s, sim_rank *r, sim_seq *seq)
     if (s->num_acc > 1)
         sim_acc_finished(&s->acc[1 + seq->phase], s->now_ns, e2e, seq->generated);
     sim_kv_release(&r->kv, seq->slots, seq->num_blocks, seq->private_blocks);
-    r->blocked = NULL;
     r->kv_tokens -= (uint64_t)seq->target + seq->osl;
     r->load_tokens -= (uint64_t)seq->isl + seq->osl;
     sim_router_finished(s, seq);

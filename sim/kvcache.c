@@ -97,7 +97,7 @@ static void evict_oldest(sim_kvcache *kv, sim_kv_evict_fn on_evict, void *ctx)
 
 int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
                      uint32_t private_blocks, uint32_t *slots, uint32_t *match,
-                     sim_kv_evict_fn on_evict, void *ctx)
+                     uint32_t *shortfall, sim_kv_evict_fn on_evict, void *ctx)
 {
     /* One lookup per block: missing blocks need a slot; cached but
      * unreferenced ones will be pinned and so stop being evictable. */
@@ -118,8 +118,10 @@ int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
     }
     uint64_t free_blocks = kv->capacity - sim_kv_used(kv);
     uint64_t evictable = kv->lru_size - pinned_from_lru;
-    if (missing + private_blocks > free_blocks + evictable)
+    if (missing + private_blocks > free_blocks + evictable) {
+        *shortfall = (uint32_t)(missing + private_blocks - free_blocks - evictable);
         return WSEL_EBUSY;
+    }
 
     /* Pin the cached ones first so eviction cannot take them. */
     for (uint32_t i = 0; i < n; i++)

@@ -45,12 +45,14 @@ uint32_t sim_kv_match(sim_kvcache *kv, const uint64_t *blocks, uint32_t n);
  * reserve `private_blocks` more. On success writes each block's entry slot
  * to slots[0..n) (caller storage, kept for sim_kv_release), the number of
  * consecutive prefix blocks that were already cached to *match, and
- * returns 0; returns WSEL_EBUSY and changes nothing but `slots` when free
- * plus evictable blocks do not suffice.
+ * returns 0; returns WSEL_EBUSY, writes how many blocks are missing to
+ * *shortfall and changes nothing else but `slots` when free plus evictable
+ * blocks do not suffice. While no other admission happens, the request
+ * cannot fit before sim_kv_available() has grown by *shortfall.
  */
 int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
                      uint32_t private_blocks, uint32_t *slots, uint32_t *match,
-                     sim_kv_evict_fn on_evict, void *ctx);
+                     uint32_t *shortfall, sim_kv_evict_fn on_evict, void *ctx);
 
 /* Undo an admit given the slots it wrote: unpin the blocks (the last block
  * becomes the oldest, so a prefix outlives its tail) and release the
@@ -62,6 +64,12 @@ void sim_kv_release(sim_kvcache *kv, const uint32_t *slots, uint32_t n,
 static inline uint32_t sim_kv_used(const sim_kvcache *kv)
 {
     return (uint32_t)kv->index.size + kv->private_blocks;
+}
+
+/* Free plus unreferenced (evictable) blocks. */
+static inline uint32_t sim_kv_available(const sim_kvcache *kv)
+{
+    return kv->capacity - sim_kv_used(kv) + kv->lru_size;
 }
 
 #endif

@@ -54,9 +54,13 @@ typedef struct sim_rank {
     sim_seq *wait_head;
     sim_seq *wait_tail;
     uint64_t load_tokens; /* isl + generated of every routed, unfinished seq */
-    /* The waiting head that last failed admission for want of blocks; it
-     * is not retried until blocks are released. */
+    /* The waiting head that last failed admission for want of blocks. The
+     * cache's content cannot change while it blocks the queue, so it is
+     * retried only once the available blocks have grown by its shortfall
+     * since then. */
     sim_seq *blocked;
+    uint32_t blocked_available;
+    uint32_t blocked_shortfall;
     /* The router's predictive view. */
     uint64_t pred_prefill;
     uint64_t pred_blocks;
