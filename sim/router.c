@@ -39,7 +39,7 @@ static void apply_event(sim_state *s, uint32_t rank, uint64_t hash, int stored)
     }
     uint64_t *mask = sim_u64map_find(&s->index, hash);
     if (mask && (*mask &= ~bit) == 0)
-        sim_u64map_erase(&s->index, hash);
+        sim_u64map_erase_found(&s->index, mask);
 }
 
 void sim_router_kv_event(sim_state *s, uint32_t rank, uint64_t hash, int stored)

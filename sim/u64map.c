@@ -81,28 +81,71 @@ static int32_t grow(sim_u64map *map)
 
 uint64_t *sim_u64map_upsert(sim_u64map *map, uint64_t key, int *inserted)
 {
-    uint64_t *found = sim_u64map_find(map, key);
-    if (found) {
-        *inserted = 0;
-        return found;
-    }
     uint64_t m = sim_mix64(key);
-    *inserted = 1;
     if (m == 0) {
-        map->has_zero = 1;
-        map->zero_value = 0;
-        map->size++;
+        *inserted = !map->has_zero;
+        if (!map->has_zero) {
+            map->has_zero = 1;
+            map->zero_value = 0;
+            map->size++;
+        }
         return &map->zero_value;
+    }
+    size_t i = (size_t)m & map->mask;
+    for (;; i = (i + 1) & map->mask) { /* one probe run: found, or its end */
+        if (map->slots[i].mixed == m) {
+            *inserted = 0;
+            return &map->slots[i].value;
+        }
+        if (map->slots[i].mixed == 0)
+            break;
     }
     if ((map->size + 1) * 2 > map->mask + 1) {
         if (!map->growable) {
             if (map->size + 1 > map->mask)
                 return NULL;
-        } else if (grow(map) != 0) {
-            return NULL;
+        } else {
+            if (grow(map) != 0)
+                return NULL;
+            *inserted = 1;
+            return &place(map, m)->value;
         }
     }
-    return &place(map, m)->value;
+    map->slots[i].mixed = m;
+    map->slots[i].value = 0;
+    map->size++;
+    *inserted = 1;
+    return &map->slots[i].value;
+}
+
+/* Backward shift from the emptied slot `hole`: pull later members of the
+ * probe run into it so every key stays reachable. */
+static void erase_slot(sim_u64map *map, size_t hole)
+{
+    for (size_t j = (hole + 1) & map->mask; map->slots[j].mixed != 0;
+         j = (j + 1) & map->mask) {
+        size_t home = (size_t)map->slots[j].mixed & map->mask;
+        /* j stays if its home lies cyclically in (hole, j]. */
+        int stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (stays)
+            continue;
+        map->slots[hole] = map->slots[j];
+        hole = j;
+    }
+    map->slots[hole].mixed = 0;
+    map->size--;
+}
+
+void sim_u64map_erase_found(sim_u64map *map, uint64_t *value)
+{
+    if (value == &map->zero_value) {
+        map->has_zero = 0;
+        map->size--;
+        return;
+    }
+    sim_u64map_slot *slot =
+        (sim_u64map_slot *)(void *)((char *)value - offsetof(sim_u64map_slot, value));
+    erase_slot(map, (size_t)(slot - map->slots));
 }
 
 int sim_u64map_erase(sim_u64map *map, uint64_t key)
@@ -122,19 +165,6 @@ int sim_u64map_erase(sim_u64map *map, uint64_t key)
         if (map->slots[i].mixed == m)
             break;
     }
-    /* Backward shift: pull later members of the probe run into the hole. */
-    size_t hole = i;
-    for (size_t j = (hole + 1) & map->mask; map->slots[j].mixed != 0;
-         j = (j + 1) & map->mask) {
-        size_t home = (size_t)map->slots[j].mixed & map->mask;
-        /* j stays if its home lies cyclically in (hole, j]. */
-        int stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-        if (stays)
-            continue;
-        map->slots[hole] = map->slots[j];
-        hole = j;
-    }
-    map->slots[hole].mixed = 0;
-    map->size--;
+    erase_slot(map, i);
     return 1;
 }

@@ -45,6 +45,9 @@ uint64_t *sim_u64map_find(sim_u64map *map, uint64_t key);
 uint64_t *sim_u64map_upsert(sim_u64map *map, uint64_t key, int *inserted);
 /* Remove `key`; returns 1 if it was present. */
 int sim_u64map_erase(sim_u64map *map, uint64_t key);
+/* Remove the key whose value pointer a find or upsert just returned (no
+ * insert or erase in between): saves the second probe. */
+void sim_u64map_erase_found(sim_u64map *map, uint64_t *value);
 
 /* Hint that `key` will be looked up soon (touches its home slot's cache
  * line), so a loop can overlap the memory latency of many lookups. */

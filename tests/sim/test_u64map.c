@@ -27,6 +27,12 @@ static void test_finds_what_was_inserted_and_forgets_what_was_erased(void **stat
         if ((x >> 32) % 3 == 0) {
             assert_int_equal(sim_u64map_erase(&map, key), present[key] != 0);
             present[key] = 0;
+        } else if ((x >> 32) % 3 == 1 && (x >> 40) % 2 == 0) {
+            uint64_t *v = sim_u64map_find(&map, key); /* the one-probe erase */
+            assert_int_equal(v != NULL, present[key] != 0);
+            if (v)
+                sim_u64map_erase_found(&map, v);
+            present[key] = 0;
         } else {
             int inserted;
             uint64_t *v = sim_u64map_upsert(&map, key, &inserted);
