@@ -57,6 +57,51 @@ static void test_finds_what_was_inserted_and_forgets_what_was_erased(void **stat
     sim_u64map_free(&map);
 }
 
+/* Inverse of odd a modulo 2^64 (Newton: each step doubles the bits). */
+static uint64_t inverse(uint64_t a)
+{
+    uint64_t x = a;
+    for (int i = 0; i < 6; i++)
+        x *= 2 - a * x;
+    return x;
+}
+
+/* The key k with sim_mix64(k) == 0, by undoing each step of splitmix64. */
+static uint64_t key_mixing_to_zero(void)
+{
+    uint64_t x = 0;
+    x ^= (x >> 31) ^ (x >> 62);
+    x *= inverse(0x94d049bb133111ebull);
+    x ^= (x >> 27) ^ (x >> 54);
+    x *= inverse(0xbf58476d1ce4e5b9ull);
+    x ^= (x >> 30) ^ (x >> 60);
+    return x - 0x9e3779b97f4a7c15ull;
+}
+
+static void test_the_key_that_mixes_to_zero_is_a_key_like_any_other(void **state)
+{
+    (void)state;
+    uint64_t k = key_mixing_to_zero();
+    assert_true(sim_mix64(k) == 0);
+    sim_u64map map;
+    assert_int_equal(sim_u64map_init(&map, 4, 1), 0);
+    assert_null(sim_u64map_find(&map, k));
+    int inserted;
+    *sim_u64map_upsert(&map, k, &inserted) = 42;
+    assert_true(inserted);
+    *sim_u64map_upsert(&map, 7, &inserted) = 7;
+    assert_int_equal(map.size, 2);
+    assert_int_equal(*sim_u64map_find(&map, k), 42);
+    for (uint64_t i = 100; i < 200; i++) /* force growth */
+        *sim_u64map_upsert(&map, i, &inserted) = i;
+    assert_int_equal(*sim_u64map_find(&map, k), 42);
+    sim_u64map_erase_found(&map, sim_u64map_find(&map, k));
+    assert_null(sim_u64map_find(&map, k));
+    assert_int_equal(sim_u64map_erase(&map, k), 0);
+    assert_int_equal(map.size, 101);
+    sim_u64map_free(&map);
+}
+
 static void test_fixed_map_refuses_inserts_when_full(void **state)
 {
     (void)state;
@@ -76,6 +121,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finds_what_was_inserted_and_forgets_what_was_erased),
+        cmocka_unit_test(test_the_key_that_mixes_to_zero_is_a_key_like_any_other),
         cmocka_unit_test(test_fixed_map_refuses_inserts_when_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
