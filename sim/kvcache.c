@@ -99,23 +99,27 @@ int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
                      uint32_t private_blocks, uint32_t *slots, uint32_t *match,
                      uint32_t *shortfall, sim_kv_evict_fn on_evict, void *ctx)
 {
-    /* One lookup per block: missing blocks need a slot; cached but
-     * unreferenced ones will be pinned and so stop being evictable. */
-    uint64_t missing = 0, pinned_from_lru = 0;
-    uint32_t prefix = n;
+    /* Look up the cached prefix: cached but unreferenced blocks will be
+     * pinned and so stop being evictable. Past the first missing block
+     * every block is missing: a block's prefix is held by every request
+     * holding the block (ref(prefix) >= ref(block)), and release puts a
+     * tail before its prefix on the LRU list, so a block is always evicted
+     * before its prefix. (Should a trace break that, the insert loop below
+     * still finds the block and merely over-counted `missing`.) */
+    uint64_t pinned_from_lru = 0;
+    uint32_t prefix = 0;
     for (uint32_t i = 0; i < n; i++)
         sim_u64map_prefetch(&kv->index, blocks[i]);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t *slot = sim_u64map_find(&kv->index, blocks[i]);
-        slots[i] = slot ? (uint32_t)*slot : NIL;
-        if (!slot) {
-            missing++;
-            if (prefix == n)
-                prefix = i;
-        } else if (kv->ref[*slot] == 0) {
-            pinned_from_lru++;
-        }
+    for (; prefix < n; prefix++) {
+        uint64_t *slot = sim_u64map_find(&kv->index, blocks[prefix]);
+        if (!slot)
+            break;
+        slots[prefix] = (uint32_t)*slot;
+        pinned_from_lru += kv->ref[*slot] == 0;
     }
+    for (uint32_t i = prefix; i < n; i++)
+        slots[i] = NIL;
+    uint64_t missing = n - prefix;
     uint64_t free_blocks = kv->capacity - sim_kv_used(kv);
     uint64_t evictable = kv->lru_size - pinned_from_lru;
     if (missing + private_blocks > free_blocks + evictable) {
@@ -135,9 +139,10 @@ int32_t sim_kv_admit(sim_kvcache *kv, const uint64_t *blocks, uint32_t n,
             continue;
         int inserted;
         uint64_t *slot = sim_u64map_upsert(&kv->index, blocks[i], &inserted);
-        if (!inserted) { /* a duplicate hash inserted earlier in this request */
+        if (!inserted) { /* a duplicate hash in this request, or cached after all */
             slots[i] = (uint32_t)*slot;
-            kv->ref[slots[i]]++;
+            if (kv->ref[slots[i]]++ == 0)
+                lru_unlink(kv, slots[i]);
             continue;
         }
         uint32_t s = kv->free_head;
