@@ -101,8 +101,11 @@ static void test_wsel_sim_json_is_identical_across_runs(void **state)
     const char *build = getenv("WSEL_BUILD_DIR");
     char wsel[4096], plugin[4096], cmd[9000];
     snprintf(wsel, sizeof(wsel), "%s/bin/wsel", build ? build : ".");
+    char plugin2[4096];
     snprintf(plugin, sizeof(plugin), "%s/plugins/hysteresis.so", build ? build : ".");
-    if (!build || access(wsel, X_OK) != 0 || access(plugin, R_OK) != 0) {
+    snprintf(plugin2, sizeof(plugin2), "%s/plugins/softmax.so", build ? build : ".");
+    if (!build || access(wsel, X_OK) != 0 || access(plugin, R_OK) != 0 ||
+        access(plugin2, R_OK) != 0) {
         print_message("wsel or the bundled plugins not built; skipping\n");
         skip();
     }
