@@ -28,6 +28,11 @@
 
 #define SELECT_THREADS   8
 #define SWITCH_PERIOD_US 1000u
+/* How long reclamation may take under load once switching stops. A reader
+ * preempted inside select holds a grace period for one scheduler period
+ * (tens of ms on a loaded 2-core machine); two flips need two. 10 s is a
+ * hundred times that. */
+#define RECLAIM_LIMIT_S 10.0
 /* Measure the steady rate over at least this long, for a stable figure. */
 #define STEADY_MIN_S 0.5
 /* Nothing here should take more than this, even under a sanitizer. */
@@ -58,6 +63,15 @@ static void switch_or_fail(wsel_host *host, const char *name, const char *config
     rc = wsel_host_switch(host, path, config, err, sizeof err);
     if (rc != 0)
         fail_msg("switch to %s failed: %s (%s)", path, wsel_errname(rc), err);
+}
+
+/* Replaced instances not yet destroyed: created - destroyed - the live one. */
+static uint32_t retired_alive(stress_log_counts *logs)
+{
+    unsigned created = atomic_load(&logs->created);
+    unsigned destroyed = atomic_load(&logs->destroyed);
+
+    return created > destroyed ? (uint32_t)(created - destroyed - 1) : 0;
 }
 
 static void assert_no_bad_answer(const stress_pool *pool)
@@ -91,7 +105,8 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
     wsel_host *host = NULL;
     stress_pool pool;
     uint64_t switches = 0, d0, d1, d2, total;
-    double t0, t1, t2, switch_time = 0, switch_max = 0;
+    uint32_t pending = 0, pending_max = 0;
+    double t0, t1, t2, t3, switch_time = 0, switch_max = 0;
 
     (void)state;
     assert_int_equal(stress_table_build(&buf), 0);
@@ -122,23 +137,39 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
         switch_time += took;
         switch_max = took > switch_max ? took : switch_max;
         switches++;
+        pending = retired_alive(&logs);
+        pending_max = pending > pending_max ? pending : pending_max;
         stress_sleep_us(SWITCH_PERIOD_US);
     }
     t2 = stress_now();
     d2 = stress_pool_done(&pool);
+
+    /* Reclamation makes progress under load: with the workers still
+     * selecting, polling wsel_host_reclaim destroys every replaced instance. */
+    while ((pending = wsel_host_reclaim(host)) != 0 &&
+           stress_now() - t2 < RECLAIM_LIMIT_S)
+        stress_sleep_us(1000);
+    t3 = stress_now();
     stress_pool_stop(&pool);
     assert_no_bad_answer(&pool);
+    if (pending != 0)
+        fail_msg("%u replaced instances still alive %.1f s after the last switch",
+                 (unsigned)pending, RECLAIM_LIMIT_S);
+    assert_int_equal(retired_alive(&logs), 0);
     if (stress_now() >= deadline)
         fail_msg("deadline: %llu switches, %llu selects while switching",
                  (unsigned long long)switches, (unsigned long long)(d2 - d1));
 
     printf("stress: %.0f selects/s steady, %.0f selects/s while switching every 1 ms "
            "(%llu switches, %llu selects, %llu fallbacks; a switch took %.2f ms on "
-           "average, %.2f ms at most)\n",
+           "average, %.2f ms at most)\n"
+           "stress: at most %u replaced instances awaiting reclamation; the last "
+           "reclaimed %.2f ms after the last switch, under load\n",
            (double)(d1 - d0) / (t1 - t0), (double)(d2 - d1) / (t2 - t1),
            (unsigned long long)switches, (unsigned long long)(d2 - d1),
            (unsigned long long)stress_pool_fallbacks(&pool),
-           switches ? switch_time / (double)switches * 1e3 : 0.0, switch_max * 1e3);
+           switches ? switch_time / (double)switches * 1e3 : 0.0, switch_max * 1e3,
+           (unsigned)pending_max, (t3 - t2) * 1e3);
 
     assert_true(d1 - d0 >= steady_target);
     assert_true(d2 - d1 >= switching_target);
