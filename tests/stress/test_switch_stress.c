@@ -9,8 +9,9 @@
  * while a select is inside it, entered after its destroy began, or entered
  * twice at once when it is not concurrent; the workers check every answer;
  * the lifecycle lines the plugins log prove each instance is destroyed
- * exactly once. A second test shows that a switch whose create() takes
- * 200 ms never holds up a select.
+ * exactly once, and that wsel_host_reclaim destroys every replaced instance
+ * while selects go on. A second test shows that a switch whose create()
+ * takes 200 ms never holds up a select.
  *
  * WSEL_STRESS_SCALE scales the run (1.0 = 1,000,000 selects and 1,000
  * switches; the ThreadSanitizer run uses 0.05).
