@@ -14,9 +14,16 @@
  * Without an incumbent (or when it must move) it answers like the softmax
  * policy. The memory is a bounded LRU table behind one instance lock, so
  * select is safe from many threads at once.
+ *
+ * Cost of a select: one pass over the rows for the best candidate cost,
+ * then, for a key whose incumbent stays, two binary searches; the softmax
+ * (a second pass, and an exp per row at T > 0) runs only for fresh
+ * choices.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sticky_table.h"
 #include "wsel.h"
@@ -31,9 +38,9 @@ static const wsel_param_def hysteresis_params[P_COUNT] = {
     [P_REL_MARGIN] =
         {"rel_margin",
          "dead band: stay while cost <= best * (1 + rel_margin) + abs_margin",
-         WSEL_PARAM_DOUBLE, 0, 0.10, 0.0, 100.0, NULL},
+         WSEL_PARAM_DOUBLE, 0, 1.0, 0.0, 100.0, NULL},
     [P_ABS_MARGIN] = {"abs_margin", "dead band: absolute slack, in cost units (blocks)",
-                      WSEL_PARAM_DOUBLE, 0, 4.0, 0.0, 1e9, NULL},
+                      WSEL_PARAM_DOUBLE, 0, 64.0, 0.0, 1e9, NULL},
     [P_TEMPERATURE] = {"temperature",
                        "softmax temperature for fresh choices; a request's own "
                        "temperature > 0 wins",
@@ -134,30 +141,69 @@ static uint32_t find_row(const wsel_table *t, uint64_t worker_id, uint32_t dp_ra
     return rlo;
 }
 
-/* Which rows are not candidates: excluded always, busy unless every
- * non-excluded row is busy. Writes the best candidate cost; returns 0 or
- * WSEL_ENOCANDIDATE. */
+/* The bits of c - c: zero when c is finite, a NaN's otherwise (x - x is
+ * +0.0 for every finite x), so OR-ing them over many costs is one
+ * branch-free finiteness test. */
+static uint64_t nonfinite_bits(double c)
+{
+    double z = c - c;
+    uint64_t bits;
+    memcpy(&bits, &z, sizeof(bits));
+    return bits;
+}
+
+/* What one pass over the rows learns: which rows are not candidates
+ * (excluded always, busy unless every non-excluded row is busy) and the best
+ * candidate cost. Returns 0, WSEL_ENOCANDIDATE, or WSEL_EINVAL when a
+ * candidate cost is not finite (as softmax_sample would). The minimum is
+ * written `best < c ? best : c`, the operand order of x86's minsd, so it
+ * updates in place; on a tie it takes c, which differs from best at most
+ * in the sign of a zero, and the dead band is the same for both. */
 static int32_t scan_candidates(const wsel_table *t, uint8_t *out_skip, double *out_best)
 {
-    double best_free = 0.0, best_any = 0.0;
+    double best_free = INFINITY, best_any = INFINITY;
     uint32_t n_free = 0, n_any = 0;
+    uint64_t bad_free = 0, bad_any = 0;
+    const uint8_t *flags = t->flags;
+    const double *cost = t->cost;
     for (uint32_t i = 0; i < t->num_rows; i++) {
-        uint8_t f = t->flags[i];
+        uint8_t f = flags[i];
         if (f & WSEL_ROW_EXCLUDED)
             continue;
-        double c = t->cost[i];
-        if (n_any++ == 0 || c < best_any)
-            best_any = c;
+        double c = cost[i];
+        uint64_t bad = nonfinite_bits(c);
+        n_any++;
+        bad_any |= bad;
+        best_any = best_any < c ? best_any : c;
         if (f & WSEL_ROW_BUSY)
             continue;
-        if (n_free++ == 0 || c < best_free)
-            best_free = c;
+        n_free++;
+        bad_free |= bad;
+        best_free = best_free < c ? best_free : c;
     }
     if (n_any == 0)
         return WSEL_ENOCANDIDATE;
+    if ((n_free ? bad_free : bad_any) != 0)
+        return WSEL_EINVAL;
     *out_skip = n_free ? (uint8_t)(WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY) : WSEL_ROW_EXCLUDED;
     *out_best = n_free ? best_free : best_any;
     return 0;
+}
+
+/* The row of the incumbent remembered for `key` if it stays: present in
+ * `t`, a candidate, its cost within `limit`. Returns 1 with *out_row set,
+ * else 0. The caller holds h->lock. */
+static int incumbent_stays(const hysteresis *h, const wsel_table *t, uint64_t key,
+                           uint8_t skip, double limit, uint32_t *out_row)
+{
+    const sticky_entry *e = sticky_table_find(&h->memory, key);
+    if (e == NULL)
+        return 0;
+    uint32_t inc = find_row(t, e->worker_id, e->dp_rank);
+    if (inc == STICKY_NIL || (t->flags[inc] & skip) != 0 || !(t->cost[inc] <= limit))
+        return 0;
+    *out_row = inc;
+    return 1;
 }
 
 static int32_t hysteresis_select(void *instance, const wsel_request *req,
@@ -169,25 +215,40 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     int32_t rc = scan_candidates(t, &skip, &best);
     if (rc != 0)
         return rc;
-
-    /* The answer without memory, computed outside the lock. */
+    /* softmax_sample's own argument checks, so that keeping an incumbent
+     * (which skips it) fails exactly where a fresh choice would. */
     double temperature = req->temperature > 0.0 ? req->temperature : h->temperature;
+    if (!isfinite(temperature) || temperature < 0.0 ||
+        !(req->uniform >= 0.0 && req->uniform < 1.0))
+        return WSEL_EINVAL;
+
+    uint64_t key = request_key(req, h->key_blocks);
+    double limit = best + h->rel_margin * (best < 0.0 ? -best : best) + h->abs_margin;
     uint32_t row;
+    if (key != 0) {
+        pthread_mutex_lock(&h->lock);
+        int stays = incumbent_stays(h, t, key, skip, limit, &row);
+        if (stays)
+            sticky_table_put(&h->memory, key, t->worker_id[row], t->dp_rank[row]);
+        pthread_mutex_unlock(&h->lock);
+        if (stays) {
+            choice->row = row;
+            return 0;
+        }
+    }
+
+    /* A fresh choice, computed outside the lock. */
     rc = h->host->softmax_sample(t->cost, t->flags, t->num_rows, skip, temperature,
                                  req->uniform, &row);
     if (rc != 0)
         return rc;
-
-    uint64_t key = request_key(req, h->key_blocks);
     if (key != 0) {
-        double limit = best + h->rel_margin * (best < 0.0 ? -best : best) + h->abs_margin;
+        /* Another thread may have chosen for this key meanwhile: its choice,
+         * if it stays, wins, so one key never splits across rows. */
         pthread_mutex_lock(&h->lock);
-        const sticky_entry *e = sticky_table_find(&h->memory, key);
-        if (e != NULL) {
-            uint32_t inc = find_row(t, e->worker_id, e->dp_rank);
-            if (inc != STICKY_NIL && (t->flags[inc] & skip) == 0 && t->cost[inc] <= limit)
-                row = inc;
-        }
+        uint32_t inc;
+        if (incumbent_stays(h, t, key, skip, limit, &inc))
+            row = inc;
         sticky_table_put(&h->memory, key, t->worker_id[row], t->dp_rank[row]);
         pthread_mutex_unlock(&h->lock);
     }

@@ -27,6 +27,15 @@ static uint32_t pick(void *h, const harness_table *t, uint64_t request_id, uint6
     return harness_select(h, &req, t);
 }
 
+/* An instance with the band these cases were computed for (rel 0.10, abs 4),
+ * so they test the mechanism, not the tuned defaults. */
+static void *create_with_band(void)
+{
+    const char *names[] = {"rel_margin", "abs_margin"};
+    const double values[] = {0.10, 4.0};
+    return harness_create(names, values, 2);
+}
+
 static void fill_costs(harness_table *t, double value)
 {
     for (uint32_t i = 0; i < t->table.num_rows; i++)
@@ -36,12 +45,12 @@ static void fill_costs(harness_table *t, double value)
 static void test_jitter_inside_the_dead_band_never_moves_a_key(void **state)
 {
     (void)state;
-    void *h = harness_create(NULL, NULL, 0);
+    void *h = create_with_band();
     harness_table *t = harness_table_uniform(8, 2);
     wsel_rng noise;
     wsel_rng_seed(&noise, SEED);
 
-    /* Defaults: rel 0.10, abs 4. Costs in [100, 108): the incumbent's cost is
+    /* Band: rel 0.10, abs 4. Costs in [100, 108): the incumbent's cost is
      * at most 108 < 100 * 1.1 + 4 = 114, so the band always holds, while
      * the argmin itself changes on almost every decision. */
     fill_costs(t, 100.0);
@@ -67,7 +76,7 @@ static void
 test_an_overload_beyond_the_band_moves_the_key_on_the_first_decision(void **state)
 {
     (void)state;
-    void *h = harness_create(NULL, NULL, 0);
+    void *h = create_with_band();
     harness_table *t = harness_table_uniform(4, 1);
     fill_costs(t, 50.0);
     t->cost[2] = 40.0;
@@ -101,9 +110,9 @@ static void pin(void *h, harness_table *t, uint64_t key, uint32_t row)
 static void test_a_full_table_forgets_the_least_recently_used_key(void **state)
 {
     (void)state;
-    const char *names[] = {"capacity"};
-    const double values[] = {4};
-    void *h = harness_create(names, values, 1);
+    const char *names[] = {"capacity", "rel_margin", "abs_margin"};
+    const double values[] = {4, 0.10, 4.0};
+    void *h = harness_create(names, values, 3);
     harness_table *t = harness_table_uniform(5, 1);
 
     for (uint32_t k = 1; k <= 4; k++)
@@ -128,9 +137,9 @@ static void test_a_full_table_forgets_the_least_recently_used_key(void **state)
 static void test_a_capacity_of_one_remembers_only_the_last_key(void **state)
 {
     (void)state;
-    const char *names[] = {"capacity"};
-    const double values[] = {1};
-    void *h = harness_create(names, values, 1);
+    const char *names[] = {"capacity", "rel_margin", "abs_margin"};
+    const double values[] = {1, 0.10, 4.0};
+    void *h = harness_create(names, values, 3);
     harness_table *t = harness_table_uniform(3, 1);
     pin(h, t, 1, 0);
     pin(h, t, 2, 1);
@@ -145,7 +154,7 @@ static void test_a_capacity_of_one_remembers_only_the_last_key(void **state)
 static void test_an_excluded_or_busy_incumbent_is_replaced(void **state)
 {
     (void)state;
-    void *h = harness_create(NULL, NULL, 0);
+    void *h = create_with_band();
     harness_table *t = harness_table_uniform(4, 2);
     pin(h, t, 9, 5);
     fill_costs(t, 10.0);
@@ -183,7 +192,7 @@ static void test_an_excluded_or_busy_incumbent_is_replaced(void **state)
 static void test_a_removed_incumbent_is_replaced_and_a_moved_one_followed(void **state)
 {
     (void)state;
-    void *h = harness_create(NULL, NULL, 0);
+    void *h = create_with_band();
     harness_table *t = harness_table_uniform(5, 1);
     pin(h, t, 1, 3); /* key 1 on worker 3 */
     pin(h, t, 2, 1); /* key 2 on worker 1 */
@@ -206,7 +215,7 @@ static void test_a_removed_incumbent_is_replaced_and_a_moved_one_followed(void *
 static void test_block_hashes_key_a_request_without_affinity(void **state)
 {
     (void)state;
-    void *h = harness_create(NULL, NULL, 0);
+    void *h = create_with_band();
     harness_table *t = harness_table_uniform(6, 1);
     /* key_blocks = 4: two prompts sharing their first 4 blocks share a key. */
     const uint64_t a[] = {11, 12, 13, 14, 15, 16};
@@ -281,7 +290,7 @@ static void test_eight_threads_at_once_keep_every_key_on_one_row(void **state)
 {
     (void)state;
     assert_true(wsel_plugin_entry.capabilities & WSEL_CAP_CONCURRENT_SELECT);
-    void *h = harness_create(NULL, NULL, 0);
+    void *h = create_with_band();
     /* All costs equal: every first choice is a random tie-break, so a key
      * keeps one row only if every thread sees the same memory. */
     harness_table *t = harness_table_uniform(8, 2);
