@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# install-deps.sh -- install the Debian 12 packages wsel needs to build and test.
+# Idempotent; uses sudo when not run as root.
+set -euo pipefail
+
+packages=(
+  cmake make gcc g++ clang libclang-rt-14-dev   # compilers, sanitizers, libFuzzer
+  libcmocka-dev                                 # unit tests
+  libjsmn-dev                                   # JSON (header-only)
+  pkg-config                                    # the installed wsel.pc is tested
+  gnuplot-nox                                   # wsel sim --plot
+  valgrind                                      # bench/callgrind.sh
+  python3                                       # examples/python-host
+)
+# The Rust host example needs cargo; take Debian's only when none is installed.
+command -v cargo >/dev/null 2>&1 || packages+=(cargo)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test.sh -- the README's second command: the whole test suite.
+#
+#   1. gcc build (-Werror), every CTest suite
+#   2. clang build (-Werror), every CTest suite
+#   3. ASan + UBSan build (gcc), every CTest suite
+#   4. TSan build (clang), the concurrency suites
+#   5. libFuzzer harnesses (clang), WSEL_FUZZ_SECONDS each (default 60)
+#
+# Set WSEL_TEST_QUICK=1 to run step 1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc)
+fuzz_seconds=${WSEL_FUZZ_SECONDS:-60}
+# Suites that exercise threads; the TSan build runs these.
+concurrency_regex='stress|switch|concurren|hysteresis|validate'
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+build() { # build DIR [cmake args...]
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+}
+
+step "gcc build and tests"
+build build
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${WSEL_TEST_QUICK:-0}" = 1 ]; then
+  exit 0
+fi
+
+step "clang build and tests"
+build build-clang -DCMAKE_C_COMPILER=clang
+ctest --test-dir build-clang --output-on-failure -j"$jobs"
+
+step "ASan + UBSan build and tests"
+build build-asan -DWSEL_SANITIZE=address,undefined
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+step "TSan build and concurrency tests"
+build build-tsan -DCMAKE_C_COMPILER=clang -DWSEL_SANITIZE=thread
+WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS=halt_on_error=1 \
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$concurrency_regex"
+
+step "libFuzzer harnesses (${fuzz_seconds}s each)"
+build build-fuzz -DCMAKE_C_COMPILER=clang -DWSEL_FUZZ=ON -DWSEL_BUILD_TESTS=ON
+tests/fuzz/run.sh "$fuzz_seconds" build-fuzz
+
+step "all test stages passed"
