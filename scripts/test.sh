@@ -48,7 +48,6 @@ WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS=halt_on_error=1 \
   ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$concurrency_regex"
 
 step "libFuzzer harnesses (${fuzz_seconds}s each)"
-build build-fuzz -DCMAKE_C_COMPILER=clang -DWSEL_FUZZ=ON -DWSEL_BUILD_TESTS=ON
 tests/fuzz/run.sh "$fuzz_seconds" build-fuzz
 
 step "all test stages passed"
