@@ -146,6 +146,54 @@ static int worker_state(const wsel_table *t, uint32_t g, uint8_t skip, uint64_t 
     return eligible;
 }
 
+/* Whether group g has an eligible rank. */
+static int group_eligible(const wsel_table *t, uint32_t g, uint8_t skip)
+{
+    uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+    for (uint32_t i = first; i < end; i++)
+        if ((t->flags[i] & skip) == 0)
+            return 1;
+    return 0;
+}
+
+/* Sum of active requests over every row. Blocks of 8 rows with a fixed
+ * inner count, so gcc -O2 vectorises them (its cheap cost model refuses a
+ * loop that would need a scalar epilogue); the tail is added row by row. */
+static uint64_t total_active(const uint32_t *active, uint32_t n)
+{
+    uint64_t total = 0;
+    uint32_t blocks = n / 8;
+    for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t j = 0; j < 8; j++)
+            total += active[b * 8 + j];
+    for (uint32_t i = blocks * 8; i < n; i++)
+        total += active[i];
+    return total;
+}
+
+/*
+ * The load over workers with an eligible rank, and how many they are. The
+ * sum over every row is one vectorised loop; the loads of the (rare) workers
+ * without an eligible rank are then taken back out, which is the same sum
+ * in uint64_t arithmetic, wrap-around included. A worker whose first row is
+ * eligible needs no other look, so most cost one flag test.
+ */
+static uint64_t eligible_load(const wsel_table *t, uint8_t skip, uint32_t *out_workers)
+{
+    uint64_t total = total_active(t->active_requests, t->num_rows);
+    uint32_t workers = t->num_groups;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        if ((t->flags[t->group_first_row[g]] & skip) == 0 || group_eligible(t, g, skip))
+            continue;
+        uint64_t load;
+        worker_state(t, g, skip, &load);
+        total -= load;
+        workers--;
+    }
+    *out_workers = workers;
+    return total;
+}
+
 /* The MTZ capacity: ceil((1 + epsilon) * (total + 1) / n), without libm. */
 static uint64_t load_cap(double epsilon, uint64_t total, uint32_t n)
 {
@@ -178,15 +226,8 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     uint8_t skip = skip_mask(t);
     if (skip == 0)
         return WSEL_ENOCANDIDATE;
-    uint64_t total = 0;
-    uint32_t n_eligible = 0;
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint64_t load;
-        if (worker_state(t, g, skip, &load)) {
-            total += load;
-            n_eligible++;
-        }
-    }
+    uint32_t n_eligible;
+    uint64_t total = eligible_load(t, skip, &n_eligible);
     if (n_eligible == 0)
         return WSEL_ENOCANDIDATE;
     uint64_t cap = load_cap(c->epsilon, total, n_eligible);
