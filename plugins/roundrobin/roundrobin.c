@@ -35,40 +35,60 @@ static void rr_destroy(void *instance)
     free(instance);
 }
 
-/* Number of rows whose flags miss `skip`; if `nth` is not NULL, stops at the
- * (*nth)-th such row (0-based) and writes its index to *nth instead. */
-static uint32_t scan_rows(const wsel_table *t, uint8_t skip, uint32_t *nth)
+/* How many of the 8 flags at `f` miss `skip`. A fixed count: compilers
+ * turn it into a few vector instructions. */
+static uint32_t eligible_in_8(const uint8_t *f, uint8_t skip)
 {
-    uint32_t seen = 0;
-    for (uint32_t i = 0; i < t->num_rows; i++) {
-        if (t->flags[i] & skip)
-            continue;
-        if (nth != NULL && seen == *nth) {
-            *nth = i;
-            break;
-        }
-        seen++;
-    }
-    return seen;
+    uint32_t m = 0;
+    for (uint32_t j = 0; j < 8; j++)
+        m += (f[j] & skip) == 0;
+    return m;
 }
 
-/* [select thread, concurrent] Two scans of the flags column; no allocation. */
+/* Number of rows whose flags miss `skip`, 8 at a time. */
+static uint32_t count_rows(const wsel_table *t, uint8_t skip)
+{
+    uint32_t n = t->num_rows, m = 0, i = 0;
+    for (; i + 8 <= n; i += 8)
+        m += eligible_in_8(t->flags + i, skip);
+    for (; i < n; i++)
+        m += (t->flags[i] & skip) == 0;
+    return m;
+}
+
+/* The k-th (0-based) row whose flags miss `skip`; k < count_rows(t, skip).
+ * Whole blocks of 8 rows are counted and passed over. */
+static uint32_t nth_row(const wsel_table *t, uint8_t skip, uint32_t k)
+{
+    uint32_t n = t->num_rows, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint32_t m = eligible_in_8(t->flags + i, skip);
+        if (k < m)
+            break;
+        k -= m;
+    }
+    for (;; i++)
+        if ((t->flags[i] & skip) == 0 && k-- == 0)
+            return i;
+}
+
+/* [select thread, concurrent] Two scans of the flags column, the second
+ * stopping at the answer; no allocation. */
 static int32_t rr_select(void *instance, const wsel_request *request,
                          const wsel_table *table, wsel_choice *choice)
 {
     roundrobin *rr = instance;
     (void)request; /* the rotation ignores what is being routed */
     uint8_t skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
-    uint32_t m = scan_rows(table, skip, NULL);
+    uint32_t m = count_rows(table, skip);
     if (m == 0) { /* every eligible row is busy: a busy row beats none */
         skip = WSEL_ROW_EXCLUDED;
-        m = scan_rows(table, skip, NULL);
+        m = count_rows(table, skip);
     }
     if (m == 0)
         return WSEL_ENOCANDIDATE;
-    uint32_t row = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
-    scan_rows(table, skip, &row);
-    choice->row = row;
+    uint32_t k = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
+    choice->row = nth_row(table, skip, k);
     return 0;
 }
 
