@@ -3,9 +3,15 @@
  * allocated once and reused for every request.
  *
  * The columns live in one allocation, widest first so each stays aligned.
- * The build makes three passes: check order and flags (nothing written),
- * copy the raw columns, then compute prefill, decode and cost in loops with
- * no branches in their bodies so the compiler can vectorise them.
+ * The build makes two passes over the rows:
+ *   1. copy the rank states into the columns, compute prefill and decode,
+ *      find where each worker's group starts, and fold the order and flag
+ *      checks into two words (a row-by-row check runs only to name a
+ *      refused rank); no branch in the body;
+ *   2. the cost, converting the loads to double exactly through a 2^52
+ *      bias when they are below 2^52 (always, for real loads). It
+ *      vectorises with SSE2 under gcc -O3, which host/CMakeLists.txt sets
+ *      for this file (docs/bench.md, "What vectorised").
  */
 #include <float.h>
 #include <math.h>
@@ -78,7 +84,8 @@ void wsel_table_buf_free(wsel_table_buf *buf)
     memset(buf, 0, sizeof(*buf));
 }
 
-/* Canonical order and known flags; writes nothing. */
+/* Canonical order and known flags, row by row; writes nothing. Run only
+ * after copy_raw found a fault, to name the first offending rank. */
 static int32_t check_ranks(const wsel_rank_state *ranks, uint32_t n, char *err,
                            size_t err_size)
 {
@@ -103,63 +110,122 @@ static int32_t check_ranks(const wsel_rank_state *ranks, uint32_t n, char *err,
             return WSEL_ETABLE;
         }
     }
+    wsel_set_error(err, err_size, "table build: ranks refused"); /* not reached */
+    return WSEL_ETABLE;
+}
+
+/* What every row's prefill and decode need from the request. */
+typedef struct request_terms {
+    uint32_t isl;         /* isl_tokens */
+    uint32_t bs;          /* block_size */
+    uint32_t blocks;      /* isl / bs */
+    uint32_t blocks_ceil; /* ceil(isl / bs) */
+} request_terms;
+
+/*
+ * Rank r into row i: the raw columns, then (selects, no branches)
+ *   prefill = max(isl - overlap * bs, 0) + active_prefill_tokens
+ *   decode  = active_blocks + max(isl / bs - overlap, 0)
+ * (isl and isl / bs for a rank without a load record). overlap * bs < isl
+ * exactly when overlap < ceil(isl / bs), and then both fit in 32 bits, so
+ * the clamps need no 64-bit multiply. Returns prefill | decode.
+ */
+static uint64_t copy_row(const columns *c, const wsel_rank_state *r, uint32_t i,
+                         const request_terms *q)
+{
+    uint32_t ov = r->overlap_blocks;
+    c->worker_id[i] = r->worker_id;
+    c->dp_rank[i] = r->dp_rank;
+    c->overlap_blocks[i] = ov;
+    c->kv_capacity_blocks[i] = r->kv_capacity_blocks;
+    c->active_requests[i] = r->active_requests;
+    c->flags[i] = r->flags;
+    uint32_t uncached = ov < q->blocks_ceil ? q->isl - ov * q->bs : 0;
+    uint32_t new_blocks = ov < q->blocks ? q->blocks - ov : 0;
+    int no_load = (r->flags & WSEL_ROW_NO_LOAD) != 0;
+    uint64_t p = no_load ? q->isl : uncached + r->active_prefill_tokens;
+    uint64_t d = no_load ? q->blocks : r->active_blocks + new_blocks;
+    c->prefill_tokens[i] = p;
+    c->decode_blocks[i] = d;
+    return p | d;
+}
+
+/*
+ * Every column but the cost, and the group view, with the order and flag
+ * checks folded in without branches. Returns 0 with *out_groups and *out_all
+ * (the OR of every prefill and decode value) set, or -1 when a rank is out
+ * of order, repeated or carries unknown flag bits (the columns are then
+ * garbage and the caller refuses the build).
+ */
+static int copy_raw(const columns *c, const wsel_rank_state *ranks, uint32_t n,
+                    const request_terms *q, uint32_t *out_groups, uint64_t *out_all)
+{
+    uint64_t all = copy_row(c, &ranks[0], 0, q);
+    c->group_first_row[0] = 0;
+    uint32_t groups = 1, disorder = 0;
+    uint8_t all_flags = ranks[0].flags;
+    for (uint32_t i = 1; i < n; i++) {
+        const wsel_rank_state *a = &ranks[i - 1], *b = &ranks[i];
+        all |= copy_row(c, b, i, q);
+        all_flags |= b->flags;
+        uint32_t same = b->worker_id == a->worker_id;
+        disorder |= (b->worker_id < a->worker_id) | (same & (b->dp_rank <= a->dp_rank));
+        /* Every row writes the next group's slot, which only a group's
+         * first row keeps (groups advances); the next first row overwrites
+         * the others. groups <= i here, so the slot is inside the column. */
+        c->group_first_row[groups] = i;
+        groups += same ^ 1u;
+    }
+    if (disorder || (all_flags & ~ROW_FLAGS_KNOWN))
+        return -1;
+    for (uint32_t g = 0; g + 1 < groups; g++)
+        c->group_row_count[g] = c->group_first_row[g + 1] - c->group_first_row[g];
+    c->group_row_count[groups - 1] = n - c->group_first_row[groups - 1];
+    *out_groups = groups;
+    *out_all = all;
     return 0;
 }
 
-/* Raw columns and the group view; returns the number of groups. */
-static uint32_t copy_raw(const columns *c, const wsel_rank_state *ranks, uint32_t n)
+/* (double)x for x < 2^52, exactly: x in the mantissa of 2^52 (whose
+ * exponent field is 0x433), minus 2^52. Two SSE2 instructions per pair,
+ * where SSE2 has no uint64_t -> double conversion. */
+static double small_to_double(uint64_t x)
 {
-    uint32_t groups = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const wsel_rank_state *r = &ranks[i];
-        c->worker_id[i] = r->worker_id;
-        c->dp_rank[i] = r->dp_rank;
-        c->overlap_blocks[i] = r->overlap_blocks;
-        c->kv_capacity_blocks[i] = r->kv_capacity_blocks;
-        c->active_requests[i] = r->active_requests;
-        c->flags[i] = r->flags;
-        /* Reuse the derived columns as scratch for the loads. */
-        c->prefill_tokens[i] = r->active_prefill_tokens;
-        c->decode_blocks[i] = r->active_blocks;
-        if (i == 0 || r->worker_id != ranks[i - 1].worker_id) {
-            c->group_first_row[groups] = i;
-            c->group_row_count[groups] = 0;
-            groups++;
-        }
-        c->group_row_count[groups - 1]++;
-    }
-    return groups;
+    union {
+        uint64_t u;
+        double d;
+    } v = {x | 0x4330000000000000ull};
+    return v.d - 4503599627370496.0;
 }
 
-/* prefill, decode and cost from the raw columns. The bodies have no
- * branches (selects and masks only) and the columns are restrict-qualified
- * (they never overlap), so compilers vectorise them where the ISA has
- * 64-bit integer vector ops: with -march=x86-64-v4 both loops vectorise
- * (gcc -O3, clang -O2); on baseline x86-64 clang -O2 still vectorises the
- * cost loop, gcc -O2 neither (its very-cheap cost model). */
-static void compute_costs(const columns *c, uint32_t n, uint64_t isl, uint64_t bs,
-                          double weight)
+/*
+ * cost = weight * prefill / bs + decode, saturated at DBL_MAX: the ABI
+ * promises finite costs, and an absurd weight (say 1e300) would overflow
+ * to infinity. `all` is the OR of every prefill and decode value, so no
+ * value exceeds it. Below 2^52 (any real load) the loads convert exactly
+ * through the bias and the loop vectorises; and since every step is
+ * monotonic, the cost computed from (all, all) bounds every row's, so when
+ * that bound is finite no row can saturate and the clamp is skipped.
+ * Otherwise each value is converted and clamped by the C rule. The same
+ * operations in the same order either way, so the same doubles.
+ *
+ * noinline: callgrind reports this pass on its own (bench/callgrind.sh),
+ * the figure the cost-column budget is held to (docs/bench.md).
+ */
+__attribute__((noinline)) static void
+compute_costs(const columns *c, uint32_t n, uint32_t bs, double weight, uint64_t all)
 {
-    const uint32_t *restrict overlap = c->overlap_blocks;
-    const uint8_t *restrict flags = c->flags;
-    uint64_t *restrict prefill = c->prefill_tokens;
-    uint64_t *restrict decode = c->decode_blocks;
+    const uint64_t *restrict prefill = c->prefill_tokens;
+    const uint64_t *restrict decode = c->decode_blocks;
     double *restrict cost = c->cost;
-    const uint64_t isl_blocks = isl / bs;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t ov = overlap[i];
-        uint64_t cached = ov * bs;
-        uint64_t uncached = isl > cached ? isl - cached : 0;
-        uint64_t new_blocks = isl_blocks > ov ? isl_blocks - ov : 0;
-        uint64_t no_load = (uint64_t)((flags[i] & WSEL_ROW_NO_LOAD) != 0);
-        uint64_t keep = no_load - 1; /* all ones when the rank has a load record */
-        prefill[i] = ((uncached + prefill[i]) & keep) | (isl & ~keep);
-        decode[i] = ((new_blocks + decode[i]) & keep) | (isl_blocks & ~keep);
-    }
-    /* The ABI promises finite costs: an absurd weight (say 1e300) would
-     * overflow to infinity, so costs saturate at DBL_MAX (a compare-select
-     * the vectoriser maps to a min instruction). */
     const double dbs = (double)bs;
+    const double bound = weight * (double)all / dbs + (double)all;
+    if (all < (1ull << 52) && bound < DBL_MAX) {
+        for (uint32_t i = 0; i < n; i++)
+            cost[i] =
+                weight * small_to_double(prefill[i]) / dbs + small_to_double(decode[i]);
+        return;
+    }
     for (uint32_t i = 0; i < n; i++) {
         double x = weight * (double)prefill[i] / dbs + (double)decode[i];
         cost[i] = x < DBL_MAX ? x : DBL_MAX;
@@ -195,14 +261,15 @@ int32_t wsel_table_build(wsel_table_buf *buf, const wsel_request *request,
                        buf->capacity_rows);
         return WSEL_ERANGE;
     }
-    int32_t rc = check_ranks(ranks, num_ranks, err, err_size);
-    if (rc < 0)
-        return rc;
-
     columns c = carve(buf);
-    uint32_t groups = copy_raw(&c, ranks, num_ranks);
-    compute_costs(&c, num_ranks, request->isl_tokens, request->block_size,
-                  request->overlap_score_weight);
+    request_terms q = {request->isl_tokens, request->block_size,
+                       request->isl_tokens / request->block_size, 0};
+    q.blocks_ceil = q.blocks + (q.isl % q.bs != 0);
+    uint32_t groups;
+    uint64_t all;
+    if (copy_raw(&c, ranks, num_ranks, &q, &groups, &all) != 0)
+        return check_ranks(ranks, num_ranks, err, err_size);
+    compute_costs(&c, num_ranks, request->block_size, request->overlap_score_weight, all);
 
     wsel_table *t = &buf->table;
     memset(t, 0, sizeof(*t));
