@@ -65,6 +65,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "isolated.h"
 
 /* Wait for one counter to read zero: spin a little, then sleep-yield. */
 static void wait_drained(wsel_padded_counter *c)
@@ -161,6 +162,10 @@ static int32_t create_instance(wsel_host *host, wsel_generation *gen,
 int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
                                wsel_generation **out, char *err, size_t err_size)
 {
+    /* Isolated mode: the plugin loads in a helper process (isolated.h). */
+    if (host->isolated.enabled)
+        return wsel_isolated_generation_create(host, path, config, out, err, err_size);
+
     double values[WSEL_MAX_PARAMS];
     wsel_library *lib = NULL;
     int32_t rc = wsel_library_open(path, &host->trust, &lib, err, err_size);

@@ -85,6 +85,28 @@ static void free_allowed_dirs(wsel_host *host)
     free(host->allowed_dirs);
 }
 
+/* Isolated mode: the options' tail with defaults for its zero fields, and
+ * an owned copy of the sandbox path (isolated_options.h). */
+static int32_t copy_isolated_options(wsel_host *host, const wsel_host_options *o)
+{
+    wsel_isolated_options *iso = &host->isolated;
+    iso->enabled = o->isolated != 0;
+    iso->select_deadline_us =
+        o->select_deadline_us ? o->select_deadline_us : WSEL_ISOLATED_DEFAULT_DEADLINE_US;
+    iso->restart_backoff_us =
+        o->restart_backoff_us ? o->restart_backoff_us : WSEL_ISOLATED_DEFAULT_BACKOFF_US;
+    iso->as_limit_mb =
+        o->helper_as_limit_mb ? o->helper_as_limit_mb : WSEL_ISOLATED_DEFAULT_AS_MB;
+    iso->cpu_limit_s =
+        o->helper_cpu_limit_s ? o->helper_cpu_limit_s : WSEL_ISOLATED_DEFAULT_CPU_S;
+    if (o->sandbox_path != NULL) {
+        iso->sandbox_path = strdup(o->sandbox_path);
+        if (iso->sandbox_path == NULL)
+            return WSEL_ENOMEM;
+    }
+    return 0;
+}
+
 /* Defaults overlaid with the caller's struct up to its struct_size. */
 static void effective_options(const wsel_host_options *opts, wsel_host_options *out)
 {
@@ -127,6 +149,8 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
     int32_t rc = WSEL_ENOMEM;
     if (copy_allowed_dirs(host, o.trust.allowed_dirs) < 0)
         goto out_free_dirs;
+    if (copy_isolated_options(host, &o) < 0)
+        goto out_free_dirs;
     if (pthread_mutex_init(&host->control, NULL) != 0)
         goto out_free_dirs;
     atomic_init(&host->live, NULL);
@@ -134,6 +158,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
     return 0;
 
 out_free_dirs:
+    free(host->isolated.sandbox_path);
     free_allowed_dirs(host);
     free(host);
     return rc;
@@ -148,6 +173,7 @@ void wsel_host_destroy(wsel_host *host)
     pthread_mutex_unlock(&host->control);
     wsel_generation_destroy(atomic_load(&host->live));
     pthread_mutex_destroy(&host->control);
+    free(host->isolated.sandbox_path);
     free_allowed_dirs(host);
     free(host);
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "isolated_options.h"
 #include "wsel_host.h"
 
 /* Most parameters a plugin may declare: bounds the config parser's stack
@@ -100,6 +101,9 @@ struct wsel_host {
     _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t switches;
     _Atomic uint64_t failed_switches;
     _Atomic uint64_t ejections;
+
+    /* Isolated mode (isolated_*.c), read-only after create. */
+    wsel_isolated_options isolated;
 };
 
 /* Log through the host's sink (or stderr). [any thread] */

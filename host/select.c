@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "isolated.h"
 
 static void count(wsel_padded_counter *c)
 {
@@ -53,7 +54,8 @@ static void note_failure(wsel_host *host, wsel_generation *gen)
     wsel_host_log(host, WSEL_LOG_WARN,
                   "%s: plugin %s ejected after %u consecutive failed answers; the "
                   "built-in policy serves until the next switch",
-                  wsel_library_path(gen->lib), gen->plugin->name, n);
+                  gen->lib != NULL ? wsel_library_path(gen->lib) : "isolated",
+                  gen->plugin->name, n);
 }
 
 static void lock_instance(wsel_generation *gen)
@@ -77,8 +79,9 @@ static int ask_plugin(wsel_generation *gen, const wsel_request *request,
     lock_instance(gen);
     int32_t rc = gen->plugin->select(gen->instance, request, table, &c);
     pthread_rwlock_unlock(&gen->lock);
-    if (rc < 0)
-        return WSEL_FALLBACK_ERROR;
+    if (rc < 0) /* an isolated helper's crash or timeout has its own reason */
+        return gen->plugin->select == wsel_isolated_select ? wsel_isolated_reason(rc)
+                                                            : WSEL_FALLBACK_ERROR;
     if (c.row >= table->num_rows)
         return WSEL_FALLBACK_OUT_OF_RANGE;
     if (table->flags[c.row] & WSEL_ROW_EXCLUDED)
@@ -114,7 +117,10 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
             choice->row = row;
             return WSEL_ANSWER_PLUGIN;
         }
-        if (reason != WSEL_FALLBACK_EJECTED)
+        /* A crashed or late helper is restarted with backoff instead of
+         * ejected (isolated_channel.c). */
+        if (reason != WSEL_FALLBACK_EJECTED && reason != WSEL_FALLBACK_CRASHED &&
+            reason != WSEL_FALLBACK_TIMEOUT)
             note_failure(host, gen);
     }
     wsel_host_read_unlock(host, idx);

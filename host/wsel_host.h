@@ -245,6 +245,29 @@ typedef struct wsel_host_options {
     void *log_user;
     /* Trust rules for every plugin this host loads. */
     wsel_trust_options trust;
+
+    /* --- Isolated mode (docs/isolated.md). Appended; zero = default. --- */
+    /* 1: every policy this host loads runs in its own wsel-sandbox helper
+     * process, reached through shared memory; a crash, an exit, a missed
+     * deadline or a malformed answer costs only that select (the built-in
+     * policy answers it, counted as WSEL_FALLBACK_CRASHED / _TIMEOUT) and
+     * the helper is restarted. 0: plugins load into this process. */
+    uint32_t isolated;
+    /* Deadline of one isolated select, microseconds; 0 = 1000. */
+    uint32_t select_deadline_us;
+    /* Wait before restarting a failed helper, microseconds, doubled after
+     * each failure without a good answer in between (at most 64 times the
+     * base, capped at 1 s); 0 = 10000. */
+    uint32_t restart_backoff_us;
+    /* The helper's RLIMIT_AS in MiB; 0 = 1024; UINT32_MAX = no limit. */
+    uint32_t helper_as_limit_mb;
+    /* The helper's RLIMIT_CPU in seconds; 0 = 3600; UINT32_MAX = none. */
+    uint32_t helper_cpu_limit_s;
+    uint32_t reserved1;
+    /* The wsel-sandbox executable; NULL = $WSEL_SANDBOX, else
+     * wsel-sandbox next to the running executable, else ../bin/ from it.
+     * OWNERSHIP: caller's, copied by wsel_host_create. */
+    const char *sandbox_path;
 } wsel_host_options;
 
 /* Fill `opts` with defaults: seed 0, eject after 16 consecutive failures,

@@ -1,0 +1,170 @@
+/*
+ * isolated_forward.c -- the descriptor an isolated generation presents to
+ * the rest of the host: each of its functions copies its arguments into the
+ * helper's slot, calls, and reads the answer back.
+ *
+ * No allocation on the select path: the slot is mapped at switch time and
+ * every copy goes into it. Callers are serialised by the channel mutex
+ * (one slot per helper; docs/isolated.md, "Concurrency").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "isolated_channel.h"
+
+/* Topology changes and finished-request notices may take longer than a
+ * select; they get at least this long. */
+#define HOOK_MIN_TIMEOUT_NS 100000000ull
+
+static void copy_table(wsel_iso_slot *s, const wsel_table *t)
+{
+    uint32_t n = t->num_rows, g = t->num_groups;
+    s->num_rows = n;
+    s->num_groups = g;
+    s->topology_epoch = t->topology_epoch;
+    memcpy(s->worker_ids, t->worker_id, n * sizeof(uint64_t));
+    memcpy(s->dp_ranks, t->dp_rank, n * sizeof(uint32_t));
+    memcpy(s->overlap_blocks, t->overlap_blocks, n * sizeof(uint32_t));
+    memcpy(s->prefill_tokens, t->prefill_tokens, n * sizeof(uint64_t));
+    memcpy(s->decode_blocks, t->decode_blocks, n * sizeof(uint64_t));
+    memcpy(s->cost, t->cost, n * sizeof(double));
+    memcpy(s->kv_capacity_blocks, t->kv_capacity_blocks, n * sizeof(uint64_t));
+    memcpy(s->active_requests, t->active_requests, n * sizeof(uint32_t));
+    memcpy(s->flags, t->flags, n);
+    memcpy(s->group_first_row, t->group_first_row, g * sizeof(uint32_t));
+    memcpy(s->group_row_count, t->group_row_count, g * sizeof(uint32_t));
+}
+
+static int table_fits(const wsel_table *t)
+{
+    return t->num_rows <= WSEL_ISO_MAX_ROWS && t->num_groups <= t->num_rows;
+}
+
+static void copy_request(wsel_iso_slot *s, const wsel_request *r)
+{
+    s->request_id = r->request_id;
+    s->affinity_key = r->affinity_key;
+    s->timestamp_us = r->timestamp_us;
+    s->isl_tokens = r->isl_tokens;
+    s->block_size = r->block_size;
+    s->num_block_hashes = r->block_hashes != NULL ? r->num_block_hashes : 0;
+    s->overlap_score_weight = r->overlap_score_weight;
+    s->temperature = r->temperature;
+    s->uniform = r->uniform;
+    s->rng = *r->rng;
+    if (s->num_block_hashes != 0)
+        memcpy(s->block_hashes, r->block_hashes, s->num_block_hashes * sizeof(uint64_t));
+}
+
+int32_t wsel_isolated_select(void *channel, const wsel_request *request,
+                             const wsel_table *table, wsel_choice *choice)
+{
+    wsel_isolated_channel *ch = channel;
+    if (!table_fits(table) || request->num_block_hashes > WSEL_ISO_MAX_HASHES)
+        return WSEL_ERANGE;
+    pthread_mutex_lock(&ch->mutex);
+    int32_t rc = wsel_channel_ready(ch);
+    if (rc < 0)
+        goto out_unlock;
+    wsel_iso_slot *s = ch->slot;
+    s->op = WSEL_ISO_OP_SELECT;
+    copy_request(s, request);
+    copy_table(s, table);
+    rc = wsel_channel_call(ch, ch->deadline_ns);
+    if (rc < 0)
+        goto out_unlock;
+    /* Read each output once: the helper is not trusted. */
+    int32_t plugin_rc = *(volatile int32_t *)&s->rc;
+    uint32_t row = *(volatile uint32_t *)&s->row;
+    *request->rng = s->rng;
+    if (plugin_rc < 0) {
+        rc = plugin_rc > -1000 ? plugin_rc : WSEL_EPLUGIN;
+        goto out_unlock;
+    }
+    wsel_channel_note_success(ch);
+    choice->row = row;
+    rc = 0;
+out_unlock:
+    pthread_mutex_unlock(&ch->mutex);
+    return rc;
+}
+
+static uint64_t hook_timeout(const wsel_isolated_channel *ch)
+{
+    return ch->deadline_ns > HOOK_MIN_TIMEOUT_NS ? ch->deadline_ns : HOOK_MIN_TIMEOUT_NS;
+}
+
+static void forward_finished(void *channel, uint64_t request_id, uint64_t worker_id,
+                             uint32_t dp_rank)
+{
+    wsel_isolated_channel *ch = channel;
+    pthread_mutex_lock(&ch->mutex);
+    if (wsel_channel_ready(ch) == 0) {
+        wsel_iso_slot *s = ch->slot;
+        s->op = WSEL_ISO_OP_FINISHED;
+        s->request_id = request_id;
+        s->worker_id = worker_id;
+        s->dp_rank = dp_rank;
+        wsel_channel_call(ch, hook_timeout(ch));
+    }
+    pthread_mutex_unlock(&ch->mutex);
+}
+
+static void forward_topology(void *channel, const wsel_table *table)
+{
+    wsel_isolated_channel *ch = channel;
+    if (!table_fits(table))
+        return;
+    pthread_mutex_lock(&ch->mutex);
+    if (wsel_channel_ready(ch) == 0) {
+        ch->slot->op = WSEL_ISO_OP_TOPOLOGY;
+        copy_table(ch->slot, table);
+        wsel_channel_call(ch, hook_timeout(ch));
+    }
+    pthread_mutex_unlock(&ch->mutex);
+}
+
+static void forward_destroy(void *channel)
+{
+    wsel_isolated_channel *ch = channel;
+    wsel_channel_close(ch);
+    free(ch);
+}
+
+int32_t wsel_isolated_generation_create(wsel_host *host, const char *path,
+                                        const char *config, wsel_generation **out,
+                                        char *err, size_t err_size)
+{
+    wsel_generation *gen = calloc(1, sizeof(*gen));
+    wsel_isolated_channel *ch = calloc(1, sizeof(*ch));
+    int32_t rc = WSEL_ENOMEM;
+    if (gen == NULL || ch == NULL) {
+        wsel_set_error(err, err_size, "%s: out of memory", path);
+        goto out_free;
+    }
+    if (pthread_rwlock_init(&gen->lock, NULL) != 0) {
+        wsel_set_error(err, err_size, "%s: cannot create the instance lock", path);
+        goto out_free;
+    }
+    rc = wsel_channel_open(ch, host, path, config, err, err_size);
+    if (rc < 0)
+        goto out_destroy_lock;
+    ch->desc.create = NULL; /* the helper created the instance */
+    ch->desc.destroy = forward_destroy;
+    ch->desc.select = wsel_isolated_select;
+    ch->desc.on_request_finished = ch->slot->has_finished ? forward_finished : NULL;
+    ch->desc.on_topology_changed = ch->slot->has_topology ? forward_topology : NULL;
+    gen->lib = NULL; /* loaded in the helper, never in this process */
+    gen->plugin = &ch->desc;
+    gen->instance = ch;
+    gen->serialised = 0; /* the channel mutex serialises */
+    *out = gen;
+    return 0;
+
+out_destroy_lock:
+    pthread_rwlock_destroy(&gen->lock);
+out_free:
+    free(ch);
+    free(gen);
+    return rc;
+}

@@ -1,0 +1,187 @@
+/*
+ * isolated_spawn.c -- find wsel-sandbox, build its command line once, and
+ * start it with a clean set of descriptors and default signal dispositions.
+ *
+ * Everything that allocates happens in wsel_spawn_prepare, at switch time;
+ * wsel_spawn_start (which a select may call to restart a helper) only
+ * calls posix_spawn with what was prepared.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "isolated_spawn.h"
+
+/* The executable's own folder (from /proc/self/exe), or "" if unknown. */
+static void exe_dir(char *out, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", out, size - 1);
+    if (n <= 0) {
+        out[0] = '\0';
+        return;
+    }
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    else
+        out[0] = '\0';
+}
+
+/* Where wsel-sandbox is: the option, $WSEL_SANDBOX, next to the running
+ * executable, or ../bin/ from it. Returns an owned path or NULL with a
+ * message naming the places looked at. */
+static char *locate_sandbox(const wsel_host *host, char *err, size_t err_size)
+{
+    if (host->isolated.sandbox_path != NULL)
+        return strdup(host->isolated.sandbox_path);
+    const char *env = getenv("WSEL_SANDBOX");
+    if (env != NULL && env[0] != '\0')
+        return strdup(env);
+    char dir[PATH_MAX];
+    exe_dir(dir, sizeof(dir));
+    const char *const suffixes[] = {"/wsel-sandbox", "/../bin/wsel-sandbox"};
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s%s", dir, suffixes[i]);
+        if (access(path, X_OK) == 0)
+            return strdup(path);
+    }
+    wsel_set_error(err, err_size,
+                   "isolated mode: wsel-sandbox not found (no sandbox_path option, "
+                   "no $WSEL_SANDBOX, not in %s/ nor %s/../bin/)",
+                   dir, dir);
+    return NULL;
+}
+
+static void free_argv(char **argv)
+{
+    if (argv == NULL)
+        return;
+    for (size_t i = 0; argv[i] != NULL; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+static char *u32_text(uint32_t v)
+{
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%u", v);
+    return strdup(buf);
+}
+
+/* sandbox --plugin P [--config J] --as-mb N --cpu-s N [--allow D]... */
+static char **build_argv(const wsel_host *host, const char *sandbox, const char *path,
+                         const char *config)
+{
+    size_t dirs = 0;
+    if (host->trust.allowed_dirs != NULL)
+        while (host->trust.allowed_dirs[dirs] != NULL)
+            dirs++;
+    size_t n = 9 + 2 * dirs + 1;
+    char **argv = calloc(n, sizeof(char *));
+    if (argv == NULL)
+        return NULL;
+    size_t i = 0;
+    argv[i++] = strdup(sandbox);
+    argv[i++] = strdup("--plugin");
+    argv[i++] = strdup(path);
+    if (config != NULL) {
+        argv[i++] = strdup("--config");
+        argv[i++] = strdup(config);
+    }
+    argv[i++] = strdup("--as-mb");
+    argv[i++] = u32_text(host->isolated.as_limit_mb);
+    argv[i++] = strdup("--cpu-s");
+    argv[i++] = u32_text(host->isolated.cpu_limit_s);
+    for (size_t d = 0; d < dirs; d++) {
+        argv[i++] = strdup("--allow");
+        argv[i++] = strdup(host->trust.allowed_dirs[d]);
+    }
+    for (size_t k = 0; k < i; k++) {
+        if (argv[k] == NULL) {
+            free_argv(argv);
+            return NULL;
+        }
+    }
+    return argv;
+}
+
+extern char **environ;
+
+int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *path,
+                           const char *config, int memfd, char *err, size_t err_size)
+{
+    memset(sp, 0, sizeof(*sp));
+    sp->sandbox = locate_sandbox(host, err, err_size);
+    if (sp->sandbox == NULL)
+        return err != NULL && err[0] != '\0' ? WSEL_ENOENT : WSEL_ENOMEM;
+    sp->argv = build_argv(host, sp->sandbox, path, config);
+    if (sp->argv == NULL)
+        goto out_free_sandbox;
+    sp->envp = environ;
+
+    /* Descriptors: the slot on 3, /dev/null on 0 and 1 (a plugin writing to
+     * stdout must not reach the router's output), stderr shared, nothing
+     * else (closefrom 4). memfd is >= 10 (see wsel_channel_open), so the
+     * dup2 below always clears its close-on-exec flag. */
+    if (posix_spawn_file_actions_init(&sp->actions) != 0)
+        goto out_free_argv;
+    if (posix_spawn_file_actions_adddup2(&sp->actions, memfd, WSEL_ISO_SHM_FD) != 0 ||
+        posix_spawn_file_actions_addopen(&sp->actions, 0, "/dev/null", O_RDONLY, 0) !=
+            0 ||
+        posix_spawn_file_actions_addopen(&sp->actions, 1, "/dev/null", O_WRONLY, 0) !=
+            0 ||
+        posix_spawn_file_actions_addclosefrom_np(&sp->actions, WSEL_ISO_SHM_FD + 1) != 0)
+        goto out_destroy_actions;
+
+    /* Signals: default dispositions and an empty mask, whatever the router
+     * set up, so a crashing plugin dies of its own signal. */
+    if (posix_spawnattr_init(&sp->attr) != 0)
+        goto out_destroy_actions;
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    if (posix_spawnattr_setsigdefault(&sp->attr, &all) != 0 ||
+        posix_spawnattr_setsigmask(&sp->attr, &none) != 0 ||
+        posix_spawnattr_setflags(&sp->attr,
+                                 POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK) != 0)
+        goto out_destroy_attr;
+    return 0;
+
+out_destroy_attr:
+    posix_spawnattr_destroy(&sp->attr);
+out_destroy_actions:
+    posix_spawn_file_actions_destroy(&sp->actions);
+out_free_argv:
+    free_argv(sp->argv);
+out_free_sandbox:
+    free(sp->sandbox);
+    wsel_set_error(err, err_size, "%s: isolated mode: out of memory preparing the helper",
+                   path);
+    return WSEL_ENOMEM;
+}
+
+int32_t wsel_spawn_start(wsel_spawn *sp, pid_t *pid)
+{
+    int rc = posix_spawn(pid, sp->sandbox, &sp->actions, &sp->attr, sp->argv, sp->envp);
+    if (rc != 0) {
+        errno = rc;
+        return WSEL_EIO;
+    }
+    return 0;
+}
+
+void wsel_spawn_release(wsel_spawn *sp)
+{
+    posix_spawnattr_destroy(&sp->attr);
+    posix_spawn_file_actions_destroy(&sp->actions);
+    free_argv(sp->argv);
+    free(sp->sandbox);
+    memset(sp, 0, sizeof(*sp));
+}

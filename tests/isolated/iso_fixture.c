@@ -1,0 +1,135 @@
+/*
+ * iso_fixture.c -- fixture plugins for isolated mode, one misbehaviour
+ * each, chosen at build time by FX_MODE:
+ *
+ *   good     argmin of the default cost (temperature 0) or softmax_sample
+ *            (temperature > 0), drawing from the request's stream: the
+ *            same answers in and out of isolation;
+ *   segv     a write through NULL on every n-th select of a helper's life;
+ *   abort    abort() on every n-th select;
+ *   loop     spins forever on every n-th select;
+ *   sleep    sleeps 300 ms, then answers, on every n-th select;
+ *   exit     exit(0) on every n-th select;
+ *   leak     keeps 32 MiB more (touched) on every select, never freed,
+ *            and writes through malloc's NULL once the limit is hit;
+ *   stdout   writes garbage to stdout on every select, then answers.
+ *
+ * The counter lives in the instance: the plugin keeps no global state.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wsel.h"
+
+#define FX_GOOD   0
+#define FX_SEGV   1
+#define FX_ABORT  2
+#define FX_LOOP   3
+#define FX_SLEEP  4
+#define FX_EXIT   5
+#define FX_LEAK   6
+#define FX_STDOUT 7
+
+#ifndef FX_MODE
+#error "FX_MODE must be defined"
+#endif
+
+static const wsel_param_def fx_params[] = {
+    {"n", "misbehave on every n-th select", WSEL_PARAM_INT, 0, 3, 1, 1000000, NULL},
+};
+
+typedef struct fx_instance {
+    const wsel_host_api *host;
+    uint32_t n;
+    uint32_t count;
+    void *leaked; /* the leak chain's head */
+} fx_instance;
+
+static int32_t fx_create(const wsel_host_api *host, const double *params,
+                         uint32_t num_params, void **out_instance)
+{
+    if (num_params != 1)
+        return WSEL_EINVAL;
+    fx_instance *fx = calloc(1, sizeof(*fx));
+    if (fx == NULL)
+        return WSEL_ENOMEM;
+    fx->host = host;
+    fx->n = (uint32_t)params[0];
+    *out_instance = fx;
+    return 0;
+}
+
+static void fx_destroy(void *instance)
+{
+    free(instance);
+}
+
+static void misbehave(fx_instance *fx)
+{
+    switch (FX_MODE) {
+    case FX_SEGV:
+        *(volatile int *)(uintptr_t)fx->leaked = 1; /* leaked is NULL */
+        break;
+    case FX_ABORT:
+        abort();
+    case FX_LOOP:
+        for (volatile uint64_t i = 0;; i++)
+            ;
+    case FX_SLEEP: {
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        break;
+    }
+    case FX_EXIT:
+        exit(0);
+    default:
+        break;
+    }
+}
+
+static int32_t fx_select(void *instance, const wsel_request *request,
+                         const wsel_table *table, wsel_choice *choice)
+{
+    fx_instance *fx = instance;
+    fx->count++;
+    if (FX_MODE == FX_LEAK) {
+        /* Like the careless code it stands for, it does not check for
+         * NULL: under the helper's RLIMIT_AS it dies writing through it. */
+        size_t size = 32u << 20;
+        void **volatile block = malloc(size);
+        memset(block, 1, size);
+        *block = fx->leaked;
+        fx->leaked = block;
+    } else if (FX_MODE == FX_STDOUT) {
+        printf("garbage \x01\x02 not an answer %u\n", fx->count);
+        fflush(stdout);
+    } else if (FX_MODE != FX_GOOD && fx->count % fx->n == 0) {
+        misbehave(fx);
+    }
+    if (request->temperature > 0)
+        return fx->host->softmax_sample(table->cost, table->flags, table->num_rows,
+                                        WSEL_ROW_EXCLUDED, request->temperature,
+                                        request->uniform, &choice->row);
+    return fx->host->argmin(table->cost, table->flags, table->num_rows, WSEL_ROW_EXCLUDED,
+                            request->rng, &choice->row);
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    WSEL_ABI_MAJOR,
+    WSEL_ABI_MINOR,
+    sizeof(wsel_plugin),
+    0,
+    FX_NAME,
+    "1.0.0",
+    "isolated-mode fixture",
+    fx_params,
+    1,
+    sizeof(wsel_param_def),
+    fx_create,
+    fx_destroy,
+    fx_select,
+    NULL,
+    NULL,
+};
