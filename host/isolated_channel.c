@@ -191,10 +191,11 @@ static int32_t wait_answer(wsel_isolated_channel *ch, uint32_t seq, uint64_t dea
     wsel_iso_slot *s = ch->slot;
     uint64_t now = wsel_iso_now_ns();
     uint64_t spin_end = now + SPIN_NS < deadline ? now + SPIN_NS : deadline;
-    while (atomic_load_explicit(&s->ack_seq, memory_order_acquire) != seq) {
+    for (uint32_t step = 0;
+         atomic_load_explicit(&s->ack_seq, memory_order_acquire) != seq; step++) {
         if (wsel_iso_now_ns() >= spin_end)
             goto sleep;
-        wsel_iso_cpu_relax();
+        wsel_iso_spin_step(step);
     }
     return 0;
 sleep:

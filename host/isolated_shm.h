@@ -24,6 +24,7 @@
 #define WSEL_HOST_ISOLATED_SHM_H
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -132,12 +133,19 @@ static inline void wsel_iso_futex_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* CPU hint inside a spin loop. */
-static inline void wsel_iso_cpu_relax(void)
+/* One step of a spin-wait: a CPU pause for the first `spins` steps, then
+ * sched_yield, so that when the other side shares this core (more runnable
+ * threads than cores) it gets to run instead of waiting for our slice to
+ * end; on an idle core the yield returns at once. */
+static inline void wsel_iso_spin_step(uint32_t step)
 {
+    if (step < 64) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #endif
+        return;
+    }
+    sched_yield();
 }
 
 static inline uint64_t wsel_iso_now_ns(void)

@@ -161,12 +161,12 @@ static void copy_text(char *dst, size_t size, const char *src)
 static uint32_t wait_call(wsel_iso_slot *s, uint32_t last, pid_t parent)
 {
     uint64_t spin_end = wsel_iso_now_ns() + SPIN_NS;
-    for (;;) {
+    for (uint32_t step = 0;; step++) {
         uint32_t seq = atomic_load_explicit(&s->req_seq, memory_order_acquire);
         if (seq != last)
             return seq;
         if (wsel_iso_now_ns() < spin_end) {
-            wsel_iso_cpu_relax();
+            wsel_iso_spin_step(step);
             continue;
         }
         atomic_store(&s->helper_sleeping, 1);
