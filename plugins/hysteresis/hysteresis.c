@@ -155,38 +155,46 @@ static uint64_t nonfinite_bits(double c)
 /* What one pass over the rows learns: which rows are not candidates
  * (excluded always, busy unless every non-excluded row is busy) and the best
  * candidate cost. Returns 0, WSEL_ENOCANDIDATE, or WSEL_EINVAL when a
- * candidate cost is not finite (as softmax_sample would). The minimum is
+ * candidate cost is not finite (as softmax_sample would).
+ *
+ * Each row feeds one set, free (neither busy nor excluded, the common case,
+ * one test) or busy; the non-excluded rows are their union. The minimum is
  * written `best < c ? best : c`, the operand order of x86's minsd, so it
- * updates in place; on a tie it takes c, which differs from best at most
- * in the sign of a zero, and the dead band is the same for both. */
+ * updates in place; on a tie it takes c, which differs from best at most in
+ * the sign of a zero, and the dead band is the same for both. */
 static int32_t scan_candidates(const wsel_table *t, uint8_t *out_skip, double *out_best)
 {
-    double best_free = INFINITY, best_any = INFINITY;
-    uint32_t n_free = 0, n_any = 0;
-    uint64_t bad_free = 0, bad_any = 0;
+    double best_free = INFINITY, best_busy = INFINITY;
+    uint32_t n_free = 0, n_busy = 0;
+    uint64_t bad_free = 0, bad_busy = 0;
     const uint8_t *flags = t->flags;
     const double *cost = t->cost;
     for (uint32_t i = 0; i < t->num_rows; i++) {
         uint8_t f = flags[i];
-        if (f & WSEL_ROW_EXCLUDED)
-            continue;
         double c = cost[i];
-        uint64_t bad = nonfinite_bits(c);
-        n_any++;
-        bad_any |= bad;
-        best_any = best_any < c ? best_any : c;
-        if (f & WSEL_ROW_BUSY)
-            continue;
-        n_free++;
-        bad_free |= bad;
-        best_free = best_free < c ? best_free : c;
+        if ((f & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)) == 0) {
+            n_free++;
+            bad_free |= nonfinite_bits(c);
+            best_free = best_free < c ? best_free : c;
+        } else if ((f & WSEL_ROW_EXCLUDED) == 0) {
+            n_busy++;
+            bad_busy |= nonfinite_bits(c);
+            best_busy = best_busy < c ? best_busy : c;
+        }
     }
-    if (n_any == 0)
+    if (n_free + n_busy == 0)
         return WSEL_ENOCANDIDATE;
-    if ((n_free ? bad_free : bad_any) != 0)
+    if (n_free == 0) {
+        if (bad_busy != 0)
+            return WSEL_EINVAL;
+        *out_skip = WSEL_ROW_EXCLUDED;
+        *out_best = best_busy;
+        return 0;
+    }
+    if (bad_free != 0)
         return WSEL_EINVAL;
-    *out_skip = n_free ? (uint8_t)(WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY) : WSEL_ROW_EXCLUDED;
-    *out_best = n_free ? best_free : best_any;
+    *out_skip = (uint8_t)(WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY);
+    *out_best = best_free;
     return 0;
 }
 
