@@ -59,14 +59,15 @@ static uint64_t hp_fallbacks(void *ctx)
 }
 
 int32_t sim_host_policy_open(sim_host_policy *hp, sim_policy *policy, const char *path,
-                             const char *config, uint64_t seed, uint32_t max_ranks,
-                             char *err, size_t err_size)
+                             const char *config, uint64_t seed, uint32_t isolated,
+                             uint32_t max_ranks, char *err, size_t err_size)
 {
     memset(hp, 0, sizeof(*hp));
     hp->topology_epoch = 1;
     wsel_host_options opts;
     wsel_host_options_default(&opts);
     opts.seed = seed;
+    opts.isolated = isolated;
     int32_t rc = wsel_host_create(&opts, &hp->host);
     if (rc != 0) {
         snprintf(err, err_size, "cannot create a host: %s", wsel_strerror(rc));

@@ -19,12 +19,12 @@ typedef struct sim_host_policy {
     char build_err[256];
 } sim_host_policy;
 
-/* Create a host seeded with `seed`, load `path` with `config` (NULL = {}),
- * and fill *policy to route through it. Returns 0 or a negative code with
- * the host's message in err. */
+/* Create a host seeded with `seed` (isolated mode when `isolated` is 1),
+ * load `path` with `config` (NULL = {}), and fill *policy to route through
+ * it. Returns 0 or a negative code with the host's message in err. */
 int32_t sim_host_policy_open(sim_host_policy *hp, sim_policy *policy, const char *path,
-                             const char *config, uint64_t seed, uint32_t max_ranks,
-                             char *err, size_t err_size);
+                             const char *config, uint64_t seed, uint32_t isolated,
+                             uint32_t max_ranks, char *err, size_t err_size);
 void sim_host_policy_close(sim_host_policy *hp);
 
 #endif

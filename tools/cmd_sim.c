@@ -187,7 +187,8 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
     sim_host_policy hp;
     sim_policy policy;
     rc = sim_host_policy_open(&hp, &policy, pe->path, pe->config, o->seed,
-                              sim_cluster_ranks(&o->cluster), err, sizeof(err));
+                              (uint32_t)o->isolated, sim_cluster_ranks(&o->cluster), err,
+                              sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
         sim_source_close(src);
