@@ -16,10 +16,27 @@
 #include "isolated_shm.h"
 #include "isolated_spawn.h"
 
-/* wsel_isolated_channel.state */
-#define WSEL_CH_RUNNING  0u /* the helper is ready for calls */
-#define WSEL_CH_STARTING 1u /* a restarted helper has not reported yet */
-#define WSEL_CH_DOWN     2u /* failed; waiting to be reaped and restarted */
+/* wsel_iso_lane.state */
+#define WSEL_LANE_READY    0u /* the helper is ready for calls */
+#define WSEL_LANE_STARTING 1u /* a helper has not reported yet */
+#define WSEL_LANE_DOWN     2u /* failed; waiting to be reaped and restarted */
+
+/*
+ * One helper process and its own slot. A channel has two: the active one
+ * serves calls, the other is a hot spare, started in advance, that takes
+ * over the moment the active one fails, so a crash costs one select rather
+ * than a restart's worth (docs/isolated.md, "Restart").
+ */
+typedef struct wsel_iso_lane {
+    wsel_iso_slot *slot; /* shared mapping of memfd */
+    int memfd;
+    pid_t pid; /* > 0 while a helper exists and is not reaped */
+    uint32_t state;
+    uint32_t seq;         /* last request sequence posted on this slot */
+    uint64_t restart_at;  /* ns, CLOCK_MONOTONIC: earliest respawn */
+    uint64_t start_limit; /* ns: a starting helper must be ready by then */
+    wsel_spawn spawn;
+} wsel_iso_lane;
 
 typedef struct wsel_isolated_channel {
     /* The descriptor the rest of the host sees (generation.plugin); its
@@ -33,19 +50,37 @@ typedef struct wsel_isolated_channel {
     char *plugin_path; /* owned */
     pthread_mutex_t mutex;
 
-    wsel_iso_slot *slot; /* shared mapping of memfd */
-    int memfd;
-    pid_t pid; /* > 0 while a helper exists and is not reaped */
-    uint32_t state;
-    uint32_t seq;         /* last request sequence posted */
-    int32_t down_rc;      /* WSEL_ISOLATED_E* answered while not running */
+    wsel_iso_lane lanes[2];
+    uint32_t active;      /* index of the lane serving calls */
+    int32_t down_rc;      /* WSEL_ISOLATED_E* answered while none is ready */
     uint32_t failures;    /* consecutive failures, for the backoff */
-    uint64_t restart_at;  /* ns, CLOCK_MONOTONIC */
-    uint64_t start_limit; /* ns: a starting helper must be ready by then */
     uint64_t deadline_ns; /* per select */
-
-    wsel_spawn spawn;
 } wsel_isolated_channel;
+
+/* The active lane's slot, where a caller writes a call. [mutex held] */
+static inline wsel_iso_slot *wsel_channel_slot(wsel_isolated_channel *ch)
+{
+    return ch->lanes[ch->active].slot;
+}
+
+/* --- one lane (isolated_lane.c) --- */
+
+/* Create the lane's memfd and mapping and prepare its spawn. */
+int32_t wsel_lane_open(wsel_iso_lane *lane, wsel_host *host, const char *path,
+                       const char *config, char *err, size_t err_size);
+/* Kill and reap the helper, release everything. */
+void wsel_lane_close(wsel_iso_lane *lane);
+/* Reset the slot and spawn a helper: state STARTING. 0 or WSEL_EIO. */
+int32_t wsel_lane_start(wsel_iso_lane *lane);
+/* Reap the helper if it has ended (logging how, unless quiet); 1 when no
+ * helper process is left. */
+int wsel_lane_reap(wsel_isolated_channel *ch, wsel_iso_lane *lane, int quiet);
+/* Wait until the lane's ack_seq == seq or `deadline`: 0, or a
+ * WSEL_ISOLATED_E* with `why` set. */
+int32_t wsel_lane_wait(wsel_isolated_channel *ch, wsel_iso_lane *lane, uint32_t seq,
+                       uint64_t deadline, const char **why);
+/* Kill the helper and reap it, waiting. */
+void wsel_lane_kill_and_wait(wsel_iso_lane *lane);
 
 /* Create the slot, start the helper and wait (bounded) until it has
  * created its instance; fill desc from its report. [control thread] */
@@ -67,8 +102,9 @@ int32_t wsel_channel_ready(wsel_isolated_channel *ch);
  * WSEL_ISOLATED_ECRASHED or WSEL_ISOLATED_ETIMEOUT. [mutex held] */
 int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t timeout_ns);
 
-/* Treat the helper as failed (e.g. a malformed answer): kill it and
- * schedule a restart; calls answer `rc` meanwhile. [mutex held] */
+/* Treat the active helper as failed (e.g. a malformed answer): kill it,
+ * schedule its restart, and let the spare take over if it is ready; calls
+ * answer `rc` while no helper is. [mutex held] */
 void wsel_channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why);
 
 /* A good answer arrived: the next failure backs off from the base again. */

@@ -66,7 +66,7 @@ int32_t wsel_isolated_select(void *channel, const wsel_request *request,
     int32_t rc = wsel_channel_ready(ch);
     if (rc < 0)
         goto out_unlock;
-    wsel_iso_slot *s = ch->slot;
+    wsel_iso_slot *s = wsel_channel_slot(ch);
     s->op = WSEL_ISO_OP_SELECT;
     copy_request(s, request);
     copy_table(s, table);
@@ -100,7 +100,7 @@ static void forward_finished(void *channel, uint64_t request_id, uint64_t worker
     wsel_isolated_channel *ch = channel;
     pthread_mutex_lock(&ch->mutex);
     if (wsel_channel_ready(ch) == 0) {
-        wsel_iso_slot *s = ch->slot;
+        wsel_iso_slot *s = wsel_channel_slot(ch);
         s->op = WSEL_ISO_OP_FINISHED;
         s->request_id = request_id;
         s->worker_id = worker_id;
@@ -117,8 +117,8 @@ static void forward_topology(void *channel, const wsel_table *table)
         return;
     pthread_mutex_lock(&ch->mutex);
     if (wsel_channel_ready(ch) == 0) {
-        ch->slot->op = WSEL_ISO_OP_TOPOLOGY;
-        copy_table(ch->slot, table);
+        wsel_channel_slot(ch)->op = WSEL_ISO_OP_TOPOLOGY;
+        copy_table(wsel_channel_slot(ch), table);
         wsel_channel_call(ch, hook_timeout(ch));
     }
     pthread_mutex_unlock(&ch->mutex);
@@ -152,8 +152,10 @@ int32_t wsel_isolated_generation_create(wsel_host *host, const char *path,
     ch->desc.create = NULL; /* the helper created the instance */
     ch->desc.destroy = forward_destroy;
     ch->desc.select = wsel_isolated_select;
-    ch->desc.on_request_finished = ch->slot->has_finished ? forward_finished : NULL;
-    ch->desc.on_topology_changed = ch->slot->has_topology ? forward_topology : NULL;
+    ch->desc.on_request_finished =
+        ch->lanes[0].slot->has_finished ? forward_finished : NULL;
+    ch->desc.on_topology_changed =
+        ch->lanes[0].slot->has_topology ? forward_topology : NULL;
     gen->lib = NULL; /* loaded in the helper, never in this process */
     gen->plugin = &ch->desc;
     gen->instance = ch;
