@@ -12,8 +12,9 @@
 
 #include "isolated_channel.h"
 
-/* Topology changes and finished-request notices may take longer than a
- * select; they get at least this long. */
+/* A topology change (control thread) may take longer than a select; it
+ * gets at least this long. A finished-request notice runs on a select
+ * thread and gets the select deadline. */
 #define HOOK_MIN_TIMEOUT_NS 100000000ull
 
 static void copy_table(wsel_iso_slot *s, const wsel_table *t)
@@ -105,7 +106,7 @@ static void forward_finished(void *channel, uint64_t request_id, uint64_t worker
         s->request_id = request_id;
         s->worker_id = worker_id;
         s->dp_rank = dp_rank;
-        wsel_channel_call(ch, hook_timeout(ch));
+        wsel_channel_call(ch, ch->deadline_ns);
     }
     pthread_mutex_unlock(&ch->mutex);
 }

@@ -255,9 +255,11 @@ typedef struct wsel_host_options {
     uint32_t isolated;
     /* Deadline of one isolated select, microseconds; 0 = 1000. */
     uint32_t select_deadline_us;
-    /* Wait before restarting a failed helper, microseconds, doubled after
-     * each failure without a good answer in between (at most 64 times the
-     * base, capped at 1 s); 0 = 10000. */
+    /* Each policy has two helpers: a hot spare, started in advance, takes
+     * over at once when the active one fails. A failed helper is respawned
+     * after this wait, microseconds, doubled after each failure without a
+     * good answer in between (at most 64 times the base, capped at 1 s);
+     * 0 = 10000. */
     uint32_t restart_backoff_us;
     /* The helper's RLIMIT_AS in MiB; 0 = 1024; UINT32_MAX = no limit. */
     uint32_t helper_as_limit_mb;

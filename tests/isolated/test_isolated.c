@@ -151,6 +151,31 @@ static void test_exiting_plugin_is_answered_counted_and_restarted(void **state)
     check_recovers("iso_exit", "{\"n\": 3}", GENEROUS_US, 0, WSEL_FALLBACK_CRASHED);
 }
 
+/* The spare helper is up long before the 100th select (a select every
+ * 5 ms, half a second in all, against a start-up of a few milliseconds),
+ * so the crash costs exactly the select it happened in. */
+static void test_hot_spare_makes_an_isolated_crash_cost_one_select(void **state)
+{
+    (void)state;
+    fixture_run r;
+    start(&r, "iso_segv", "{\"n\": 100}", GENEROUS_US, 0);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    for (uint64_t id = 1; id <= 150; id++) {
+        struct timespec pace = {0, 5000000};
+        if (id < 100)
+            nanosleep(&pace, NULL);
+        int32_t rc = select_once(r.host, &t, id);
+        assert_int_equal(rc, id == 100 ? WSEL_ANSWER_FALLBACK : WSEL_ANSWER_PLUGIN);
+    }
+    wsel_host_counters c;
+    wsel_host_get_counters(r.host, &c);
+    assert_int_equal(c.fallbacks, 1);
+    assert_int_equal(c.fallback_by_reason[WSEL_FALLBACK_CRASHED], 1);
+    iso_table_free(&t);
+    finish(&r);
+}
+
 static void test_looping_plugin_misses_its_deadline_and_is_restarted(void **state)
 {
     (void)state;
@@ -324,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_segfaulting_plugin_is_answered_counted_and_restarted),
         cmocka_unit_test(test_aborting_plugin_is_answered_counted_and_restarted),
         cmocka_unit_test(test_exiting_plugin_is_answered_counted_and_restarted),
+        cmocka_unit_test(test_hot_spare_makes_an_isolated_crash_cost_one_select),
         cmocka_unit_test(test_looping_plugin_misses_its_deadline_and_is_restarted),
         cmocka_unit_test(test_sleeping_plugin_misses_its_deadline_and_is_restarted),
         cmocka_unit_test(test_leaking_plugin_hits_its_memory_limit_and_is_restarted),
