@@ -124,11 +124,14 @@ static wsel_iso_slot *map_slot(void)
     return s->magic == WSEL_ISO_MAGIC ? s : NULL;
 }
 
-/* RLIMIT_CPU always (unless UINT32_MAX); RLIMIT_AS unless UINT32_MAX or a
- * sanitizer build (its shadow memory needs terabytes of address space).
- * Returns 1 when RLIMIT_AS was applied. */
+/* No core files (a crash loop would litter the router's folder and slow
+ * every death); RLIMIT_CPU unless UINT32_MAX; RLIMIT_AS unless UINT32_MAX
+ * or a sanitizer build (its shadow memory needs terabytes of address
+ * space). Returns 1 when RLIMIT_AS was applied. */
 static int apply_limits(const sandbox_args *a)
 {
+    struct rlimit core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core);
     if (a->cpu_s != 0 && a->cpu_s != UINT32_MAX) {
         struct rlimit cpu = {a->cpu_s, (rlim_t)a->cpu_s + 1};
         setrlimit(RLIMIT_CPU, &cpu);
