@@ -12,7 +12,9 @@
  *   exit     exit(0) on every n-th select;
  *   leak     keeps 32 MiB more (touched) on every select, never freed,
  *            and writes through malloc's NULL once the limit is hit;
- *   stdout   writes garbage to stdout on every select, then answers.
+ *   stdout   writes garbage to stdout on every select, then answers;
+ *   hooks    answers row (finished notices + last topology epoch) mod
+ *            rows, so a test can see both hooks arrive in the helper.
  *
  * The counter lives in the instance: the plugin keeps no global state.
  */
@@ -31,6 +33,7 @@
 #define FX_EXIT   5
 #define FX_LEAK   6
 #define FX_STDOUT 7
+#define FX_HOOKS  8
 
 #ifndef FX_MODE
 #error "FX_MODE must be defined"
@@ -45,6 +48,8 @@ typedef struct fx_instance {
     uint32_t n;
     uint32_t count;
     void *leaked; /* the leak chain's head */
+    uint64_t finished;
+    uint64_t epoch;
 } fx_instance;
 
 static int32_t fx_create(const wsel_host_api *host, const double *params,
@@ -108,12 +113,30 @@ static int32_t fx_select(void *instance, const wsel_request *request,
     } else if (FX_MODE != FX_GOOD && fx->count % fx->n == 0) {
         misbehave(fx);
     }
+    if (FX_MODE == FX_HOOKS) {
+        choice->row = (uint32_t)((fx->finished + fx->epoch) % table->num_rows);
+        return 0;
+    }
     if (request->temperature > 0)
         return fx->host->softmax_sample(table->cost, table->flags, table->num_rows,
                                         WSEL_ROW_EXCLUDED, request->temperature,
                                         request->uniform, &choice->row);
     return fx->host->argmin(table->cost, table->flags, table->num_rows, WSEL_ROW_EXCLUDED,
                             request->rng, &choice->row);
+}
+
+static void fx_finished(void *instance, uint64_t request_id, uint64_t worker_id,
+                        uint32_t dp_rank)
+{
+    (void)request_id;
+    (void)worker_id;
+    (void)dp_rank;
+    ((fx_instance *)instance)->finished++;
+}
+
+static void fx_topology(void *instance, const wsel_table *table)
+{
+    ((fx_instance *)instance)->epoch = table->topology_epoch;
 }
 
 WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
@@ -130,6 +153,6 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     fx_create,
     fx_destroy,
     fx_select,
-    NULL,
-    NULL,
+    FX_MODE == FX_HOOKS ? fx_finished : NULL,
+    FX_MODE == FX_HOOKS ? fx_topology : NULL,
 };

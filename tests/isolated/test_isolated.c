@@ -295,6 +295,29 @@ static void test_bad_config_is_refused_by_the_helper_naming_the_key(void **state
     finish(&r);
 }
 
+/* Both hooks travel through the slot to the active helper's instance. */
+static void test_hooks_reach_the_plugin_in_its_helper(void **state)
+{
+    (void)state;
+    fixture_run r;
+    start(&r, "iso_hooks", NULL, GENEROUS_US, 0);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    t.buf.table.topology_epoch = 2;
+    wsel_host_topology_changed(r.host, &t.buf.table);
+    for (uint64_t id = 1; id <= 3; id++)
+        wsel_host_request_finished(r.host, id, 0, 0);
+    wsel_choice c;
+    memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    wsel_host_prepare_request(r.host, &t.request, &t.rng);
+    assert_int_equal(wsel_host_select(r.host, &t.request, &t.buf.table, &c),
+                     WSEL_ANSWER_PLUGIN);
+    assert_int_equal(c.row, 5); /* 3 finished + epoch 2 */
+    iso_table_free(&t);
+    finish(&r);
+}
+
 typedef struct thread_arg {
     wsel_host *host;
     uint32_t index;
@@ -355,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_leaking_plugin_hits_its_memory_limit_and_is_restarted),
         cmocka_unit_test(test_plugin_writing_to_stdout_never_reaches_the_router_output),
         cmocka_unit_test(test_bad_config_is_refused_by_the_helper_naming_the_key),
+        cmocka_unit_test(test_hooks_reach_the_plugin_in_its_helper),
         cmocka_unit_test(test_concurrent_selects_share_one_helper_safely),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
