@@ -171,27 +171,41 @@ static uint64_t total_active(const uint32_t *active, uint32_t n)
     return total;
 }
 
+/* walk_ring's answer when the ring was built for other workers than the
+ * table's: the caller rebuilds it and walks again. */
+#define RING_STALE 1
+
 /*
- * The load over workers with an eligible rank, and how many they are. The
- * sum over every row is one vectorised loop; the loads of the (rare) workers
- * without an eligible rank are then taken back out, which is the same sum
- * in uint64_t arithmetic, wrap-around included. A worker whose first row is
- * eligible needs no other look, so most cost one flag test.
+ * The load over workers with an eligible rank, and how many they are; or
+ * RING_STALE when the ring does not hold exactly the table's workers (the
+ * check chash_ring_matches makes, folded into the same pass over the
+ * groups). The sum over every row is one vectorised loop; the loads of the
+ * (rare) workers without an eligible rank are then taken back out, which
+ * is the same sum in uint64_t arithmetic, wrap-around included. A worker
+ * whose first row is eligible needs no other look, so most cost one flag
+ * test and one id comparison.
  */
-static uint64_t eligible_load(const wsel_table *t, uint8_t skip, uint32_t *out_workers)
+static int32_t eligible_load(const chash_ring *ring, const wsel_table *t, uint8_t skip,
+                             uint64_t *out_total, uint32_t *out_workers)
 {
+    if (ring->num_workers != t->num_groups)
+        return RING_STALE;
     uint64_t total = total_active(t->active_requests, t->num_rows);
     uint32_t workers = t->num_groups;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        if ((t->flags[t->group_first_row[g]] & skip) == 0 || group_eligible(t, g, skip))
+        uint32_t first = t->group_first_row[g];
+        if (ring->workers[g] != t->worker_id[first])
+            return RING_STALE;
+        if ((t->flags[first] & skip) == 0 || group_eligible(t, g, skip))
             continue;
         uint64_t load;
         worker_state(t, g, skip, &load);
         total -= load;
         workers--;
     }
+    *out_total = total;
     *out_workers = workers;
-    return total;
+    return 0;
 }
 
 /* The MTZ capacity: ceil((1 + epsilon) * (total + 1) / n), without libm. */
@@ -219,15 +233,20 @@ static uint32_t least_loaded_rank(const wsel_table *t, uint32_t g, uint8_t skip)
     return best;
 }
 
-/* The walk; the ring matches `t` and the caller holds the lock. */
+/* The walk, under the lock (shared or exclusive). Returns 0 with *out_row
+ * set, WSEL_ENOCANDIDATE, or RING_STALE when the ring must be rebuilt for
+ * `t` first. */
 static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_table *t,
                          uint32_t *out_row)
 {
     uint8_t skip = skip_mask(t);
     if (skip == 0)
-        return WSEL_ENOCANDIDATE;
+        return chash_ring_matches(&c->ring, t) ? WSEL_ENOCANDIDATE : RING_STALE;
+    uint64_t total;
     uint32_t n_eligible;
-    uint64_t total = eligible_load(t, skip, &n_eligible);
+    int32_t rc = eligible_load(&c->ring, t, skip, &total, &n_eligible);
+    if (rc != 0)
+        return rc;
     if (n_eligible == 0)
         return WSEL_ENOCANDIDATE;
     uint64_t cap = load_cap(c->epsilon, total, n_eligible);
@@ -274,13 +293,11 @@ static int32_t chash_select(void *instance, const wsel_request *req, const wsel_
     uint32_t row;
     int32_t rc;
     pthread_rwlock_rdlock(&c->lock);
-    if (chash_ring_matches(&c->ring, t)) {
-        rc = walk_ring(c, req, t, &row);
-        pthread_rwlock_unlock(&c->lock);
-    } else {
+    rc = walk_ring(c, req, t, &row);
+    pthread_rwlock_unlock(&c->lock);
+    if (rc == RING_STALE) {
         /* The worker set changed: rebuild (rare), then walk under the same
          * exclusive hold so a concurrent rebuild cannot slip in between. */
-        pthread_rwlock_unlock(&c->lock);
         pthread_rwlock_wrlock(&c->lock);
         rc = chash_ring_matches(&c->ring, t) ? 0 : chash_ring_build(&c->ring, t);
         if (rc == 0)
