@@ -14,7 +14,10 @@
  *            and writes through malloc's NULL once the limit is hit;
  *   stdout   writes garbage to stdout on every select, then answers;
  *   hooks    answers row (finished notices + last topology epoch) mod
- *            rows, so a test can see both hooks arrive in the helper.
+ *            rows, so a test can see both hooks arrive in the helper;
+ *   forge    on every n-th select, maps the helper's slot (descriptor 3,
+ *            host/isolated_shm.h) and writes an answer sequence the host
+ *            never posted, then hangs: a malformed answer.
  *
  * The counter lives in the instance: the plugin keeps no global state.
  */
@@ -34,6 +37,13 @@
 #define FX_LEAK   6
 #define FX_STDOUT 7
 #define FX_HOOKS  8
+#define FX_FORGE  9
+
+#if FX_MODE == FX_FORGE
+#include <sys/mman.h>
+
+#include "isolated_shm.h"
+#endif
 
 #ifndef FX_MODE
 #error "FX_MODE must be defined"
@@ -89,6 +99,16 @@ static void misbehave(fx_instance *fx)
     }
     case FX_EXIT:
         exit(0);
+#if FX_MODE == FX_FORGE
+    case FX_FORGE: {
+        wsel_iso_slot *s = mmap(NULL, sizeof(wsel_iso_slot), PROT_READ | PROT_WRITE,
+                                MAP_SHARED, WSEL_ISO_SHM_FD, 0);
+        if (s != MAP_FAILED)
+            atomic_store(&s->ack_seq, atomic_load(&s->req_seq) + 7u);
+        for (volatile uint64_t i = 0;; i++)
+            ;
+    }
+#endif
     default:
         break;
     }

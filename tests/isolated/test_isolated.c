@@ -184,6 +184,13 @@ static void test_hot_spare_makes_an_isolated_crash_cost_one_select(void **state)
     finish(&r);
 }
 
+static void
+test_forged_answer_sequence_is_malformed_and_the_helper_restarted(void **state)
+{
+    (void)state;
+    check_recovers("iso_forge", "{\"n\": 3}", GENEROUS_US, 0, WSEL_FALLBACK_CRASHED);
+}
+
 static void test_looping_plugin_misses_its_deadline_and_is_restarted(void **state)
 {
     (void)state;
@@ -373,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_aborting_plugin_is_answered_counted_and_restarted),
         cmocka_unit_test(test_exiting_plugin_is_answered_counted_and_restarted),
         cmocka_unit_test(test_hot_spare_makes_an_isolated_crash_cost_one_select),
+        cmocka_unit_test(
+            test_forged_answer_sequence_is_malformed_and_the_helper_restarted),
         cmocka_unit_test(test_looping_plugin_misses_its_deadline_and_is_restarted),
         cmocka_unit_test(test_sleeping_plugin_misses_its_deadline_and_is_restarted),
         cmocka_unit_test(test_leaking_plugin_hits_its_memory_limit_and_is_restarted),
