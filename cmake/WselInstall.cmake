@@ -68,6 +68,12 @@ if(TARGET wsel)
   set_target_properties(wsel PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
   install(TARGETS wsel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
+# The helper process of isolated mode, found next to the executable.
+if(TARGET wsel_sandbox)
+  set_target_properties(wsel_sandbox PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
+  install(TARGETS wsel_sandbox RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          COMPONENT runtime)
+endif()
 
 # --- find_package(wsel) -------------------------------------------------------
 install(EXPORT wsel-targets NAMESPACE wsel:: FILE wsel-targets.cmake
