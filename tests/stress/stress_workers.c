@@ -4,6 +4,7 @@
 #include "stress_workers.h"
 
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "stress_util.h"
@@ -22,6 +23,21 @@ static uint64_t now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Involuntary context switches of the calling thread so far: how often the
+ * scheduler took its core away (a thread that blocks switches voluntarily). */
+static long preemptions(void)
+{
+    struct rusage ru;
+
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
+}
+
+static void raise_to(atomic_uint_fast64_t *max, uint64_t v)
+{
+    if (v > atomic_load_explicit(max, memory_order_relaxed))
+        atomic_store_explicit(max, v, memory_order_relaxed);
 }
 
 static void record_failure(stress_worker *w, int32_t rc, uint32_t row)
@@ -43,6 +59,7 @@ static void *worker_main(void *arg)
         wsel_rng rng;
         wsel_choice choice;
         uint64_t start = 0;
+        long preempted = 0;
         int32_t rc;
 
         memset(&req, 0, sizeof req);
@@ -54,13 +71,19 @@ static void *worker_main(void *arg)
         memset(&choice, 0, sizeof choice);
         choice.struct_size = sizeof choice;
 
-        if (pool->measure_latency)
+        if (pool->measure_latency) {
+            preempted = preemptions();
             start = now_ns();
+        }
         rc = wsel_host_select(pool->host, &req, table, &choice);
         if (pool->measure_latency) {
             uint64_t took = now_ns() - start;
-            if (took > atomic_load_explicit(&w->max_latency_ns, memory_order_relaxed))
-                atomic_store_explicit(&w->max_latency_ns, took, memory_order_relaxed);
+            if (preemptions() != preempted) {
+                bump(&w->preempted);
+                raise_to(&w->max_preempted_latency_ns, took);
+            } else {
+                raise_to(&w->max_latency_ns, took);
+            }
         }
 
         if (rc != WSEL_ANSWER_PLUGIN && rc != WSEL_ANSWER_FALLBACK) {
@@ -147,16 +170,27 @@ uint64_t stress_pool_fallbacks(const stress_pool *pool)
     return sum;
 }
 
-uint64_t stress_pool_max_latency_ns(const stress_pool *pool)
+uint64_t stress_pool_max_latency_ns(const stress_pool *pool, int preempted)
 {
     uint64_t max = 0;
 
     for (uint32_t i = 0; i < pool->num_workers; i++) {
-        uint64_t v =
-            atomic_load_explicit(&pool->workers[i].max_latency_ns, memory_order_relaxed);
+        const stress_worker *w = &pool->workers[i];
+        uint64_t v = atomic_load_explicit(preempted ? &w->max_preempted_latency_ns
+                                                    : &w->max_latency_ns,
+                                          memory_order_relaxed);
         max = v > max ? v : max;
     }
     return max;
+}
+
+uint64_t stress_pool_preempted(const stress_pool *pool)
+{
+    uint64_t sum = 0;
+
+    for (uint32_t i = 0; i < pool->num_workers; i++)
+        sum += atomic_load_explicit(&pool->workers[i].preempted, memory_order_relaxed);
+    return sum;
 }
 
 const stress_worker *stress_pool_failure(const stress_pool *pool)

@@ -30,8 +30,14 @@ typedef struct stress_worker {
     atomic_uint_fast64_t fallbacks;
     /* Answers per row. */
     atomic_uint_fast64_t row_hits[STRESS_MAX_ROWS];
-    /* Longest single select, in nanoseconds (when pool->measure_latency). */
+    /* When pool->measure_latency: the longest select, in nanoseconds, among
+     * those the scheduler did not preempt (no involuntary context switch of
+     * the thread during the call; blocking on a lock or sleep is a
+     * voluntary one, so it counts here); and, apart, the preempted selects
+     * and the longest of them. */
     atomic_uint_fast64_t max_latency_ns;
+    atomic_uint_fast64_t preempted;
+    atomic_uint_fast64_t max_preempted_latency_ns;
     /* First bad answer: failed != 0, with the return code and row. */
     atomic_int failed;
     int32_t bad_rc;
@@ -72,8 +78,13 @@ uint64_t stress_pool_row_hits(const stress_pool *pool, uint32_t row);
 /* Sum of fallback answers so far. [any thread] */
 uint64_t stress_pool_fallbacks(const stress_pool *pool);
 
-/* Longest select seen by any worker, in nanoseconds. [any thread] */
-uint64_t stress_pool_max_latency_ns(const stress_pool *pool);
+/* Longest select seen by any worker, in nanoseconds: among those not
+ * preempted by the scheduler, or (preempted != 0) among those that were.
+ * [any thread] */
+uint64_t stress_pool_max_latency_ns(const stress_pool *pool, int preempted);
+
+/* Selects during which the scheduler preempted the worker. [any thread] */
+uint64_t stress_pool_preempted(const stress_pool *pool);
 
 /* The first worker that recorded a bad answer, or NULL. [any thread] */
 const stress_worker *stress_pool_failure(const stress_pool *pool);

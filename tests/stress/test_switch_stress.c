@@ -214,13 +214,14 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
 
 static void test_a_slow_create_never_blocks_selects(void **state)
 {
-    /* A select that waited for the switch would last >= 200 ms. A worker
-     * that is merely preempted waits for its turn on a core: one CFS period,
-     * 12 ms on two cores when idle, stretched to about nr_running x 1.5 ms
-     * under load (up to 32 ms seen with a load average of 13). 100 ms keeps
-     * a margin of three over that and is still half the create delay; the
-     * count of selects answered during the switch is the sharper proof. */
-    const uint64_t max_latency_ns = 100u * 1000u * 1000u;
+    /* A select that waited for the switch would last about 200 ms, and
+     * would have waited voluntarily (on a lock, a futex, a sleep). Selects
+     * during which the scheduler took the core away (an involuntary context
+     * switch) are set apart: on a loaded 2-core machine they last one or
+     * more 4 ms ticks, up to 128 ms seen with twelve CPU hogs running,
+     * which says nothing about the host. The others take microseconds;
+     * 20 ms is ten times below the create delay. */
+    const uint64_t max_latency_ns = 20u * 1000u * 1000u;
     const double deadline = stress_now() + DEADLINE_S;
     stress_log_counts logs = {0};
     wsel_host_options opts;
@@ -257,9 +258,12 @@ static void test_a_slow_create_never_blocks_selects(void **state)
              stress_pool_row_hits(&pool, STRESS_FIRST_ELIGIBLE_ROW) -
              stress_pool_row_hits(&pool, STRESS_LAST_ELIGIBLE_ROW);
     printf("stress: switch with a 200 ms create took %.0f ms; %llu selects answered "
-           "by the old policy meanwhile; longest select %.3f ms\n",
+           "by the old policy meanwhile; longest select %.3f ms (%llu preempted by the "
+           "scheduler, longest %.3f ms)\n",
            (t1 - t0) * 1e3, (unsigned long long)(old1 - old0),
-           (double)stress_pool_max_latency_ns(&pool) / 1e6);
+           (double)stress_pool_max_latency_ns(&pool, 0) / 1e6,
+           (unsigned long long)stress_pool_preempted(&pool),
+           (double)stress_pool_max_latency_ns(&pool, 1) / 1e6);
 
     assert_true(t1 - t0 >= 0.195);
     assert_int_equal(new0, 0);
@@ -267,7 +271,7 @@ static void test_a_slow_create_never_blocks_selects(void **state)
     assert_true(new1 > new0);
     assert_int_equal(others, 0);
     assert_int_equal(stress_pool_fallbacks(&pool), 0);
-    assert_true(stress_pool_max_latency_ns(&pool) < max_latency_ns);
+    assert_true(stress_pool_max_latency_ns(&pool, 0) < max_latency_ns);
 
     wsel_host_destroy(host);
     wsel_table_buf_free(&buf);
