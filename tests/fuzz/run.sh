@@ -67,7 +67,9 @@ crashed=0
 ran=0
 for bin in "$build"/tests/fuzz_*; do
     name=$(basename "$bin")
-    [ -f "$bin" ] && [ -x "$bin" ] || continue
+    if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+        continue
+    fi
     case $name in *_replay | *.*) continue ;; esac
     ran=$((ran + 1))
 
