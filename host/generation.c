@@ -183,7 +183,12 @@ int32_t wsel_generation_create(wsel_host *host, const char *path, const char *co
     }
     gen->lib = lib;
     gen->plugin = wsel_library_plugin(lib);
-    gen->serialised = (gen->plugin->capabilities & WSEL_CAP_CONCURRENT_SELECT) == 0;
+    if ((gen->plugin->capabilities & WSEL_CAP_CONCURRENT_SELECT) == 0)
+        gen->lock_mode = WSEL_LOCK_EXCLUSIVE;
+    else if (gen->plugin->on_topology_changed != NULL)
+        gen->lock_mode = WSEL_LOCK_SHARED;
+    else
+        gen->lock_mode = WSEL_LOCK_NONE;
 
     /* Prefer writers: on_topology_changed must not starve behind a steady
      * stream of shared selects. */

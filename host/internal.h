@@ -43,16 +43,21 @@ const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i);
  * Created and destroyed by the control thread; read by select threads
  * between wsel_host_read_lock and wsel_host_read_unlock.
  */
+#define WSEL_LOCK_NONE      0u
+#define WSEL_LOCK_SHARED    1u
+#define WSEL_LOCK_EXCLUSIVE 2u
+
 typedef struct wsel_generation {
     wsel_library *lib;
     const wsel_plugin *plugin; /* the library's host-sized descriptor copy */
     void *instance;
-    /* 1 when the plugin lacks WSEL_CAP_CONCURRENT_SELECT: select and
-     * on_request_finished then take `lock` exclusively. Otherwise they take
-     * it shared, and only on_topology_changed takes it exclusively (the ABI
-     * promises that hook never runs concurrently with select). The switcher
-     * never takes this lock. */
-    int serialised;
+    /* How select and on_request_finished take `lock` (WSEL_LOCK_*):
+     * exclusively when the plugin lacks WSEL_CAP_CONCURRENT_SELECT; shared
+     * when it is concurrent but has on_topology_changed, which takes the
+     * lock exclusively (the ABI promises that hook never runs concurrently
+     * with select); not at all otherwise, since there is nothing to
+     * exclude. The switcher never takes this lock. */
+    uint32_t lock_mode;
     pthread_rwlock_t lock;
     _Atomic uint32_t consecutive_failures;
     _Atomic uint32_t ejected;

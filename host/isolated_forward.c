@@ -160,7 +160,9 @@ int32_t wsel_isolated_generation_create(wsel_host *host, const char *path,
     gen->lib = NULL; /* loaded in the helper, never in this process */
     gen->plugin = &ch->desc;
     gen->instance = ch;
-    gen->serialised = 0; /* the channel mutex serialises */
+    /* The channel mutex serialises calls into the helper; the shared lock
+     * keeps the forwarded topology hook exclusive, as in process. */
+    gen->lock_mode = WSEL_LOCK_SHARED;
     *out = gen;
     return 0;
 

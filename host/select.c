@@ -3,8 +3,9 @@
  * answer with the built-in policy whenever it cannot be used.
  *
  * Nothing here allocates, and nothing waits for a switch: the only lock
- * taken is the generation's own instance lock (shared for plugins that
- * declare WSEL_CAP_CONCURRENT_SELECT), which the switcher never holds.
+ * taken is the generation's own instance lock (exclusive for plugins that
+ * do not declare WSEL_CAP_CONCURRENT_SELECT, shared for concurrent ones
+ * with a topology hook, none otherwise), which the switcher never holds.
  */
 #include <string.h>
 
@@ -60,10 +61,16 @@ static void note_failure(wsel_host *host, wsel_generation *gen)
 
 static void lock_instance(wsel_generation *gen)
 {
-    if (gen->serialised)
+    if (gen->lock_mode == WSEL_LOCK_EXCLUSIVE)
         pthread_rwlock_wrlock(&gen->lock);
-    else
+    else if (gen->lock_mode == WSEL_LOCK_SHARED)
         pthread_rwlock_rdlock(&gen->lock);
+}
+
+static void unlock_instance(wsel_generation *gen)
+{
+    if (gen->lock_mode != WSEL_LOCK_NONE)
+        pthread_rwlock_unlock(&gen->lock);
 }
 
 /* Ask the generation; returns the fallback reason, or -1 with *row set when
@@ -78,10 +85,10 @@ static int ask_plugin(wsel_generation *gen, const wsel_request *request,
     c.struct_size = sizeof(c);
     lock_instance(gen);
     int32_t rc = gen->plugin->select(gen->instance, request, table, &c);
-    pthread_rwlock_unlock(&gen->lock);
+    unlock_instance(gen);
     if (rc < 0) /* an isolated helper's crash or timeout has its own reason */
         return gen->plugin->select == wsel_isolated_select ? wsel_isolated_reason(rc)
-                                                            : WSEL_FALLBACK_ERROR;
+                                                           : WSEL_FALLBACK_ERROR;
     if (c.row >= table->num_rows)
         return WSEL_FALLBACK_OUT_OF_RANGE;
     if (table->flags[c.row] & WSEL_ROW_EXCLUDED)
@@ -138,7 +145,7 @@ void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t w
         !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
         lock_instance(gen);
         gen->plugin->on_request_finished(gen->instance, request_id, worker_id, dp_rank);
-        pthread_rwlock_unlock(&gen->lock);
+        unlock_instance(gen);
     }
     wsel_host_read_unlock(host, idx);
 }
