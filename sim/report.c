@@ -2,6 +2,7 @@
  * report.c -- the table and the JSON document.
  */
 #include "report.h"
+#include "json_write.h"
 
 #include <math.h>
 #include <string.h>
@@ -110,21 +111,6 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
             "flicker%% = affinity key moved worker; imb = max/mean active tokens.\n");
 }
 
-static void json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
 static void json_pct(FILE *out, const char *name, const sim_percentiles *p)
 {
     fprintf(out, "\"%s\":{\"mean\":%.6g,\"p50\":%.6g,\"p90\":%.6g,\"p99\":%.6g}", name,
@@ -179,12 +165,12 @@ void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c
     fprintf(out, "{\"input\":{");
     if (in->trace) {
         fprintf(out, "\"trace\":");
-        json_string(out, in->trace);
+        wsel_json_write_string(out, in->trace);
         fprintf(out, ",\"trace_block_size\":%u,\"bad_lines\":%llu", in->trace_block_size,
                 (unsigned long long)in->bad_lines);
     } else {
         fprintf(out, "\"workload\":");
-        json_string(out, in->workload);
+        wsel_json_write_string(out, in->workload);
         fprintf(out, ",\"rate\":%.6g", in->rate);
     }
     fprintf(out, ",\"requests\":%llu,\"seed\":%llu},",
@@ -195,7 +181,7 @@ void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c
     for (uint32_t i = 0; i < n; i++) {
         const sim_result *r = &rows[i].result;
         fprintf(out, "%s\n{\"plugin\":", i ? "," : "");
-        json_string(out, rows[i].plugin);
+        wsel_json_write_string(out, rows[i].plugin);
         fprintf(out, ",\"config\":%s,",
                 rows[i].config && *rows[i].config ? rows[i].config : "{}");
         json_metrics(out, &r->total, timing);
@@ -203,7 +189,7 @@ void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c
             fprintf(out, ",\"phases\":[");
             for (uint32_t p = 0; p < r->num_phases; p++) {
                 fprintf(out, "%s{\"plugin\":", p ? "," : "");
-                json_string(out, r->phase_label[p]);
+                wsel_json_write_string(out, r->phase_label[p]);
                 fputc(',', out);
                 json_metrics(out, &r->phase[p], timing);
                 fputc('}', out);

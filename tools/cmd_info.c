@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "json_write.h"
 #include "plugin_path.h"
 #include "wsel_host.h"
 
@@ -103,21 +104,6 @@ static void print_capabilities(FILE *out, uint32_t caps, int json)
         fprintf(out, "none");
 }
 
-static void print_json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
 static void print_text(const wsel_library *lib)
 {
     const wsel_plugin *p = wsel_library_plugin(lib);
@@ -176,26 +162,26 @@ static void print_json(const wsel_library *lib)
 {
     const wsel_plugin *p = wsel_library_plugin(lib);
     printf("{\"name\":");
-    print_json_string(stdout, p->name);
+    wsel_json_write_string(stdout, p->name);
     printf(",\"version\":");
-    print_json_string(stdout, p->version);
+    wsel_json_write_string(stdout, p->version);
     printf(",\"description\":");
-    print_json_string(stdout, p->description);
+    wsel_json_write_string(stdout, p->description);
     printf(",\"abi\":{\"major\":%u,\"minor\":%u},\"capabilities\":[", p->abi_major,
            p->abi_minor);
     print_capabilities(stdout, p->capabilities, 1);
     printf("],\"path\":");
-    print_json_string(stdout, wsel_library_path(lib));
+    wsel_json_write_string(stdout, wsel_library_path(lib));
     printf(",\"parameters\":[");
     for (uint32_t i = 0; i < p->num_params; i++) {
         const wsel_param_def *d = wsel_library_param(lib, i);
         printf("%s{\"name\":", i ? "," : "");
-        print_json_string(stdout, d->name);
+        wsel_json_write_string(stdout, d->name);
         printf(",\"type\":\"%s\",\"default\":", type_name(d->type));
         if (d->type == WSEL_PARAM_BOOL) {
             printf("%s", d->default_value != 0 ? "true" : "false");
         } else if (d->type == WSEL_PARAM_ENUM) {
-            print_json_string(stdout, choice_name(d, d->default_value));
+            wsel_json_write_string(stdout, choice_name(d, d->default_value));
         } else {
             print_json_number(d->default_value);
         }
@@ -206,7 +192,7 @@ static void print_json(const wsel_library *lib)
                 if ((double)k < d->min_value || (double)k > d->max_value)
                     continue;
                 printf("%s", first ? "" : ",");
-                print_json_string(stdout, d->choices[k]);
+                wsel_json_write_string(stdout, d->choices[k]);
                 first = 0;
             }
             printf("]");
@@ -217,7 +203,7 @@ static void print_json(const wsel_library *lib)
             print_json_number(d->max_value);
         }
         printf(",\"doc\":");
-        print_json_string(stdout, d->doc);
+        wsel_json_write_string(stdout, d->doc);
         printf("}");
     }
     printf("]}\n");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "json_write.h"
 #include "plugin_path.h"
 #include "validate.h"
 
@@ -29,22 +30,6 @@ static void usage(FILE *out)
             "  --seed N       seed for tables and requests (default: from the clock);\n"
             "                 a failure prints the seed that reproduces it\n"
             "  --timeout S    seconds before a hung check is killed (default 10)\n");
-}
-
-/* JSON string body with escapes. */
-static void print_json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
 }
 
 typedef struct vsuite {
@@ -128,7 +113,7 @@ int wsel_cmd_validate(int argc, char **argv)
     double p50 = 0, p99 = 0;
     if (json) {
         printf("{\"plugin\":");
-        print_json_string(stdout, path);
+        wsel_json_write_string(stdout, path);
         printf(",\"seed\":%" PRIu64 ",\"checks\":[", ctx.seed);
     }
     for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
@@ -148,7 +133,7 @@ int wsel_cmd_validate(int argc, char **argv)
                        passed + failed + skipped > 1 ? "," : "", check->name,
                        r.status == VCHECK_FAIL ? "false" : "true",
                        r.status == VCHECK_SKIP ? "true" : "false");
-                print_json_string(stdout, r.detail);
+                wsel_json_write_string(stdout, r.detail);
                 printf(",\"seed\":%" PRIu64 "}", ctx.seed);
             } else if (r.status == VCHECK_FAIL) {
                 printf("FAIL %s: %s (seed %" PRIu64 ")\n", check->name, r.detail,
