@@ -3,6 +3,7 @@
  */
 #include "harness.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -198,4 +199,24 @@ uint32_t harness_select(void *instance, const wsel_request *req, const harness_t
     assert_true(choice.row < t->table.num_rows);
     assert_false(t->flags[choice.row] & WSEL_ROW_EXCLUDED);
     return choice.row;
+}
+
+void harness_expect_refusal(void *instance, const wsel_request *req,
+                            const harness_table *t, int32_t expected_rc)
+{
+    const uint32_t sentinel = 77;
+    wsel_choice choice;
+    memset(&choice, 0, sizeof(choice));
+    choice.struct_size = sizeof(choice);
+    choice.row = sentinel;
+    assert_int_equal(wsel_plugin_entry.select(instance, req, &t->table, &choice),
+                     expected_rc);
+    assert_int_equal(choice.row, sentinel);
+}
+
+void harness_assert_binomial(uint32_t count, uint32_t n, double p)
+{
+    double mean = n * p, sd = sqrt(n * p * (1 - p));
+    if (fabs(count - mean) > 5 * sd)
+        fail_msg("count %u, expected %.1f +- %.1f (5 sd)", count, mean, 5 * sd);
 }

@@ -63,4 +63,14 @@ void *harness_create(const char *const *names, const double *overrides,
  * is out of range or excluded. */
 uint32_t harness_select(void *instance, const wsel_request *req, const harness_table *t);
 
+/* select() must fail with `expected_rc` and leave the choice untouched (the
+ * ABI: outputs are written only on success). */
+void harness_expect_refusal(void *instance, const wsel_request *req,
+                            const harness_table *t, int32_t expected_rc);
+
+/* Fail unless `count` is within 5 standard deviations of the mean of a
+ * Binomial(n, p). A Gaussian leaves 5 sd with probability 5.7e-7, so a
+ * fixed seed that passes says nothing lucky about the plugin. */
+void harness_assert_binomial(uint32_t count, uint32_t n, double p);
+
 #endif

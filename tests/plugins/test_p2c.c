@@ -34,15 +34,6 @@ static void count_choices(void *instance, const harness_table *t, uint32_t n,
     }
 }
 
-/* A Binomial(n, p) count within 5 standard deviations of n * p. A Gaussian
- * leaves 5 sd with probability 5.7e-7. */
-static void assert_binomial(uint32_t count, uint32_t n, double p)
-{
-    double mean = n * p, sd = sqrt(n * p * (1 - p));
-    if (fabs(count - mean) > 5 * sd)
-        fail_msg("count %u, expected %.1f +- %.1f (5 sd)", count, mean, 5 * sd);
-}
-
 static void test_descriptor_declares_d_and_column(void **state)
 {
     (void)state;
@@ -249,9 +240,9 @@ static void test_pairs_are_uniform_over_the_eligible_rows(void **state)
     void *instance = harness_create(NULL, NULL, 0);
     uint32_t counts[10];
     count_choices(instance, t, 6000, counts);
-    assert_binomial(counts[1], 6000, 1.0 / 2);
-    assert_binomial(counts[4], 6000, 1.0 / 3);
-    assert_binomial(counts[6], 6000, 1.0 / 6);
+    harness_assert_binomial(counts[1], 6000, 1.0 / 2);
+    harness_assert_binomial(counts[4], 6000, 1.0 / 3);
+    harness_assert_binomial(counts[6], 6000, 1.0 / 6);
     assert_int_equal(counts[8], 0);
     wsel_plugin_entry.destroy(instance);
     harness_table_free(t);
@@ -278,8 +269,8 @@ static void test_pairs_stay_uniform_when_eligible_rows_are_scarce(void **state)
     uint32_t *counts = calloc(10000, sizeof(*counts));
     assert_non_null(counts);
     count_choices(instance, t, 3000, counts);
-    assert_binomial(counts[17], 3000, 2.0 / 3);
-    assert_binomial(counts[5000], 3000, 1.0 / 3);
+    harness_assert_binomial(counts[17], 3000, 2.0 / 3);
+    harness_assert_binomial(counts[5000], 3000, 1.0 / 3);
     assert_int_equal(counts[9999], 0);
     free(counts);
     wsel_plugin_entry.destroy(instance);
@@ -296,7 +287,7 @@ static void test_exact_ties_are_broken_uniformly(void **state)
     uint32_t counts[4];
     count_choices(instance, t, 8000, counts);
     for (uint32_t r = 0; r < 4; r++)
-        assert_binomial(counts[r], 8000, 0.25);
+        harness_assert_binomial(counts[r], 8000, 0.25);
     wsel_plugin_entry.destroy(instance);
     harness_table_free(t);
 }
@@ -350,10 +341,7 @@ static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void
     wsel_request req;
     wsel_rng rng;
     harness_request(&req, &rng, 1, 1, 0, NULL, 0);
-    wsel_choice choice = {.struct_size = sizeof(choice), .row = 77};
-    assert_int_equal(wsel_plugin_entry.select(instance, &req, &t->table, &choice),
-                     WSEL_ENOCANDIDATE);
-    assert_int_equal(choice.row, 77);
+    harness_expect_refusal(instance, &req, t, WSEL_ENOCANDIDATE);
     wsel_plugin_entry.destroy(instance);
     harness_table_free(t);
 }

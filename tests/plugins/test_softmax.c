@@ -221,10 +221,7 @@ static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void
     wsel_request req;
     wsel_rng rng;
     harness_request(&req, &rng, 1, 1, 0, NULL, 0);
-    wsel_choice choice = {.struct_size = sizeof(choice), .row = 77};
-    assert_int_equal(wsel_plugin_entry.select(instance, &req, &t->table, &choice),
-                     WSEL_ENOCANDIDATE);
-    assert_int_equal(choice.row, 77);
+    harness_expect_refusal(instance, &req, t, WSEL_ENOCANDIDATE);
     wsel_plugin_entry.destroy(instance);
     harness_table_free(t);
 }
