@@ -13,7 +13,12 @@
  *     (prefill of its best-overlap eligible rank), then the cheapest
  *     eligible rank inside it;
  *   - blend: picks the row minimising cost + alpha * mean rank load of its
- *     worker.
+ *     worker;
+ *   - lockstep: picks the row minimising the time the request waits on a
+ *     lockstep engine: the worker's current step (paced by the largest
+ *     prefill chunk on any of its ranks, at most token_budget tokens), its
+ *     own rank's remaining backlog, its own uncached tokens, and a decode
+ *     pass paced by the worker's busiest rank (see lockstep_score).
  * Exact ties are broken uniformly at random with the request's stream.
  * Keeps no state: safe from any number of threads.
  */
@@ -21,24 +26,30 @@
 
 #include "wsel.h"
 
-enum { P_MODE, P_AGGREGATE, P_ALPHA, P_COUNT };
-enum { MODE_TWO_LEVEL, MODE_BLEND };
+/* The table's order is what a config maps to: append, never insert. */
+enum { P_MODE, P_AGGREGATE, P_ALPHA, P_TOKEN_BUDGET, P_COUNT };
+enum { MODE_TWO_LEVEL, MODE_BLEND, MODE_LOCKSTEP };
 enum { AGG_MAX, AGG_MEAN, AGG_SUM };
 
-static const char *const mode_names[] = {"two-level", "blend", NULL};
+static const char *const mode_names[] = {"two-level", "blend", "lockstep", NULL};
 static const char *const aggregate_names[] = {"max", "mean", "sum", NULL};
 
 static const wsel_param_def dpgroup_params[P_COUNT] = {
     [P_MODE] = {"mode",
                 "two-level: choose the worker, then its rank; blend: rank cost + "
-                "alpha * worker load",
-                WSEL_PARAM_ENUM, 0, MODE_TWO_LEVEL, MODE_TWO_LEVEL, MODE_BLEND,
+                "alpha * worker load; lockstep: the row's wait on its worker's "
+                "lockstep steps",
+                WSEL_PARAM_ENUM, 0, MODE_TWO_LEVEL, MODE_TWO_LEVEL, MODE_LOCKSTEP,
                 mode_names},
     [P_AGGREGATE] = {"aggregate",
                      "two-level: a worker's load from its ranks' decode_blocks",
                      WSEL_PARAM_ENUM, 0, AGG_MAX, AGG_MAX, AGG_SUM, aggregate_names},
     [P_ALPHA] = {"alpha", "blend: weight of the worker's mean rank load (blocks)",
                  WSEL_PARAM_DOUBLE, 0, 1.0, 0.0, 100.0, NULL},
+    /* 8,192 = Dynamo mocker's max batched tokens per step. */
+    [P_TOKEN_BUDGET] = {"token_budget",
+                        "lockstep: tokens a rank prefills per engine step",
+                        WSEL_PARAM_INT, 0, 8192.0, 1.0, 1048576.0, NULL},
 };
 
 typedef struct dpgroup {
@@ -46,6 +57,7 @@ typedef struct dpgroup {
     uint32_t mode;
     uint32_t aggregate;
     double alpha;
+    uint64_t token_budget;
 } dpgroup;
 
 static int32_t dpgroup_create(const wsel_host_api *host, const double *params,
@@ -60,6 +72,7 @@ static int32_t dpgroup_create(const wsel_host_api *host, const double *params,
     d->mode = (uint32_t)params[P_MODE];
     d->aggregate = (uint32_t)params[P_AGGREGATE];
     d->alpha = params[P_ALPHA];
+    d->token_budget = (uint64_t)params[P_TOKEN_BUDGET];
     *out_instance = d;
     return 0;
 }
@@ -198,6 +211,126 @@ static int32_t select_blend(const dpgroup *d, const wsel_request *req,
     return 0;
 }
 
+/* The request's size, read and divided once per select. */
+typedef struct request_size {
+    uint64_t tokens; /* isl */
+    uint64_t block;  /* tokens per block */
+    uint64_t blocks; /* whole blocks: isl / block */
+} request_size;
+
+/* What one rank holds for and besides this request. */
+typedef struct rank_load {
+    uint64_t uncached; /* tokens of this request the rank must prefill */
+    uint64_t backlog;  /* its queued prefill without this request (tokens) */
+    uint64_t active;   /* its active decode without this request (blocks) */
+} rank_load;
+
+/* Splits row i's predictive load (which already counts this request) into
+ * this request's part and the rest, clamping at 0. A row without a load
+ * record holds Dynamo's defaults (isl, isl / block_size), which describe
+ * this request alone on an idle rank: no backlog, nothing active. */
+static inline rank_load rank_load_of(const request_size *req, const wsel_table *t,
+                                     uint32_t i)
+{
+    uint64_t overlap = t->overlap_blocks[i], cached = overlap * req->block;
+    uint64_t uncached = req->tokens > cached ? req->tokens - cached : 0;
+    uint64_t new_blocks = req->blocks > overlap ? req->blocks - overlap : 0;
+    if (t->flags[i] & WSEL_ROW_NO_LOAD) {
+        uncached = t->prefill_tokens[i];
+        new_blocks = t->decode_blocks[i];
+    }
+    rank_load l = {uncached, 0, 0};
+    if (t->prefill_tokens[i] > uncached)
+        l.backlog = t->prefill_tokens[i] - uncached;
+    if (t->decode_blocks[i] > new_blocks)
+        l.active = t->decode_blocks[i] - new_blocks;
+    return l;
+}
+
+/* a + b, or UINT64_MAX where that would wrap (only absurd loads reach it). */
+static inline uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+/* What paces a worker's lockstep steps, over ALL its ranks (excluded and
+ * busy ones still step with the others): its largest prefill backlog, and
+ * its two largest active decodes, so that the largest among a row's
+ * siblings is found in O(1). */
+typedef struct group_pace {
+    uint64_t max_backlog;
+    uint64_t top_active;
+    uint64_t second_active; /* 0 for a one-rank worker */
+    uint32_t top_row;
+} group_pace;
+
+static group_pace group_pace_of(const request_size *req, const wsel_table *t, uint32_t g)
+{
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    group_pace p = {0, 0, 0, first};
+    for (uint32_t i = first; i < first + count; i++) {
+        rank_load l = rank_load_of(req, t, i);
+        if (l.backlog > p.max_backlog)
+            p.max_backlog = l.backlog;
+        if (i == first || l.active > p.top_active) {
+            p.second_active = i == first ? 0 : p.top_active;
+            p.top_active = l.active;
+            p.top_row = i;
+        } else if (l.active > p.second_active) {
+            p.second_active = l.active;
+        }
+    }
+    return p;
+}
+
+/*
+ * The lockstep score of row r (lower is better), in Dynamo's cost units:
+ *   overlap_score_weight
+ *     * (min(L, budget) + max(backlog_r - budget, 0) + uncached_r) / block_size
+ *   + max(decode_blocks_r, max over siblings i of active_i)
+ * where L is the worker's largest backlog. The request first waits for the
+ * worker's current step, paced by the largest prefill chunk on any of its
+ * ranks (at most one token budget), then for its own rank's remaining
+ * backlog, then prefills its own uncached tokens; the worker's decode pass
+ * is paced by its busiest rank. For a one-rank worker with a backlog of at
+ * most token_budget this is Dynamo's cost: L = backlog_r, so the prefill
+ * part is prefill_tokens_r, and there are no siblings.
+ */
+static double lockstep_score(const dpgroup *d, const wsel_request *req,
+                             const request_size *size, const wsel_table *t,
+                             const group_pace *p, uint32_t r)
+{
+    rank_load l = rank_load_of(size, t, r);
+    uint64_t step = p->max_backlog < d->token_budget ? p->max_backlog : d->token_budget;
+    uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
+    uint64_t tokens = add_saturating(add_saturating(step, rest), l.uncached);
+    uint64_t sibling = r == p->top_row ? p->second_active : p->top_active;
+    uint64_t decode = t->decode_blocks[r] > sibling ? t->decode_blocks[r] : sibling;
+    return req->overlap_score_weight * (double)tokens / (double)req->block_size +
+           (double)decode;
+}
+
+static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
+                               const wsel_table *t, uint8_t skip, uint32_t *out_row)
+{
+    if (req->block_size == 0) /* the ABI says > 0; never divide by it */
+        return WSEL_EINVAL;
+    tie_break tb = {d->host, req->rng, 0.0, 0, 0};
+    request_size size = {req->isl_tokens, req->block_size,
+                         req->isl_tokens / req->block_size};
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        group_pace p = group_pace_of(&size, t, g);
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        for (uint32_t r = first; r < first + count; r++)
+            if ((t->flags[r] & skip) == 0)
+                tie_offer(&tb, lockstep_score(d, req, &size, t, &p, r), r);
+    }
+    if (tb.ties == 0)
+        return WSEL_ENOCANDIDATE;
+    *out_row = tb.pick;
+    return 0;
+}
+
 static int32_t dpgroup_select(void *instance, const wsel_request *req,
                               const wsel_table *t, wsel_choice *choice)
 {
@@ -206,8 +339,13 @@ static int32_t dpgroup_select(void *instance, const wsel_request *req,
     if (skip == 0)
         return WSEL_ENOCANDIDATE;
     uint32_t row;
-    int32_t rc = d->mode == MODE_BLEND ? select_blend(d, req, t, skip, &row)
-                                       : select_two_level(d, req, t, skip, &row);
+    int32_t rc;
+    if (d->mode == MODE_LOCKSTEP)
+        rc = select_lockstep(d, req, t, skip, &row);
+    else if (d->mode == MODE_BLEND)
+        rc = select_blend(d, req, t, skip, &row);
+    else
+        rc = select_two_level(d, req, t, skip, &row);
     if (rc != 0)
         return rc;
     choice->row = row;
@@ -220,7 +358,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
     .name = "dpgroup",
-    .version = "1.0.0",
+    .version = "1.1.0",
     .description = "scores each data-parallel worker by its busiest rank, then picks "
                    "the rank",
     .params = dpgroup_params,

@@ -2,7 +2,8 @@
  * test_dpgroup.c -- the dpgroup plugin: a data-parallel worker is scored by
  * its busiest rank, so it gets its fair share of traffic but never while its
  * busiest rank leads; a saturated rank shields its idle siblings; blend
- * mode follows its formula.
+ * mode follows its formula; lockstep mode charges a row the wait on its
+ * worker's shared steps and is Dynamo's cost on a one-rank worker.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,6 +253,175 @@ test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost(void **state)
     harness_table_free(t);
 }
 
+/* Lockstep mode with token_budget `budget` (0 = its default). */
+static void *lockstep_create(double budget)
+{
+    const char *names[] = {"mode", "token_budget"};
+    const double values[] = {2, budget};
+    return harness_create(names, values, budget > 0 ? 2 : 1);
+}
+
+/* A request of `blocks` blocks of 16 tokens (isl = 16 * blocks). */
+static uint32_t decide_blocks(void *d, const harness_table *t, uint64_t request_id,
+                              uint32_t blocks)
+{
+    static const uint64_t hashes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    assert_true(blocks <= 8);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, request_id, 0, hashes, blocks);
+    return harness_select(d, &req, t);
+}
+
+/* Fills row i from what it holds besides the request (backlog tokens,
+ * active blocks) and the request's overlap there, for a request of `blocks`
+ * blocks of 16 tokens, the way the router's predictive load counts it. */
+static void set_row(harness_table *t, uint32_t i, uint64_t backlog, uint64_t active,
+                    uint32_t overlap, uint32_t blocks)
+{
+    t->overlap_blocks[i] = overlap;
+    t->prefill_tokens[i] = backlog + 16u * (blocks - overlap);
+    t->decode_blocks[i] = active + (blocks - overlap);
+}
+
+/*
+ * Worker 0: rank 0 has 4,096 tokens queued and 10 active blocks; rank 1 is
+ * idle and caches 2 of the request's 4 blocks. Worker 1: one rank, B
+ * tokens queued, 6 active blocks. Request: 4 blocks (64 tokens). L_0 = 4096.
+ *   row 0: (4096 + 0 + 64) / 16 + max(4 + 10, 0)  = 260 + 14 = 274
+ *   row 1: (4096 + 0 + 32) / 16 + max(2, 10)      = 258 + 10 = 268
+ *   row 2: (B + 64) / 16 + 6 + 4                   = (B + 64) / 16 + 10
+ * so the idle sibling pays its worker's step: row 2 wins below B = 4064,
+ * ties at it (exact in binary: every value is a multiple of 1/16), loses
+ * above. Dynamo's cost sees row 1 at 32 / 16 + 2 = 4 and always takes it.
+ */
+static void test_lockstep_charges_an_idle_rank_its_worker_s_step(void **state)
+{
+    (void)state;
+    static const uint32_t dp[2] = {2, 1};
+    harness_table *t = harness_table_new(2, dp);
+    set_row(t, 0, 4096, 10, 0, 4);
+    set_row(t, 1, 0, 0, 2, 4);
+    void *d = lockstep_create(0);
+    wsel_request req;
+    wsel_rng rng;
+    const struct {
+        uint64_t backlog;
+        uint32_t seen; /* rows that must come up, as a bit set */
+    } cases[] = {{0, 0x4}, {4048, 0x4}, {4064, 0x6}, {4080, 0x2}, {8000, 0x2}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        set_row(t, 2, cases[c].backlog, 6, 0, 4);
+        harness_table_default_costs(t, 1.0, 16);
+        harness_request(&req, &rng, SEED, 0, 0, NULL, 0);
+        uint32_t base;
+        assert_int_equal(wsel_softmax_sample(t->table.cost, t->flags, t->table.num_rows,
+                                             WSEL_ROW_EXCLUDED, 0.0, req.uniform, &base),
+                         0);
+        assert_int_equal(base, 1);
+        uint32_t seen = 0;
+        for (uint64_t n = 0; n < 64; n++)
+            seen |= 1u << decide_blocks(d, t, n, 4);
+        assert_int_equal(seen, cases[c].seen);
+    }
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+/* One-rank workers with backlogs within the budget: the lockstep score is
+ * Dynamo's cost, so lockstep's choice has the least cost, rows without a
+ * load record (Dynamo's defaults) included. 500 random tables, seeded. */
+static void test_lockstep_on_one_rank_workers_picks_dynamo_s_argmin(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_new(16, NULL);
+    void *d = lockstep_create(0);
+    wsel_rng rng;
+    wsel_rng_seed(&rng, SEED);
+    for (uint64_t n = 0; n < 500; n++) {
+        uint32_t blocks = 1 + wsel_rng_below(&rng, 8);
+        for (uint32_t i = 0; i < 16; i++) {
+            t->flags[i] = wsel_rng_below(&rng, 8) == 0 ? WSEL_ROW_NO_LOAD : 0;
+            uint64_t backlog = wsel_rng_below(&rng, 8193);
+            uint64_t active = wsel_rng_below(&rng, 200);
+            set_row(t, i, backlog, active, wsel_rng_below(&rng, blocks + 1), blocks);
+            if (t->flags[i] & WSEL_ROW_NO_LOAD) {
+                t->prefill_tokens[i] = 16u * blocks;
+                t->decode_blocks[i] = blocks;
+            }
+        }
+        harness_table_default_costs(t, 1.0, 16);
+        double least = t->cost[0];
+        for (uint32_t i = 1; i < 16; i++)
+            least = t->cost[i] < least ? t->cost[i] : least;
+        assert_true(t->cost[decide_blocks(d, t, n, blocks)] == least);
+    }
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+/*
+ * One-block requests (16 tokens), nothing active (decode 1 everywhere).
+ * Worker 0: rank 0 has 10,000 tokens queued, rank 1 none; worker 1: one
+ * rank with 9,500. With budget b, for b <= 9,500:
+ *   row 0: (b + (10000 - b) + 16) / 16 + 1 = 627       (its own excess)
+ *   row 1: (b + 0 + 16) / 16 + 1                       (one step only)
+ *   row 2: (b + (9500 - b) + 16) / 16 + 1 = 595.75
+ * so row 1 wins (b = 8192: 514); with row 1 excluded row 2 beats row 0: the
+ * excess stays on its own rank. Once b >= 10,000 the idle sibling pays the
+ * whole backlog, 627, and row 2 wins.
+ */
+static harness_table *budget_table(void)
+{
+    static const uint32_t dp[2] = {2, 1};
+    harness_table *t = harness_table_new(2, dp);
+    set_row(t, 0, 10000, 0, 0, 1);
+    set_row(t, 1, 0, 0, 0, 1);
+    set_row(t, 2, 9500, 0, 0, 1);
+    return t;
+}
+
+static void test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank(void **state)
+{
+    (void)state;
+    harness_table *t = budget_table();
+    void *by_default = lockstep_create(0);
+    void *wide = lockstep_create(16384);
+    assert_int_equal(decide_blocks(by_default, t, 1, 1), 1);
+    assert_int_equal(decide_blocks(wide, t, 1, 1), 2);
+    t->flags[1] = WSEL_ROW_EXCLUDED;
+    assert_int_equal(decide_blocks(by_default, t, 1, 1), 2);
+    wsel_plugin_entry.destroy(by_default);
+    wsel_plugin_entry.destroy(wide);
+    harness_table_free(t);
+}
+
+/* token_budget is appended (old configs map as before), an INT in
+ * [1, 1,048,576], default 8,192; lockstep is the third mode. Both bounds
+ * create, and behave as the budget table above predicts. */
+static void test_token_budget_is_accepted_at_both_bounds(void **state)
+{
+    (void)state;
+    const wsel_plugin *p = &wsel_plugin_entry;
+    assert_int_equal(p->num_params, 4);
+    assert_string_equal(p->params[0].choices[2], "lockstep");
+    assert_null(p->params[0].choices[3]);
+    assert_true(p->params[0].default_value == 0.0 && p->params[0].max_value == 2.0);
+    const wsel_param_def *budget = &p->params[3];
+    assert_string_equal(budget->name, "token_budget");
+    assert_int_equal(budget->type, WSEL_PARAM_INT);
+    assert_true(budget->default_value == 8192.0);
+    assert_true(budget->min_value == 1.0 && budget->max_value == 1048576.0);
+
+    harness_table *t = budget_table();
+    void *low = lockstep_create(1);
+    void *high = lockstep_create(1048576);
+    assert_int_equal(decide_blocks(low, t, 1, 1), 1);
+    assert_int_equal(decide_blocks(high, t, 1, 1), 2);
+    wsel_plugin_entry.destroy(low);
+    wsel_plugin_entry.destroy(high);
+    harness_table_free(t);
+}
+
 static void test_excluded_and_busy_ranks_are_skipped(void **state)
 {
     (void)state;
@@ -263,17 +433,20 @@ static void test_excluded_and_busy_ranks_are_skipped(void **state)
     const char *names[] = {"mode"};
     const double blend[] = {1};
     void *blended = harness_create(names, blend, 1);
+    void *lockstep = lockstep_create(0);
 
     t->flags[0] = WSEL_ROW_EXCLUDED;
     t->flags[1] = WSEL_ROW_BUSY;
     assert_in_range(decide(two_level, t, 1), 2, 3);
     assert_in_range(decide(blended, t, 1), 2, 3);
+    assert_in_range(decide(lockstep, t, 1), 2, 3);
 
     /* Every eligible row busy: busy rows are candidates again. */
     memset(t->flags, WSEL_ROW_BUSY, 5);
     t->flags[0] = WSEL_ROW_EXCLUDED;
     assert_int_equal(decide(two_level, t, 2), 1);
     assert_int_equal(decide(blended, t, 2), 1);
+    assert_int_equal(decide(lockstep, t, 2), 1);
 
     memset(t->flags, WSEL_ROW_EXCLUDED, 5);
     wsel_request req;
@@ -284,9 +457,12 @@ static void test_excluded_and_busy_ranks_are_skipped(void **state)
                      WSEL_ENOCANDIDATE);
     assert_int_equal(wsel_plugin_entry.select(blended, &req, &t->table, &choice),
                      WSEL_ENOCANDIDATE);
+    assert_int_equal(wsel_plugin_entry.select(lockstep, &req, &t->table, &choice),
+                     WSEL_ENOCANDIDATE);
     assert_int_equal(choice.row, 99);
     wsel_plugin_entry.destroy(two_level);
     wsel_plugin_entry.destroy(blended);
+    wsel_plugin_entry.destroy(lockstep);
     harness_table_free(t);
 }
 
@@ -296,15 +472,17 @@ static void test_ties_between_workers_are_broken_at_random_and_reproducibly(void
     harness_table *t = harness_table_uniform(4, 2);
     uint64_t load[8] = {3, 3, 3, 3, 3, 3, 3, 3};
     set_loads(t, load);
-    void *d = harness_create(NULL, NULL, 0);
-    uint32_t seen = 0;
-    for (uint64_t n = 0; n < 200; n++) {
-        uint32_t row = decide(d, t, n);
-        seen |= 1u << row;
-        assert_int_equal(decide(d, t, n), row); /* same stream, same answer */
+    void *modes[2] = {harness_create(NULL, NULL, 0), lockstep_create(0)};
+    for (size_t m = 0; m < 2; m++) {
+        uint32_t seen = 0;
+        for (uint64_t n = 0; n < 200; n++) {
+            uint32_t row = decide(modes[m], t, n);
+            seen |= 1u << row;
+            assert_int_equal(decide(modes[m], t, n), row); /* same stream, same answer */
+        }
+        assert_int_equal(seen, 0xff);
+        wsel_plugin_entry.destroy(modes[m]);
     }
-    assert_int_equal(seen, 0xff);
-    wsel_plugin_entry.destroy(d);
     harness_table_free(t);
 }
 
@@ -319,6 +497,11 @@ int main(void)
         cmocka_unit_test(test_the_mean_aggregate_lets_one_hot_rank_hide_among_idle_ones),
         cmocka_unit_test(
             test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost),
+        cmocka_unit_test(test_lockstep_charges_an_idle_rank_its_worker_s_step),
+        cmocka_unit_test(test_lockstep_on_one_rank_workers_picks_dynamo_s_argmin),
+        cmocka_unit_test(
+            test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank),
+        cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
         cmocka_unit_test(test_excluded_and_busy_ranks_are_skipped),
         cmocka_unit_test(test_ties_between_workers_are_broken_at_random_and_reproducibly),
     };
