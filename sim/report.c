@@ -65,6 +65,15 @@ static double shown(const column *c, const sim_metrics *m)
     return v;
 }
 
+/* A row configured with something other than the defaults: its label gets
+ * a [k] mark and the configuration a footnote, so two rows of one plugin
+ * can be told apart. */
+static int has_config(const sim_report_row *row)
+{
+    return row->config != NULL && row->config[0] != '\0' &&
+           strcmp(row->config, "{}") != 0;
+}
+
 void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
 {
     double best[NUM_COLUMNS];
@@ -88,6 +97,8 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
             char name[64];
             if (rows[i].result.num_phases > 1)
                 snprintf(name, sizeof(name), " %u:%s", p, rows[i].result.phase_label[p]);
+            else if (has_config(&rows[i]))
+                snprintf(name, sizeof(name), "%s [%u]", rows[i].plugin, i + 1);
             else
                 snprintf(name, sizeof(name), "%s", rows[i].plugin);
             if (p == 0 && rows[i].result.num_phases > 1) {
@@ -106,6 +117,9 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
             fputc('\n', out);
         }
     }
+    for (uint32_t i = 0; i < n; i++)
+        if (has_config(&rows[i]))
+            fprintf(out, "[%u] %s %s\n", i + 1, rows[i].plugin, rows[i].config);
     fprintf(out,
             "* best in column. hit%% = prefix tokens cached / input tokens; "
             "flicker%% = affinity key moved worker; imb = max/mean active tokens.\n");
