@@ -214,6 +214,20 @@ void harness_expect_refusal(void *instance, const wsel_request *req,
     assert_int_equal(choice.row, sentinel);
 }
 
+void harness_expect_all_excluded_refused(uint32_t num_rows)
+{
+    harness_table *t = harness_table_new(num_rows, NULL);
+    for (uint32_t i = 0; i < num_rows; i++)
+        t->flags[i] = (i % 2) ? WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY : WSEL_ROW_EXCLUDED;
+    void *instance = harness_create(NULL, NULL, 0);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 1, 1, 0, NULL, 0);
+    harness_expect_refusal(instance, &req, t, WSEL_ENOCANDIDATE);
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
 void harness_assert_binomial(uint32_t count, uint32_t n, double p)
 {
     double mean = n * p, sd = sqrt(n * p * (1 - p));

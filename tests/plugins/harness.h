@@ -68,6 +68,11 @@ uint32_t harness_select(void *instance, const wsel_request *req, const harness_t
 void harness_expect_refusal(void *instance, const wsel_request *req,
                             const harness_table *t, int32_t expected_rc);
 
+/* The all-excluded case every plugin must handle: a table of `num_rows`
+ * one-rank workers, each excluded (every other one busy too), refused with
+ * WSEL_ENOCANDIDATE by a default instance, the choice untouched. */
+void harness_expect_all_excluded_refused(uint32_t num_rows);
+
 /* Fail unless `count` is within 5 standard deviations of the mean of a
  * Binomial(n, p). A Gaussian leaves 5 sd with probability 5.7e-7, so a
  * fixed seed that passes says nothing lucky about the plugin. */

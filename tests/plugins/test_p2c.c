@@ -334,16 +334,7 @@ static void test_busy_rows_are_compared_when_every_eligible_row_is_busy(void **s
 static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void **state)
 {
     (void)state;
-    harness_table *t = harness_table_new(1000, NULL);
-    for (uint32_t i = 0; i < 1000; i++)
-        t->flags[i] = (i % 2) ? WSEL_ROW_EXCLUDED : WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
-    void *instance = harness_create(NULL, NULL, 0);
-    wsel_request req;
-    wsel_rng rng;
-    harness_request(&req, &rng, 1, 1, 0, NULL, 0);
-    harness_expect_refusal(instance, &req, t, WSEL_ENOCANDIDATE);
-    wsel_plugin_entry.destroy(instance);
-    harness_table_free(t);
+    harness_expect_all_excluded_refused(1000);
 }
 
 static void test_same_seed_and_request_give_the_same_row(void **state)

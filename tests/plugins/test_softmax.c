@@ -213,17 +213,7 @@ static void test_busy_rows_are_used_when_every_eligible_row_is_busy(void **state
 static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void **state)
 {
     (void)state;
-    const double costs[] = {1, 2};
-    harness_table *t = table_with_costs(costs, 2);
-    t->flags[0] = WSEL_ROW_EXCLUDED;
-    t->flags[1] = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
-    void *instance = harness_create(NULL, NULL, 0);
-    wsel_request req;
-    wsel_rng rng;
-    harness_request(&req, &rng, 1, 1, 0, NULL, 0);
-    harness_expect_refusal(instance, &req, t, WSEL_ENOCANDIDATE);
-    wsel_plugin_entry.destroy(instance);
-    harness_table_free(t);
+    harness_expect_all_excluded_refused(2);
 }
 
 static void test_request_temperature_overrides_the_parameter_when_nonzero(void **state)
