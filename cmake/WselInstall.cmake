@@ -1,13 +1,18 @@
+# SPDX-License-Identifier: Apache-2.0
 # WselInstall.cmake -- what `cmake --install` puts where, and the packages
 # that let a third party find it again.
 #
-#   P/include/wsel.h, wsel_host.h        the ABI and the host library's API
+#   P/include/wsel/wsel.h, wsel_host.h   the ABI and the host library's API
+#                                        (consumers add -IP/include/wsel, so
+#                                        #include <wsel.h> works as it is)
 #   P/lib/libwsel-host.so.1              the host library (SONAME .so.1)
 #   P/lib/wsel/plugins/NAME.so           the bundled policies
 #   P/bin/wsel                           the command (RPATH $ORIGIN/../lib)
 #   P/lib/cmake/wsel/                    find_package(wsel): wsel::abi,
 #                                        wsel::host, wsel_add_plugin()
 #   P/lib/pkgconfig/wsel.pc              pkg-config: cflags, libs, plugindir
+#   P/bin/wsel-isolated-helper           isolated mode's helper process
+#   P/share/doc/wsel/LICENSE             the licence (Apache-2.0)
 #
 # Everything installed is relocatable: the CMake package and the .pc file
 # locate the prefix from their own location, so `cmake --install build
@@ -24,8 +29,13 @@ set(WSEL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/wsel)
 set(WSEL_INSTALL_PKGCONFIGDIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # --- headers -----------------------------------------------------------------
-install(FILES ${PROJECT_SOURCE_DIR}/abi/wsel.h ${PROJECT_SOURCE_DIR}/host/wsel_host.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+set(WSEL_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/wsel)
+install(FILES ${PROJECT_SOURCE_DIR}/abi/wsel.h ${PROJECT_SOURCE_DIR}/host/include/wsel_host.h
+        DESTINATION ${WSEL_INSTALL_INCLUDEDIR} COMPONENT dev)
+
+# --- the licence -----------------------------------------------------------------
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/wsel
+        COMPONENT runtime)
 
 # --- the ABI and the host library, exported as wsel::abi and wsel::host ------
 set_target_properties(wsel_abi PROPERTIES EXPORT_NAME abi)
@@ -62,18 +72,14 @@ if(WSEL_BUNDLED_PLUGIN_TARGETS)
 endif()
 
 # --- the command -------------------------------------------------------------
-if(TARGET wsel)
-  file(RELATIVE_PATH wsel_bin_to_lib ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}
-       ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR})
-  set_target_properties(wsel PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
-  install(TARGETS wsel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
-endif()
+file(RELATIVE_PATH wsel_bin_to_lib ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}
+     ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR})
+set_target_properties(wsel PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
+install(TARGETS wsel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 # The helper process of isolated mode, found next to the executable.
-if(TARGET wsel_sandbox)
-  set_target_properties(wsel_sandbox PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
-  install(TARGETS wsel_sandbox RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-          COMPONENT runtime)
-endif()
+set_target_properties(wsel_isolated_helper PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
+install(TARGETS wsel_isolated_helper RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        COMPONENT runtime)
 
 # --- find_package(wsel) -------------------------------------------------------
 install(EXPORT wsel-targets NAMESPACE wsel:: FILE wsel-targets.cmake
@@ -82,7 +88,7 @@ configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/wsel-config.cmake.in
   ${PROJECT_BINARY_DIR}/wsel-config.cmake
   INSTALL_DESTINATION ${WSEL_INSTALL_CMAKEDIR}
-  PATH_VARS CMAKE_INSTALL_INCLUDEDIR WSEL_INSTALL_PLUGINDIR)
+  PATH_VARS WSEL_INSTALL_INCLUDEDIR WSEL_INSTALL_PLUGINDIR)
 # A 1.x package serves any request for 1.y: minors only add.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/wsel-config-version.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)

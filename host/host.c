@@ -86,7 +86,7 @@ static void free_allowed_dirs(wsel_host *host)
 }
 
 /* Isolated mode: the options' tail with defaults for its zero fields, and
- * an owned copy of the sandbox path (isolated_options.h). */
+ * an owned copy of the helper path (isolated_options.h). */
 static int32_t copy_isolated_options(wsel_host *host, const wsel_host_options *o)
 {
     wsel_isolated_options *iso = &host->isolated;
@@ -99,9 +99,9 @@ static int32_t copy_isolated_options(wsel_host *host, const wsel_host_options *o
         o->helper_as_limit_mb ? o->helper_as_limit_mb : WSEL_ISOLATED_DEFAULT_AS_MB;
     iso->cpu_limit_s =
         o->helper_cpu_limit_s ? o->helper_cpu_limit_s : WSEL_ISOLATED_DEFAULT_CPU_S;
-    if (o->sandbox_path != NULL) {
-        iso->sandbox_path = strdup(o->sandbox_path);
-        if (iso->sandbox_path == NULL)
+    if (o->helper_path != NULL) {
+        iso->helper_path = strdup(o->helper_path);
+        if (iso->helper_path == NULL)
             return WSEL_ENOMEM;
     }
     return 0;
@@ -158,7 +158,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
     return 0;
 
 out_free_dirs:
-    free(host->isolated.sandbox_path);
+    free(host->isolated.helper_path);
     free_allowed_dirs(host);
     free(host);
     return rc;
@@ -173,7 +173,7 @@ void wsel_host_destroy(wsel_host *host)
     pthread_mutex_unlock(&host->control);
     wsel_generation_destroy(atomic_load(&host->live));
     pthread_mutex_destroy(&host->control);
-    free(host->isolated.sandbox_path);
+    free(host->isolated.helper_path);
     free_allowed_dirs(host);
     free(host);
 }

@@ -25,7 +25,8 @@ mkdir -p "$WORK"
 step "install wsel to $prefix"
 "$CMAKE" --install "$WSEL_BUILD_DIR" --prefix "$prefix" >"$WORK/install.log" ||
     fail "cmake --install $WSEL_BUILD_DIR failed (see $WORK/install.log)"
-for f in include/wsel.h include/wsel_host.h lib/libwsel-host.so.1 bin/wsel \
+for f in include/wsel/wsel.h include/wsel/wsel_host.h lib/libwsel-host.so.1 bin/wsel \
+    bin/wsel-isolated-helper share/doc/wsel/LICENSE \
     lib/cmake/wsel/wsel-config.cmake lib/cmake/wsel/wsel_plugin.map \
     lib/pkgconfig/wsel.pc; do
     [ -e "$prefix/$f" ] || fail "$prefix/$f was not installed"

@@ -72,7 +72,7 @@ void iso_options(wsel_host_options *opts, uint32_t deadline_us, uint32_t backoff
     opts->isolated = 1;
     opts->select_deadline_us = deadline_us;
     opts->restart_backoff_us = backoff_us;
-    opts->sandbox_path = WSEL_ISO_SANDBOX;
+    opts->helper_path = WSEL_ISO_HELPER;
 }
 
 void iso_quiet_sanitizer(void)

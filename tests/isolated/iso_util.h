@@ -20,7 +20,7 @@ void iso_remove_dir(char *dir);
  * (caller frees) or NULL. */
 char *iso_install(const char *dir, const char *name);
 
-/* Options for an isolated host using the wsel-sandbox of this build. */
+/* Options for an isolated host using the wsel-isolated-helper of this build. */
 void iso_options(wsel_host_options *opts, uint32_t deadline_us, uint32_t backoff_us);
 
 /* In sanitizer builds, keep a crashing helper's report short (no

@@ -1,6 +1,6 @@
 /*
  * test_isolated.c -- isolated mode: a plugin that crashes, hangs or runs
- * away inside its wsel-sandbox helper costs no request.
+ * away inside its wsel-isolated-helper helper costs no request.
  *
  * For each fixture (iso_fixture.c): every select is answered, the counters
  * name the reason, and the helper comes back (plugin answers resume). A

@@ -247,7 +247,7 @@ typedef struct wsel_host_options {
     wsel_trust_options trust;
 
     /* --- Isolated mode (docs/isolated.md). Appended; zero = default. --- */
-    /* 1: every policy this host loads runs in its own wsel-sandbox helper
+    /* 1: every policy this host loads runs in its own wsel-isolated-helper
      * process, reached through shared memory; a crash, an exit, a missed
      * deadline or a malformed answer costs only that select (the built-in
      * policy answers it, counted as WSEL_FALLBACK_CRASHED / _TIMEOUT) and
@@ -266,10 +266,15 @@ typedef struct wsel_host_options {
     /* The helper's RLIMIT_CPU in seconds; 0 = 3600; UINT32_MAX = none. */
     uint32_t helper_cpu_limit_s;
     uint32_t reserved1;
-    /* The wsel-sandbox executable; NULL = $WSEL_SANDBOX, else
-     * wsel-sandbox next to the running executable, else ../bin/ from it.
+    /* The wsel-isolated-helper executable; NULL = $WSEL_ISOLATED_HELPER,
+     * else $WSEL_SANDBOX (its old name), else wsel-isolated-helper next to
+     * the running executable, else ../bin/ from it. `sandbox_path` is the
+     * field's 1.0 name, kept as an alias (same storage).
      * OWNERSHIP: caller's, copied by wsel_host_create. */
-    const char *sandbox_path;
+    union {
+        const char *helper_path;
+        const char *sandbox_path;
+    };
 } wsel_host_options;
 
 /* Fill `opts` with defaults: seed 0, eject after 16 consecutive failures,

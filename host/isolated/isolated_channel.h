@@ -1,5 +1,5 @@
 /*
- * isolated_channel.h -- one wsel-sandbox helper and the slot it shares
+ * isolated_channel.h -- one wsel-isolated-helper helper and the slot it shares
  * with the host: start, call with a deadline, notice death, restart.
  *
  * Used by isolated_forward.c only. Every function but open and close must

@@ -1,8 +1,8 @@
 /*
- * wsel_sandbox.c -- wsel-sandbox, the helper process of isolated mode
+ * helper_main.c -- wsel-isolated-helper, the helper process of isolated mode
  * (docs/isolated.md). Started by libwsel-host, never by hand:
  *
- *   wsel-sandbox --plugin PATH [--config JSON] [--as-mb N] [--cpu-s N]
+ *   wsel-isolated-helper --plugin PATH [--config JSON] [--as-mb N] [--cpu-s N]
  *                [--allow DIR]...
  *
  * with the shared slot (host/isolated_shm.h) on descriptor 3. It closes
@@ -31,19 +31,19 @@
 #define PARENT_CHECK_NS 100000000
 #define MAX_ALLOW       64
 
-typedef struct sandbox_args {
+typedef struct helper_args {
     const char *plugin;
     const char *config;
     uint32_t as_mb;
     uint32_t cpu_s;
     const char *allow[MAX_ALLOW + 1];
-} sandbox_args;
+} helper_args;
 
 /* Start-up failure: tell the host why (it is waiting on `state`). */
 static int report_failure(wsel_iso_slot *s, int32_t rc, const char *msg)
 {
     if (s == NULL) {
-        fprintf(stderr, "wsel-sandbox: %s\n", msg);
+        fprintf(stderr, "wsel-isolated-helper: %s\n", msg);
         return 2;
     }
     snprintf(s->start_err, sizeof(s->start_err), "%s", msg);
@@ -64,14 +64,14 @@ static int parse_u32(const char *text, uint32_t *out)
     return 0;
 }
 
-static int parse_args(int argc, char **argv, sandbox_args *a, char *err, size_t err_size)
+static int parse_args(int argc, char **argv, helper_args *a, char *err, size_t err_size)
 {
     memset(a, 0, sizeof(*a));
     size_t allows = 0;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
         if (i + 1 >= argc) {
-            snprintf(err, err_size, "wsel-sandbox: %s needs a value", opt);
+            snprintf(err, err_size, "wsel-isolated-helper: %s needs a value", opt);
             return -1;
         }
         const char *val = argv[++i];
@@ -82,18 +82,18 @@ static int parse_args(int argc, char **argv, sandbox_args *a, char *err, size_t 
         } else if (strcmp(opt, "--as-mb") == 0 || strcmp(opt, "--cpu-s") == 0) {
             uint32_t *dst = opt[2] == 'a' ? &a->as_mb : &a->cpu_s;
             if (parse_u32(val, dst) < 0) {
-                snprintf(err, err_size, "wsel-sandbox: %s '%s': not a number", opt, val);
+                snprintf(err, err_size, "wsel-isolated-helper: %s '%s': not a number", opt, val);
                 return -1;
             }
         } else if (strcmp(opt, "--allow") == 0 && allows < MAX_ALLOW) {
             a->allow[allows++] = val;
         } else {
-            snprintf(err, err_size, "wsel-sandbox: unknown option '%s'", opt);
+            snprintf(err, err_size, "wsel-isolated-helper: unknown option '%s'", opt);
             return -1;
         }
     }
     if (a->plugin == NULL) {
-        snprintf(err, err_size, "wsel-sandbox: --plugin is required");
+        snprintf(err, err_size, "wsel-isolated-helper: --plugin is required");
         return -1;
     }
     return 0;
@@ -128,7 +128,7 @@ static wsel_iso_slot *map_slot(void)
  * every death); RLIMIT_CPU unless UINT32_MAX; RLIMIT_AS unless UINT32_MAX
  * or a sanitizer build (its shadow memory needs terabytes of address
  * space). Returns 1 when RLIMIT_AS was applied. */
-static int apply_limits(const sandbox_args *a)
+static int apply_limits(const helper_args *a)
 {
     struct rlimit core = {0, 0};
     setrlimit(RLIMIT_CORE, &core);
@@ -136,7 +136,7 @@ static int apply_limits(const sandbox_args *a)
         struct rlimit cpu = {a->cpu_s, (rlim_t)a->cpu_s + 1};
         setrlimit(RLIMIT_CPU, &cpu);
     }
-#ifndef WSEL_SANDBOX_NO_AS_LIMIT
+#ifndef WSEL_HELPER_NO_AS_LIMIT
     if (a->as_mb != 0 && a->as_mb != UINT32_MAX) {
         rlim_t bytes = (rlim_t)a->as_mb * 1024u * 1024u;
         struct rlimit as = {bytes, bytes};
@@ -147,12 +147,12 @@ static int apply_limits(const sandbox_args *a)
     return 0;
 }
 
-static void sandbox_log(const wsel_host_api *api, int32_t level, const char *msg)
+static void helper_log(const wsel_host_api *api, int32_t level, const char *msg)
 {
     if (msg == NULL || level > WSEL_LOG_WARN)
         return;
     const char *name = api->host_ctx != NULL ? api->host_ctx : "plugin";
-    fprintf(stderr, "wsel-sandbox: %s: %s\n", name, msg);
+    fprintf(stderr, "wsel-isolated-helper: %s: %s\n", name, msg);
 }
 
 static void copy_text(char *dst, size_t size, const char *src)
@@ -266,7 +266,7 @@ int main(int argc, char **argv)
     pid_t parent = getppid();
     wsel_iso_slot *s = map_slot();
     char err[512] = "";
-    sandbox_args a;
+    helper_args a;
     if (parse_args(argc, argv, &a, err, sizeof(err)) < 0)
         return report_failure(s, WSEL_EINVAL, err);
     if (s == NULL)
@@ -281,7 +281,7 @@ int main(int argc, char **argv)
     const wsel_plugin *p = wsel_library_plugin(lib);
     double *values = calloc(p->num_params + 1u, sizeof(double));
     if (values == NULL)
-        return report_failure(s, WSEL_ENOMEM, "wsel-sandbox: out of memory");
+        return report_failure(s, WSEL_ENOMEM, "wsel-isolated-helper: out of memory");
     rc = wsel_config_parse(lib, a.config, values, err, sizeof(err));
     if (rc < 0)
         return report_failure(s, rc, err);
@@ -292,7 +292,7 @@ int main(int argc, char **argv)
     api.abi_major = WSEL_ABI_MAJOR;
     api.abi_minor = WSEL_ABI_MINOR;
     api.host_ctx = (void *)p->name;
-    api.log = sandbox_log;
+    api.log = helper_log;
     api.rng_u64 = wsel_rng_u64;
     api.rng_uniform = wsel_rng_uniform;
     api.softmax_sample = wsel_softmax_sample;

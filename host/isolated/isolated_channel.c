@@ -142,7 +142,7 @@ static int32_t await_first_start(wsel_isolated_channel *ch, char *err, size_t er
         if (wsel_lane_reap(ch, lane, 1)) {
             wsel_set_error(err, err_size,
                            "%s: isolated helper %s ended before it was ready",
-                           ch->plugin_path, lane->spawn.sandbox);
+                           ch->plugin_path, lane->spawn.helper);
             return WSEL_EPLUGIN;
         }
         if (wsel_iso_now_ns() > limit) {
@@ -199,7 +199,7 @@ int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char
     rc = wsel_lane_start(&ch->lanes[0]);
     if (rc < 0) {
         wsel_set_error(err, err_size, "%s: cannot start %s: %s", path,
-                       ch->lanes[0].spawn.sandbox, strerror(errno));
+                       ch->lanes[0].spawn.helper, strerror(errno));
         goto out_destroy_mutex;
     }
     rc = await_first_start(ch, err, err_size);

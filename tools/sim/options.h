@@ -37,7 +37,7 @@ typedef struct sim_options {
     sim_switch_spec switches[SIM_MAX_PHASES - 1];
     uint32_t num_switches;
     uint64_t seed;
-    int isolated; /* run every policy in a wsel-sandbox helper (docs/isolated.md) */
+    int isolated; /* run every policy in a wsel-isolated-helper helper (docs/isolated.md) */
     int json;
     int timing;
     int analyze;

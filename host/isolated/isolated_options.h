@@ -16,8 +16,8 @@ typedef struct wsel_isolated_options {
     uint32_t as_limit_mb;
     uint32_t cpu_limit_s;
     uint32_t reserved0;
-    /* Owned copy of wsel_host_options.sandbox_path, or NULL. */
-    char *sandbox_path;
+    /* Owned copy of wsel_host_options.helper_path, or NULL. */
+    char *helper_path;
 } wsel_isolated_options;
 
 /* Defaults for the zero fields of wsel_host_options' isolated tail. */

@@ -2,7 +2,7 @@
  * isolated.h -- isolated mode inside libwsel-host (docs/isolated.md).
  *
  * With wsel_host_options.isolated set, a generation does not load its
- * plugin into the router's process: it starts a wsel-sandbox helper that
+ * plugin into the router's process: it starts a wsel-isolated-helper helper that
  * loads it, and presents the helper to the rest of the host as a plugin
  * whose descriptor (wsel_isolated_channel.desc) forwards every call through
  * shared memory. select.c recognises that descriptor by its select function

@@ -94,7 +94,7 @@ static const option options[] = {
      0},
     {"--seed", "N", "1", "seed of the workload and of every host", K_U64, OFF(seed)},
     {"--isolated", NULL, "off",
-     "run every policy in its own wsel-sandbox process (docs/isolated.md)", K_FLAG,
+     "run every policy in its own wsel-isolated-helper process (docs/isolated.md)", K_FLAG,
      OFF(isolated)},
     {"--json", NULL, "off", "print JSON instead of the table", K_FLAG, OFF(json)},
     {"--no-timing", NULL, "off", "print select_ns as 0 (byte-identical JSON)", K_SPECIAL,

@@ -1,5 +1,5 @@
 /*
- * isolated_spawn.c -- find wsel-sandbox, build its command line once, and
+ * isolated_spawn.c -- find wsel-isolated-helper, build its command line once, and
  * start it with a clean set of descriptors and default signal dispositions.
  *
  * Everything that allocates happens in wsel_spawn_prepare, at switch time;
@@ -33,19 +33,23 @@ static void exe_dir(char *out, size_t size)
         out[0] = '\0';
 }
 
-/* Where wsel-sandbox is: the option, $WSEL_SANDBOX, next to the running
- * executable, or ../bin/ from it. Returns an owned path or NULL with a
- * message naming the places looked at. */
-static char *locate_sandbox(const wsel_host *host, char *err, size_t err_size)
+/* Where wsel-isolated-helper is: the option, $WSEL_ISOLATED_HELPER,
+ * $WSEL_SANDBOX (the 1.0 name), next to the running executable, or ../bin/
+ * from it. Returns an owned path or NULL with a message naming the places
+ * looked at. */
+static char *locate_helper(const wsel_host *host, char *err, size_t err_size)
 {
-    if (host->isolated.sandbox_path != NULL)
-        return strdup(host->isolated.sandbox_path);
-    const char *env = getenv("WSEL_SANDBOX");
-    if (env != NULL && env[0] != '\0')
-        return strdup(env);
+    if (host->isolated.helper_path != NULL)
+        return strdup(host->isolated.helper_path);
+    const char *const env_names[] = {"WSEL_ISOLATED_HELPER", "WSEL_SANDBOX"};
+    for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++) {
+        const char *env = getenv(env_names[i]);
+        if (env != NULL && env[0] != '\0')
+            return strdup(env);
+    }
     char dir[PATH_MAX];
     exe_dir(dir, sizeof(dir));
-    const char *const suffixes[] = {"/wsel-sandbox", "/../bin/wsel-sandbox"};
+    const char *const suffixes[] = {"/wsel-isolated-helper", "/../bin/wsel-isolated-helper"};
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s%s", dir, suffixes[i]);
@@ -53,8 +57,8 @@ static char *locate_sandbox(const wsel_host *host, char *err, size_t err_size)
             return strdup(path);
     }
     wsel_set_error(err, err_size,
-                   "isolated mode: wsel-sandbox not found (no sandbox_path option, "
-                   "no $WSEL_SANDBOX, not in %s/ nor %s/../bin/)",
+                   "isolated mode: wsel-isolated-helper not found (no helper_path "
+                   "option, no $WSEL_ISOLATED_HELPER, not in %s/ nor %s/../bin/)",
                    dir, dir);
     return NULL;
 }
@@ -75,8 +79,8 @@ static char *u32_text(uint32_t v)
     return strdup(buf);
 }
 
-/* sandbox --plugin P [--config J] --as-mb N --cpu-s N [--allow D]... */
-static char **build_argv(const wsel_host *host, const char *sandbox, const char *path,
+/* wsel-isolated-helper --plugin P [--config J] --as-mb N --cpu-s N [--allow D]... */
+static char **build_argv(const wsel_host *host, const char *helper, const char *path,
                          const char *config)
 {
     size_t dirs = 0;
@@ -88,7 +92,7 @@ static char **build_argv(const wsel_host *host, const char *sandbox, const char 
     if (argv == NULL)
         return NULL;
     size_t i = 0;
-    argv[i++] = strdup(sandbox);
+    argv[i++] = strdup(helper);
     argv[i++] = strdup("--plugin");
     argv[i++] = strdup(path);
     if (config != NULL) {
@@ -118,12 +122,12 @@ int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *pa
                            const char *config, int memfd, char *err, size_t err_size)
 {
     memset(sp, 0, sizeof(*sp));
-    sp->sandbox = locate_sandbox(host, err, err_size);
-    if (sp->sandbox == NULL)
+    sp->helper = locate_helper(host, err, err_size);
+    if (sp->helper == NULL)
         return err != NULL && err[0] != '\0' ? WSEL_ENOENT : WSEL_ENOMEM;
-    sp->argv = build_argv(host, sp->sandbox, path, config);
+    sp->argv = build_argv(host, sp->helper, path, config);
     if (sp->argv == NULL)
-        goto out_free_sandbox;
+        goto out_free_helper;
     sp->envp = environ;
 
     /* Descriptors: the slot on 3, /dev/null on 0 and 1 (a plugin writing to
@@ -160,8 +164,8 @@ out_destroy_actions:
     posix_spawn_file_actions_destroy(&sp->actions);
 out_free_argv:
     free_argv(sp->argv);
-out_free_sandbox:
-    free(sp->sandbox);
+out_free_helper:
+    free(sp->helper);
     wsel_set_error(err, err_size, "%s: isolated mode: out of memory preparing the helper",
                    path);
     return WSEL_ENOMEM;
@@ -169,7 +173,7 @@ out_free_sandbox:
 
 int32_t wsel_spawn_start(wsel_spawn *sp, pid_t *pid)
 {
-    int rc = posix_spawn(pid, sp->sandbox, &sp->actions, &sp->attr, sp->argv, sp->envp);
+    int rc = posix_spawn(pid, sp->helper, &sp->actions, &sp->attr, sp->argv, sp->envp);
     if (rc != 0) {
         errno = rc;
         return WSEL_EIO;
@@ -182,6 +186,6 @@ void wsel_spawn_release(wsel_spawn *sp)
     posix_spawnattr_destroy(&sp->attr);
     posix_spawn_file_actions_destroy(&sp->actions);
     free_argv(sp->argv);
-    free(sp->sandbox);
+    free(sp->helper);
     memset(sp, 0, sizeof(*sp));
 }

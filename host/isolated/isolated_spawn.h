@@ -1,5 +1,5 @@
 /*
- * isolated_spawn.h -- how a wsel-sandbox helper is started (isolated mode).
+ * isolated_spawn.h -- how a wsel-isolated-helper helper is started (isolated mode).
  */
 #ifndef WSEL_HOST_ISOLATED_SPAWN_H
 #define WSEL_HOST_ISOLATED_SPAWN_H
@@ -12,16 +12,16 @@
 
 /* Everything posix_spawn needs, prepared once per generation. */
 typedef struct wsel_spawn {
-    char *sandbox; /* owned path of wsel-sandbox */
+    char *helper; /* owned path of wsel-isolated-helper */
     char **argv;   /* owned, NULL-terminated */
     char **envp;   /* the process environment at prepare time, not owned */
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
 } wsel_spawn;
 
-/* Locate wsel-sandbox and build its argv (plugin path, config, limits,
+/* Locate wsel-isolated-helper and build its argv (plugin path, config, limits,
  * trust allow-list) and spawn attributes for the slot on `memfd` (>= 10).
- * Returns 0, WSEL_ENOENT (sandbox not found, message says where it looked)
+ * Returns 0, WSEL_ENOENT (helper not found, message says where it looked)
  * or WSEL_ENOMEM. [control thread] */
 int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *path,
                            const char *config, int memfd, char *err, size_t err_size);

@@ -1,8 +1,8 @@
 /*
  * isolated_shm.h -- the shared-memory slot between libwsel-host and one
- * wsel-sandbox helper (isolated mode, docs/isolated.md).
+ * wsel-isolated-helper (isolated mode, docs/isolated.md).
  *
- * Shared by host/isolated_*.c and tools/wsel_sandbox.c, nobody else. The
+ * Shared by host/isolated/isolated_*.c and host/isolated/helper_main.c, nobody else. The
  * slot is a memfd the host creates, sizes to sizeof(wsel_iso_slot) and maps;
  * the helper maps the same file (descriptor 3, see WSEL_ISO_SHM_FD).
  *
