@@ -4,6 +4,7 @@
  * replaced by rename.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -190,26 +191,48 @@ static void test_two_hosts_keep_their_own_policies_and_logs(void **state)
 typedef struct selector {
     fixture *f;
     atomic_int *stop;
-    uint64_t answers;
+    /* Written by the select thread only; read by the switching thread. */
+    atomic_uint_fast64_t answers;
     uint64_t bad;
 } selector;
+
+#define SELECT_THREADS 4
+/* Switches the test makes at least, and at most while it waits for every
+ * select thread to answer during the switching. */
+#define MIN_SWITCHES 200
+#define MAX_SWITCHES 1000000
 
 static void *select_loop(void *arg)
 {
     selector *s = arg;
     wsel_rng rng;
     wsel_request req = s->f->table.request;
+    uint64_t answers = 0;
     while (!atomic_load(s->stop)) {
         req.request_id++;
         wsel_host_prepare_request(s->f->host, &req, &rng);
         wsel_choice c = {0};
         int32_t rc = wsel_host_select(s->f->host, &req, &s->f->table.buf.table, &c);
-        s->answers++;
         /* Every answer comes from a live fx_good instance: row 0 or 1. */
         if (rc != WSEL_ANSWER_PLUGIN || c.row > 1)
             s->bad++;
+        atomic_store_explicit(&s->answers, ++answers, memory_order_release);
     }
     return NULL;
+}
+
+static uint64_t answers_of(selector *s)
+{
+    return atomic_load_explicit(&s->answers, memory_order_acquire);
+}
+
+/* Whether every select thread has answered more than `since[i]` selects. */
+static int all_answered_since(selector *sel, const uint64_t *since)
+{
+    for (int i = 0; i < SELECT_THREADS; i++)
+        if (answers_of(&sel[i]) <= since[i])
+            return 0;
+    return 1;
 }
 
 static void test_switch_while_four_threads_select_never_falls_back(void **state)
@@ -221,31 +244,56 @@ static void test_switch_while_four_threads_select_never_falls_back(void **state)
                      0);
 
     atomic_int stop = 0;
-    selector sel[4];
-    pthread_t threads[4];
-    for (int i = 0; i < 4; i++) {
-        sel[i] = (selector){f, &stop, 0, 0};
+    selector sel[SELECT_THREADS];
+    pthread_t threads[SELECT_THREADS];
+    uint64_t before[SELECT_THREADS] = {0};
+    for (int i = 0; i < SELECT_THREADS; i++) {
+        sel[i].f = f;
+        sel[i].stop = &stop;
+        atomic_init(&sel[i].answers, 0);
+        sel[i].bad = 0;
         assert_int_equal(pthread_create(&threads[i], NULL, select_loop, &sel[i]), 0);
     }
+    /* Every thread is selecting before the switching starts: on a busy
+     * machine a thread may wait a while for a core, and switches made
+     * before it ran would prove nothing. A host that never answers hangs
+     * here and the test's timeout reports it. */
+    while (!all_answered_since(sel, before))
+        sched_yield();
+    for (int i = 0; i < SELECT_THREADS; i++)
+        before[i] = answers_of(&sel[i]);
+
     /* Each switch destroys the previous instance; fx_good answers an error
      * if a select ever reaches a destroyed one (and ASan would report the
-     * use after free). */
-    for (int i = 0; i < 200; i++) {
-        const char *config = (i & 1) ? "{\"row\": 1}" : "{\"row\": 0}";
+     * use after free). Switch at least MIN_SWITCHES times, and on until
+     * every thread has answered selects during the switching, whatever
+     * the scheduler did. */
+    int switches = 0;
+    while (switches < MIN_SWITCHES || !all_answered_since(sel, before)) {
+        if (switches == MAX_SWITCHES) {
+            for (int i = 0; i < SELECT_THREADS; i++)
+                if (answers_of(&sel[i]) <= before[i])
+                    fail_msg("select thread %d answered no select during %d switches", i,
+                             switches);
+        }
+        const char *config = (switches & 1) ? "{\"row\": 1}" : "{\"row\": 0}";
         assert_int_equal(wsel_host_switch(f->host, path, config, err, sizeof(err)), 0);
+        switches++;
+        if (switches >= MIN_SWITCHES)
+            sched_yield(); /* let a thread still waiting for a core have it */
     }
     atomic_store(&stop, 1);
     uint64_t answers = 0, bad = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < SELECT_THREADS; i++) {
         pthread_join(threads[i], NULL);
-        answers += sel[i].answers;
+        answers += answers_of(&sel[i]);
         bad += sel[i].bad;
     }
     assert_int_equal(bad, 0);
     assert_true(answers > 0);
     wsel_host_counters c;
     wsel_host_get_counters(f->host, &c);
-    assert_int_equal(c.switches, 201);
+    assert_int_equal(c.switches, (uint64_t)switches + 1);
     assert_int_equal(c.fallbacks, 0);
     assert_int_equal(c.selects, answers);
     free(path);
