@@ -23,6 +23,13 @@
  *   spin             int    busy iterations inside select     (0)
  *   create_delay_ms  double time create() sleeps, in ms       (0)
  *   log_lifecycle    bool   log create and destroy            (true)
+ *   gate_fd          int    a file descriptor create() reads one byte
+ *                           from before it returns, after logging
+ *                           "<name>: waiting at the gate"; -1: none  (-1)
+ *
+ * The gate lets a test hold create() for as long as it likes and know that
+ * it is being held: what happens meanwhile is then proved by order, not by
+ * how long a sleep lasted.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -30,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "wsel.h"
 
@@ -74,6 +82,9 @@ static const wsel_param_def stress_params[] = {
      WSEL_PARAM_DOUBLE, 0, 0, 0, 10000, NULL},
     {"log_lifecycle", "log a line through the host on create and destroy",
      WSEL_PARAM_BOOL, 0, 1, 0, 1, NULL},
+    {"gate_fd",
+     "file descriptor create() reads one byte from before returning (-1: none)",
+     WSEL_PARAM_INT, 0, -1, -1, 1048576, NULL},
 };
 
 /* Report a broken guarantee and crash: the test process dies, the test fails. */
@@ -105,12 +116,25 @@ static void stress_sleep_ms(double ms)
         ;
 }
 
+/* Announce that create() waits at the gate, then wait for one byte (or the
+ * end of the pipe) on `fd`. */
+static void stress_wait_at_gate(const wsel_host_api *host, int fd)
+{
+    char byte;
+
+    if (fd < 0)
+        return;
+    host->log(host, WSEL_LOG_INFO, STRESS_NAME ": waiting at the gate");
+    while (read(fd, &byte, 1) < 0 && errno == EINTR)
+        ;
+}
+
 static int32_t stress_create(const wsel_host_api *host, const double *params,
                              uint32_t num_params, void **out_instance)
 {
     stress_instance *s;
 
-    if (!host || !params || !out_instance || num_params != 4)
+    if (!host || !params || !out_instance || num_params != 5)
         return WSEL_EINVAL;
     s = calloc(1, sizeof *s);
     if (!s)
@@ -124,6 +148,7 @@ static int32_t stress_create(const wsel_host_api *host, const double *params,
     atomic_init(&s->destroyed, 0);
     atomic_init(&s->cursor, 0);
     stress_sleep_ms(params[2]);
+    stress_wait_at_gate(host, (int)params[4]);
     stress_log(s, "created");
     *out_instance = s;
     return 0;

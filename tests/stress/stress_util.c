@@ -109,6 +109,8 @@ void stress_log_sink(void *user, int32_t level, const char *msg)
         atomic_fetch_add(&counts->created, 1);
     else if (strstr(msg, "stress") && strstr(msg, ": destroyed instance"))
         atomic_fetch_add(&counts->destroyed, 1);
+    else if (strstr(msg, "stress") && strstr(msg, ": waiting at the gate"))
+        atomic_fetch_add(&counts->gated, 1);
     if (level == WSEL_LOG_ERROR)
         atomic_fetch_add(&counts->errors, 1);
     if (level <= WSEL_LOG_WARN)
@@ -119,7 +121,7 @@ void stress_host_options(wsel_host_options *opts, stress_log_counts *counts)
 {
     wsel_host_options_default(opts);
     opts->seed = 42;
-    opts->max_consecutive_failures = 0;
+    opts->max_consecutive_failures = WSEL_HOST_NEVER_EJECT;
     opts->log = stress_log_sink;
     opts->log_user = counts;
 }

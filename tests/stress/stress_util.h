@@ -46,6 +46,7 @@ int32_t stress_table_build(wsel_table_buf *buf);
 typedef struct stress_log_counts {
     atomic_uint created;
     atomic_uint destroyed;
+    atomic_uint gated;  /* "<name>: waiting at the gate": a create() held */
     atomic_uint errors; /* WSEL_LOG_ERROR lines of any origin */
 } stress_log_counts;
 

@@ -10,17 +10,22 @@
  * twice at once when it is not concurrent; the workers check every answer;
  * the lifecycle lines the plugins log prove each instance is destroyed
  * exactly once, and that wsel_host_reclaim destroys every replaced instance
- * while selects go on. A second test shows that a switch whose create()
- * takes 200 ms never holds up a select.
+ * while selects go on. A second test shows that a switch whose create() is
+ * held at a gate the test controls never holds up a select: every worker
+ * answers selects with the old policy while create() is provably still
+ * waiting, which no host that makes a select wait for a switch can do.
  *
  * WSEL_STRESS_SCALE scales the run (1.0 = 1,000,000 selects and 1,000
  * switches; the ThreadSanitizer run uses 0.05).
  */
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -38,6 +43,11 @@
 #define STEADY_MIN_S 0.5
 /* Nothing here should take more than this, even under a sanitizer. */
 #define DEADLINE_S 300.0
+/* Selects that answer nothing for this long are stuck, not slow: a ceiling
+ * for a host that blocks, far above any preemption (tens of ms). */
+#define STALL_LIMIT_S 60.0
+/* Selects each worker must answer while a create() is held at the gate. */
+#define GATED_SELECTS 1000u
 
 typedef struct policy {
     const char *name;
@@ -212,24 +222,68 @@ static void test_every_select_is_answered_while_switching_every_millisecond(void
     assert_int_equal(atomic_load(&logs.errors), 0);
 }
 
+/* A switch made on its own thread, whose create() may be held at a gate. */
+typedef struct gated_switch {
+    pthread_t thread;
+    wsel_host *host;
+    char path[1024];
+    char config[128];
+    char err[512];
+    int32_t rc;
+    atomic_int returned;
+} gated_switch;
+
+static void *gated_switch_main(void *arg)
+{
+    gated_switch *g = arg;
+
+    g->rc = wsel_host_switch(g->host, g->path, g->config, g->err, sizeof g->err);
+    atomic_store(&g->returned, 1);
+    return NULL;
+}
+
+/* Let the held create() return (a byte on the gate) and wait for the switch. */
+static void open_gate_and_join(gated_switch *g, int *gate)
+{
+    if (gate[1] >= 0) {
+        while (write(gate[1], "", 1) < 0 && errno == EINTR)
+            ;
+        close(gate[1]);
+        gate[1] = -1;
+    }
+    pthread_join(g->thread, NULL);
+}
+
+/* Whether every worker has answered at least `target[i]` selects. */
+static int workers_reached(const stress_pool *pool, const uint64_t *target)
+{
+    for (uint32_t i = 0; i < pool->num_workers; i++)
+        if (atomic_load(&pool->workers[i].done) < target[i])
+            return 0;
+    return 1;
+}
+
 static void test_a_slow_create_never_blocks_selects(void **state)
 {
-    /* A select that waited for the switch would last about 200 ms, and
-     * would have waited voluntarily (on a lock, a futex, a sleep). Selects
-     * during which the scheduler took the core away (an involuntary context
-     * switch) are set apart: on a loaded 2-core machine they last one or
-     * more 4 ms ticks, up to 128 ms seen with twelve CPU hogs running,
-     * which says nothing about the host. The others take microseconds;
-     * 20 ms is ten times below the create delay. */
-    const uint64_t max_latency_ns = 20u * 1000u * 1000u;
+    /* Proved by order, not by a clock: stress_b's create() waits at a gate
+     * (a pipe) until the test opens it, so the switch cannot finish before
+     * then. Meanwhile each worker must answer GATED_SELECTS selects, all
+     * by the old policy; a host whose selects waited for the switch would
+     * answer none and stall (reported after STALL_LIMIT_S without an
+     * answer, a ceiling for a hang that no preemption approaches). Then the
+     * gate opens and the new policy takes over. */
     const double deadline = stress_now() + DEADLINE_S;
     stress_log_counts logs = {0};
     wsel_host_options opts;
     wsel_table_buf buf = {0};
     wsel_host *host = NULL;
     stress_pool pool;
-    uint64_t old0, old1, new0, new1, others;
-    double t0, t1;
+    gated_switch sw = {0};
+    int gate[2] = {-1, -1};
+    uint64_t target[STRESS_MAX_WORKERS];
+    uint64_t old0, old1, new0, new_held, new1, others, last_done;
+    double t0, t1, t2, progress_at;
+    int returned_while_held;
 
     (void)state;
     assert_int_equal(stress_table_build(&buf), 0);
@@ -239,14 +293,57 @@ static void test_a_slow_create_never_blocks_selects(void **state)
     assert_int_equal(stress_pool_start(&pool, host, &buf.table, 2, 1), 0);
     wait_for_selects(&pool, 1000, deadline);
 
+    /* The switch, held in create() at the gate. */
+    assert_int_equal(pipe(gate), 0);
+    sw.host = host;
+    assert_int_equal(stress_plugin_path(sw.path, sizeof sw.path, "stress_b"), 0);
+    snprintf(sw.config, sizeof sw.config, "{\"pick\": \"last\", \"gate_fd\": %d}",
+             gate[0]);
+    atomic_init(&sw.returned, 0);
+    assert_int_equal(pthread_create(&sw.thread, NULL, gated_switch_main, &sw), 0);
+    while (atomic_load(&logs.gated) == 0 && !atomic_load(&sw.returned))
+        stress_sleep_us(500);
+    if (atomic_load(&logs.gated) == 0) {
+        open_gate_and_join(&sw, gate);
+        fail_msg("the switch returned %s without reaching the gate: %s",
+                 wsel_errname(sw.rc), sw.err);
+    }
+
+    /* create() is held: every worker answers GATED_SELECTS more selects. */
+    t0 = stress_now();
     old0 = stress_pool_row_hits(&pool, STRESS_FIRST_ELIGIBLE_ROW);
     new0 = stress_pool_row_hits(&pool, STRESS_LAST_ELIGIBLE_ROW);
-    t0 = stress_now();
-    switch_or_fail(host, "stress_b", "{\"pick\": \"last\", \"create_delay_ms\": 200}");
-    t1 = stress_now();
+    for (uint32_t i = 0; i < pool.num_workers; i++)
+        target[i] = atomic_load(&pool.workers[i].done) + GATED_SELECTS;
+    last_done = stress_pool_done(&pool);
+    progress_at = t0;
+    while (!workers_reached(&pool, target) && !stress_pool_failure(&pool) &&
+           stress_now() - progress_at < STALL_LIMIT_S) {
+        uint64_t done = stress_pool_done(&pool);
+        if (done != last_done) {
+            last_done = done;
+            progress_at = stress_now();
+        }
+        stress_sleep_us(500);
+    }
     old1 = stress_pool_row_hits(&pool, STRESS_FIRST_ELIGIBLE_ROW);
+    new_held = stress_pool_row_hits(&pool, STRESS_LAST_ELIGIBLE_ROW);
+    returned_while_held = atomic_load(&sw.returned);
+    t1 = stress_now();
+    if (!workers_reached(&pool, target) && !stress_pool_failure(&pool)) {
+        open_gate_and_join(&sw, gate);
+        stress_pool_stop(&pool);
+        fail_msg("while create() was held at the gate, no select was answered for "
+                 "%.0f s (%llu in all): selects wait for the switch",
+                 STALL_LIMIT_S, (unsigned long long)(old1 - old0));
+    }
 
-    /* The new policy takes over once published. */
+    /* Open the gate: the switch completes and the new policy takes over. */
+    open_gate_and_join(&sw, gate);
+    t2 = stress_now();
+    close(gate[0]);
+    if (sw.rc != 0)
+        fail_msg("switch to stress_b failed: %s (%s)", wsel_errname(sw.rc), sw.err);
     do {
         new1 = stress_pool_row_hits(&pool, STRESS_LAST_ELIGIBLE_ROW);
         stress_sleep_us(1000);
@@ -257,21 +354,24 @@ static void test_a_slow_create_never_blocks_selects(void **state)
     others = stress_pool_done(&pool) -
              stress_pool_row_hits(&pool, STRESS_FIRST_ELIGIBLE_ROW) -
              stress_pool_row_hits(&pool, STRESS_LAST_ELIGIBLE_ROW);
-    printf("stress: switch with a 200 ms create took %.0f ms; %llu selects answered "
-           "by the old policy meanwhile; longest select %.3f ms (%llu preempted by the "
-           "scheduler, longest %.3f ms)\n",
-           (t1 - t0) * 1e3, (unsigned long long)(old1 - old0),
-           (double)stress_pool_max_latency_ns(&pool, 0) / 1e6,
+    printf("stress: create held at the gate for %.0f ms; %llu selects answered by "
+           "the old policy meanwhile (%u per worker required); the switch returned "
+           "%.2f ms after the gate opened; longest select %.3f ms (%llu preempted by "
+           "the scheduler, longest %.3f ms)\n",
+           (t1 - t0) * 1e3, (unsigned long long)(old1 - old0), GATED_SELECTS,
+           (t2 - t1) * 1e3, (double)stress_pool_max_latency_ns(&pool, 0) / 1e6,
            (unsigned long long)stress_pool_preempted(&pool),
            (double)stress_pool_max_latency_ns(&pool, 1) / 1e6);
 
-    assert_true(t1 - t0 >= 0.195);
+    /* The switch was still inside create() when the selects were counted. */
+    assert_int_equal(returned_while_held, 0);
+    assert_int_equal(atomic_load(&logs.gated), 1);
     assert_int_equal(new0, 0);
-    assert_true(old1 - old0 >= 1000);
+    assert_int_equal(new_held, 0);
+    assert_true(old1 - old0 >= (uint64_t)GATED_SELECTS * pool.num_workers);
     assert_true(new1 > new0);
     assert_int_equal(others, 0);
     assert_int_equal(stress_pool_fallbacks(&pool), 0);
-    assert_true(stress_pool_max_latency_ns(&pool, 0) < max_latency_ns);
 
     wsel_host_destroy(host);
     wsel_table_buf_free(&buf);
