@@ -107,15 +107,19 @@ static int32_t copy_isolated_options(wsel_host *host, const wsel_host_options *o
     return 0;
 }
 
-/* Defaults overlaid with the caller's struct up to its struct_size. */
+/* Defaults overlaid with the caller's struct up to its struct_size; a zero
+ * field there means its default too. */
 static void effective_options(const wsel_host_options *opts, wsel_host_options *out)
 {
     wsel_host_options_default(out);
     if (opts == NULL)
         return;
+    uint32_t default_failures = out->max_consecutive_failures;
     size_t n = opts->struct_size < sizeof(*out) ? opts->struct_size : sizeof(*out);
     memcpy(out, opts, n);
     out->struct_size = sizeof(*out);
+    if (out->max_consecutive_failures == 0)
+        out->max_consecutive_failures = default_failures;
 }
 
 int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
@@ -142,7 +146,10 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
     host->api.argmin = wsel_argmin;
     host->log = o.log;
     host->log_user = o.log_user;
-    host->max_consecutive_failures = o.max_consecutive_failures;
+    /* Internally 0 = never eject (select.c). */
+    host->max_consecutive_failures = o.max_consecutive_failures == WSEL_HOST_NEVER_EJECT
+                                         ? 0
+                                         : o.max_consecutive_failures;
     host->seed = o.seed;
     host->trust.struct_size = sizeof(host->trust);
 
@@ -191,24 +198,30 @@ void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
     request->rng = rng;
 }
 
-void wsel_host_get_counters(const wsel_host *host, wsel_host_counters *out)
+void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
+                             size_t out_size)
 {
     if (host == NULL || out == NULL)
         return;
     wsel_host *h = (wsel_host *)host; /* atomics are read only */
-    memset(out, 0, sizeof(*out));
-    out->plugin_answers =
-        atomic_load_explicit(&h->plugin_answers.n, memory_order_relaxed);
+    wsel_host_counters c;
+    memset(&c, 0, sizeof(c));
+    c.plugin_answers = atomic_load_explicit(&h->plugin_answers.n, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS; r++) {
-        out->fallback_by_reason[r] =
+        c.fallback_by_reason[r] =
             atomic_load_explicit(&h->fallback_by_reason[r].n, memory_order_relaxed);
-        out->fallbacks += out->fallback_by_reason[r];
+        c.fallbacks += c.fallback_by_reason[r];
     }
-    out->selects = out->plugin_answers + out->fallbacks;
-    out->switches = atomic_load_explicit(&h->switches, memory_order_relaxed);
-    out->failed_switches =
-        atomic_load_explicit(&h->failed_switches, memory_order_relaxed);
-    out->ejections = atomic_load_explicit(&h->ejections, memory_order_relaxed);
+    c.selects = c.plugin_answers + c.fallbacks;
+    c.switches = atomic_load_explicit(&h->switches, memory_order_relaxed);
+    c.failed_switches = atomic_load_explicit(&h->failed_switches, memory_order_relaxed);
+    c.ejections = atomic_load_explicit(&h->ejections, memory_order_relaxed);
+    memcpy(out, &c, out_size < sizeof(c) ? out_size : sizeof(c));
+}
+
+void wsel_host_get_counters(const wsel_host *host, wsel_host_counters *out)
+{
+    wsel_host_read_counters(host, out, WSEL_HOST_COUNTERS_SIZE_1_0);
 }
 
 const char *wsel_host_policy_name(const wsel_host *host)

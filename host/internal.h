@@ -78,7 +78,7 @@ struct wsel_host {
     wsel_host_api api;
     wsel_log_fn log;
     void *log_user;
-    uint32_t max_consecutive_failures;
+    uint32_t max_consecutive_failures; /* 0 = never eject */
     uint64_t seed;
     wsel_trust_options trust; /* allowed_dirs points at owned copies */
     char **allowed_dirs;

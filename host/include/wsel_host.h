@@ -18,6 +18,14 @@
  *
  * All state lives in the objects below: several hosts may coexist in one
  * process.
+ *
+ * Stability (docs/abi-stability.md): libwsel-host.so.1 keeps every 1.0
+ * function, struct layout and constant for the life of SONAME 1. A struct
+ * the caller allocates either carries `struct_size` (a zero-filled tail, or
+ * a zero field, means the default) and may grow at its end, or has a frozen
+ * layout pinned by static assertions below and in tests/abi. Fields are
+ * appended, never inserted or renamed; a renamed field keeps its old name
+ * as an alias. An incompatible change would take SONAME 2.
  */
 #ifndef WSEL_HOST_H
 #define WSEL_HOST_H
@@ -95,6 +103,8 @@ typedef struct wsel_rank_state {
     uint8_t flags;
     uint8_t reserved[3];
 } wsel_rank_state;
+/* Frozen layout: routers pass arrays of it, so its size is the stride. A
+ * rank field added later comes with a new build function taking a stride. */
 
 /*
  * wsel_table_buf: storage for a wsel_table, allocated once and reused for
@@ -109,6 +119,8 @@ typedef struct wsel_table_buf {
     uint32_t reserved0;
     void *storage; /* one allocation holding every column */
 } wsel_table_buf;
+/* Frozen layout (it embeds the 1.0 wsel_table). A table that grows in a
+ * later ABI minor gets a new buffer type; this one stays as it is. */
 
 /* Allocate columns for up to `capacity_rows` rows. [any thread, own buf] */
 WSEL_HOST_API int32_t wsel_table_buf_init(wsel_table_buf *buf, uint32_t capacity_rows);
@@ -235,7 +247,10 @@ typedef struct wsel_host_options {
     /* sizeof(wsel_host_options); 0-filled tail = defaults. */
     uint32_t struct_size;
     /* After this many consecutive failed answers the plugin is ejected and
-     * the built-in policy serves until the next switch. 0 = never eject. */
+     * the built-in policy serves until the next switch. 0 = the default
+     * (16); WSEL_HOST_NEVER_EJECT = never eject.
+     * Rationale: in 1.0, 0 meant "never eject", so a zero-filled options
+     * struct silently disabled ejection; every zero now means a default. */
     uint32_t max_consecutive_failures;
     /* Seed for the host's random streams (fallback tie-breaks, per-request
      * streams made by wsel_host_prepare_request). */
@@ -277,8 +292,12 @@ typedef struct wsel_host_options {
     };
 } wsel_host_options;
 
+/* wsel_host_options.max_consecutive_failures: never eject the plugin. */
+#define WSEL_HOST_NEVER_EJECT UINT32_MAX
+
 /* Fill `opts` with defaults: seed 0, eject after 16 consecutive failures,
- * log to stderr, no allow-list. */
+ * log to stderr, no allow-list. A zero-filled struct (struct_size set or
+ * not) means the same defaults; this function just spells them out. */
 WSEL_HOST_API void wsel_host_options_default(wsel_host_options *opts);
 
 /* Create a host with no policy loaded (the built-in policy serves).
@@ -361,6 +380,12 @@ WSEL_HOST_API void wsel_host_topology_changed(wsel_host *host, const wsel_table 
 /* Static name of a fallback reason ("error", "out_of_range", ...). */
 WSEL_HOST_API const char *wsel_fallback_reason_name(uint32_t reason);
 
+/*
+ * wsel_host_counters: what the host has done, for a router's metrics.
+ * Grows by appending counters. The caller says how much room it has
+ * (wsel_host_read_counters' `out_size`), so a program built against an
+ * older, shorter struct is never written past.
+ */
 typedef struct wsel_host_counters {
     uint64_t selects; /* answered selects (plugin + fallback) */
     uint64_t plugin_answers;
@@ -369,15 +394,42 @@ typedef struct wsel_host_counters {
     uint64_t switches;        /* successful switches */
     uint64_t failed_switches; /* refused switches (old policy kept) */
     uint64_t ejections;
+    /* --- appended after 1.0 go here; read them with wsel_host_read_counters */
 } wsel_host_counters;
 
-/* Snapshot of the counters (each read atomically, the set not as a
- * whole). [any thread] */
+/* Size of the 1.0 wsel_host_counters: what wsel_host_get_counters writes. */
+#define WSEL_HOST_COUNTERS_SIZE_1_0 112u
+
+/* Snapshot of the counters into `out`, writing min(out_size,
+ * sizeof(wsel_host_counters)) bytes (pass sizeof(*out)); each counter is
+ * read atomically, the set not as a whole. NULL host or out is a harmless
+ * no-op. [any thread]
+ * OWNERSHIP: out is the caller's. */
+WSEL_HOST_API void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
+                                           size_t out_size);
+
+/* The 1.0 entry point: wsel_host_read_counters(host, out,
+ * WSEL_HOST_COUNTERS_SIZE_1_0). Kept for programs built against 1.0;
+ * counters appended later are not written. [any thread] */
 WSEL_HOST_API void wsel_host_get_counters(const wsel_host *host, wsel_host_counters *out);
 
 /* Name of the live policy ("builtin" when none or ejected). The string
  * stays valid until the host is destroyed. [control thread] */
 WSEL_HOST_API const char *wsel_host_policy_name(const wsel_host *host);
+
+/* ===================================================================== */
+/* Frozen layouts (checked against the 1.0 header in tests/abi)           */
+/* ===================================================================== */
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+WSEL_STATIC_ASSERT_(sizeof(wsel_rank_state) == 48, "wsel_rank_state is frozen");
+WSEL_STATIC_ASSERT_(offsetof(wsel_rank_state, flags) == 44, "wsel_rank_state.flags");
+WSEL_STATIC_ASSERT_(sizeof(wsel_table_buf) == WSEL_TABLE_SIZE_1_0 + 16,
+                    "wsel_table_buf is frozen");
+WSEL_STATIC_ASSERT_(offsetof(wsel_host_counters, ejections) ==
+                        WSEL_HOST_COUNTERS_SIZE_1_0 - 8,
+                    "wsel_host_counters: the 1.0 prefix");
+#endif
 
 #ifdef __cplusplus
 }

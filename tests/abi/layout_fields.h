@@ -144,6 +144,12 @@ typedef struct abi_facts {
     const char *entry_symbol;
 } abi_facts;
 
+/* Compare `now` with `old` fact by fact: same names in the same order,
+ * same offsets and values, same sizes unless a growable struct grew. Prints
+ * each mismatch naming the fact; returns how many there were. */
+int abi_count_mismatches(const char *what, const abi_fact *old, size_t num_old,
+                         const abi_fact *now, size_t num_now);
+
 /* Facts measured against tests/abi/v1.0/wsel.h (layout_v1_0.c). */
 const abi_facts *abi_facts_v1_0(void);
 /* Facts measured against abi/wsel.h (layout_current.c). */

@@ -15,49 +15,12 @@
 
 #include "layout_fields.h"
 
-/* Compare two lists fact by fact; returns the number of mismatches. */
-static int count_mismatches(const char *what, const abi_fact *old, size_t num_old,
-                            const abi_fact *now, size_t num_now)
-{
-    int bad = 0;
-    if (num_now != num_old) {
-        print_error("%s: %zu in v1.0, %zu now\n", what, num_old, num_now);
-        return 1;
-    }
-    for (size_t i = 0; i < num_old; i++) {
-        if (strcmp(old[i].name, now[i].name) != 0) {
-            print_error("%s %zu: '%s' in v1.0, '%s' now\n", what, i, old[i].name,
-                        now[i].name);
-            bad++;
-            continue;
-        }
-        if (old[i].offset != now[i].offset) {
-            print_error("%s: offset %llu in v1.0, %llu now\n", old[i].name,
-                        (unsigned long long)old[i].offset,
-                        (unsigned long long)now[i].offset);
-            bad++;
-        }
-        if (old[i].value != now[i].value) {
-            print_error("%s: value %lld in v1.0, %lld now\n", old[i].name,
-                        (long long)old[i].value, (long long)now[i].value);
-            bad++;
-        }
-        int grew = old[i].growable && now[i].size > old[i].size;
-        if (old[i].size != now[i].size && !grew) {
-            print_error("%s: size %llu in v1.0, %llu now\n", old[i].name,
-                        (unsigned long long)old[i].size, (unsigned long long)now[i].size);
-            bad++;
-        }
-    }
-    return bad;
-}
-
 static void test_every_v1_0_field_keeps_its_offset_and_size(void **state)
 {
     (void)state;
     const abi_facts *old = abi_facts_v1_0();
     const abi_facts *now = abi_facts_current();
-    assert_int_equal(count_mismatches("fields", old->fields, old->num_fields, now->fields,
+    assert_int_equal(abi_count_mismatches("fields", old->fields, old->num_fields, now->fields,
                                       now->num_fields),
                      0);
 }
@@ -67,7 +30,7 @@ static void test_structs_only_grow_and_fixed_ones_keep_their_size(void **state)
     (void)state;
     const abi_facts *old = abi_facts_v1_0();
     const abi_facts *now = abi_facts_current();
-    assert_int_equal(count_mismatches("structs", old->structs, old->num_structs,
+    assert_int_equal(abi_count_mismatches("structs", old->structs, old->num_structs,
                                       now->structs, now->num_structs),
                      0);
 }
@@ -77,7 +40,7 @@ static void test_every_v1_0_constant_keeps_its_value(void **state)
     (void)state;
     const abi_facts *old = abi_facts_v1_0();
     const abi_facts *now = abi_facts_current();
-    assert_int_equal(count_mismatches("constants", old->constants, old->num_constants,
+    assert_int_equal(abi_count_mismatches("constants", old->constants, old->num_constants,
                                       now->constants, now->num_constants),
                      0);
 }
@@ -89,7 +52,7 @@ static void test_every_v1_0_error_code_keeps_its_name_and_value(void **state)
     const abi_facts *now = abi_facts_current();
     /* A minor may append codes: compare the v1.0 prefix of the list. */
     assert_true(now->num_errors >= old->num_errors);
-    assert_int_equal(count_mismatches("error codes", old->errors, old->num_errors,
+    assert_int_equal(abi_count_mismatches("error codes", old->errors, old->num_errors,
                                       now->errors, old->num_errors),
                      0);
 }

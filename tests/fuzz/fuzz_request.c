@@ -63,7 +63,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     wsel_host_options_default(&opts);
     opts.seed = 11;
     opts.log = quiet_log;
-    opts.max_consecutive_failures = 0;
+    opts.max_consecutive_failures = WSEL_HOST_NEVER_EJECT;
     if (wsel_host_create(&opts, &fuzz_host) != 0)
         breach("cannot create a host", NULL);
     if (wsel_host_switch(fuzz_host, path, "{\"log_lifecycle\": false}", err, sizeof err))

@@ -56,6 +56,11 @@ static int setup(void **state)
 
 static int setup_never_eject(void **state)
 {
+    return make_fixture(state, WSEL_HOST_NEVER_EJECT);
+}
+
+static int setup_zero_max_failures(void **state)
+{
     return make_fixture(state, 0);
 }
 
@@ -273,7 +278,7 @@ static void test_a_good_answer_resets_the_failure_streak(void **state)
     assert_int_equal(c.plugin_answers, 5);
 }
 
-static void test_zero_max_failures_never_ejects(void **state)
+static void test_never_eject_option_never_ejects(void **state)
 {
     fixture *f = *state;
     load(f, "fx_returns_error", NULL);
@@ -283,6 +288,40 @@ static void test_zero_max_failures_never_ejects(void **state)
     wsel_host_counters c = counters(f);
     assert_int_equal(c.ejections, 0);
     assert_int_equal(c.fallback_by_reason[WSEL_FALLBACK_ERROR], 100);
+}
+
+/* Zero means the default, 16, like every zero-filled option. */
+static void test_zero_max_failures_means_the_default_of_16(void **state)
+{
+    fixture *f = *state;
+    load(f, "fx_returns_error", NULL);
+    uint32_t row;
+    for (int i = 0; i < 15; i++)
+        select_row(f, &row);
+    assert_int_equal(counters(f).ejections, 0);
+    select_row(f, &row);
+    assert_int_equal(counters(f).ejections, 1);
+}
+
+/* A program built against the 1.0 counters struct passes a shorter buffer:
+ * nothing past it is written. */
+static void test_counters_are_written_only_within_the_size_given(void **state)
+{
+    fixture *f = *state;
+    uint32_t row;
+    select_row(f, &row);
+    unsigned char buf[sizeof(wsel_host_counters) + 16];
+    memset(buf, 0xAB, sizeof(buf));
+    wsel_host_get_counters(f->host, (wsel_host_counters *)(void *)buf);
+    for (size_t i = WSEL_HOST_COUNTERS_SIZE_1_0; i < sizeof(buf); i++)
+        assert_int_equal(buf[i], 0xAB);
+    memset(buf, 0xAB, sizeof(buf));
+    wsel_host_read_counters(f->host, (wsel_host_counters *)(void *)buf, 8);
+    uint64_t selects;
+    memcpy(&selects, buf, sizeof(selects));
+    assert_int_equal(selects, 1);
+    for (size_t i = 8; i < sizeof(buf); i++)
+        assert_int_equal(buf[i], 0xAB);
 }
 
 typedef struct slow_worker {
@@ -410,6 +449,7 @@ static void test_write_past_choice_is_caught_by_address_sanitizer(void **state)
 
 #define T(name)  cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define T0(name) cmocka_unit_test_setup_teardown(name, setup_never_eject, teardown)
+#define TZ(name) cmocka_unit_test_setup_teardown(name, setup_zero_max_failures, teardown)
 
 int main(void)
 {
@@ -426,7 +466,9 @@ int main(void)
         T(test_ejects_after_max_failures_and_logs_once),
         T(test_next_switch_clears_ejection),
         T(test_a_good_answer_resets_the_failure_streak),
-        T0(test_zero_max_failures_never_ejects),
+        T0(test_never_eject_option_never_ejects),
+        TZ(test_zero_max_failures_means_the_default_of_16),
+        T0(test_counters_are_written_only_within_the_size_given),
         T(test_non_concurrent_plugin_calls_are_serialised),
         T(test_bad_arguments_are_refused_without_touching_choice),
         T(test_hooks_reach_the_live_plugin),

@@ -121,7 +121,7 @@ void stress_host_options(wsel_host_options *opts, stress_log_counts *counts)
 {
     wsel_host_options_default(opts);
     opts->seed = 42;
-    opts->max_consecutive_failures = 0;
+    opts->max_consecutive_failures = WSEL_HOST_NEVER_EJECT;
     opts->log = stress_log_sink;
     opts->log_user = counts;
 }

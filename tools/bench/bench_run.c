@@ -60,7 +60,7 @@ static int32_t bsubject_open(bsubject *s, const char *path, char *err, size_t er
     wsel_host_options opts;
     wsel_host_options_default(&opts);
     opts.seed = 42;
-    opts.max_consecutive_failures = 0;
+    opts.max_consecutive_failures = WSEL_HOST_NEVER_EJECT;
     rc = wsel_host_create(&opts, &s->host);
     if (rc < 0) {
         snprintf(err, err_size, "wsel_host_create: %s", wsel_strerror(rc));

@@ -1,0 +1,380 @@
+/*
+ * wsel_host.h -- libwsel-host, the router side of wsel.
+ *
+ * A router links libwsel-host to load policy plugins (wsel.h) by path,
+ * switch them under live traffic, build and validate candidate tables, and
+ * get an answer for every request even when a plugin misbehaves.
+ *
+ * Threads:
+ *   [control thread]  one thread at a time per host object: create, switch,
+ *                     topology changes, destroy.
+ *   [any thread]      select, request_finished, counters: any number of
+ *                     threads at once, never blocked by a switch.
+ *
+ * Errors: functions return 0 or a negative WSEL_E* (see wsel.h); those that
+ * can fail for a reason a person must read take `err`/`err_size`, a buffer
+ * the caller owns, and write a NUL-terminated message naming the cause
+ * (the offending path, key or column). `err` may be NULL.
+ *
+ * All state lives in the objects below: several hosts may coexist in one
+ * process.
+ */
+#ifndef WSEL_HOST_H
+#define WSEL_HOST_H
+
+#include "wsel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WSEL_HOST_API __attribute__((visibility("default")))
+#else
+#define WSEL_HOST_API
+#endif
+
+/* ===================================================================== */
+/* Errors                                                                 */
+/* ===================================================================== */
+
+/* Static message for a WSEL_E* code; "unknown error" for anything else.
+ * Never NULL. [any thread] */
+WSEL_HOST_API const char *wsel_strerror(int32_t code);
+
+/* Static name of a WSEL_E* code, e.g. "WSEL_ECONFIG". [any thread] */
+WSEL_HOST_API const char *wsel_errname(int32_t code);
+
+/* ===================================================================== */
+/* Shared helpers (also offered to plugins through wsel_host_api)         */
+/* ===================================================================== */
+
+/* Seed `rng` from a 64-bit seed (splitmix64 expansion; never all-zero).
+ * [any thread] */
+WSEL_HOST_API void wsel_rng_seed(wsel_rng *rng, uint64_t seed);
+/* Next 64 bits (xoshiro256**). [any thread; one rng per thread] */
+WSEL_HOST_API uint64_t wsel_rng_u64(wsel_rng *rng);
+/* Uniform double in [0, 1), 53 bits. [any thread; one rng per thread] */
+WSEL_HOST_API double wsel_rng_uniform(wsel_rng *rng);
+/* Uniform integer in [0, n), n >= 1, without modulo bias. */
+WSEL_HOST_API uint32_t wsel_rng_below(wsel_rng *rng, uint32_t n);
+
+/* Dynamo's softmax_sample; contract in wsel_host_api.softmax_sample. */
+WSEL_HOST_API int32_t wsel_softmax_sample(const double *costs, const uint8_t *flags,
+                                          uint32_t n, uint8_t skip_mask,
+                                          double temperature, double u,
+                                          uint32_t *out_row);
+/* Argmin with random tie-break; contract in wsel_host_api.argmin. */
+WSEL_HOST_API int32_t wsel_argmin(const double *costs, const uint8_t *flags, uint32_t n,
+                                  uint8_t skip_mask, wsel_rng *rng, uint32_t *out_row);
+
+/* ===================================================================== */
+/* Candidate tables                                                       */
+/* ===================================================================== */
+
+/*
+ * wsel_rank_state: what a router knows about one (worker, dp_rank), the raw
+ * input from which wsel_table_build computes the table's columns.
+ */
+typedef struct wsel_rank_state {
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    /* Consecutive prefix blocks of the request cached on this rank. */
+    uint32_t overlap_blocks;
+    /* Prefill tokens already queued on the rank (its backlog). */
+    uint64_t active_prefill_tokens;
+    /* KV blocks active on the rank. */
+    uint64_t active_blocks;
+    /* KV capacity in blocks, 0 = unknown. */
+    uint64_t kv_capacity_blocks;
+    /* Requests in flight on the rank. */
+    uint32_t active_requests;
+    /* WSEL_ROW_BUSY / WSEL_ROW_EXCLUDED as the router sees the rank; set
+     * WSEL_ROW_NO_LOAD when it has no load record (then the two active_*
+     * fields are ignored and Dynamo's defaults used). */
+    uint8_t flags;
+    uint8_t reserved[3];
+} wsel_rank_state;
+
+/*
+ * wsel_table_buf: storage for a wsel_table, allocated once and reused for
+ * every request (no allocation per request).
+ * OWNERSHIP: the caller owns the struct; wsel_table_buf_init allocates the
+ * columns, wsel_table_buf_free releases them. `table` points into it and is
+ * valid until the next build or free.
+ */
+typedef struct wsel_table_buf {
+    wsel_table table;
+    uint32_t capacity_rows;
+    uint32_t reserved0;
+    void *storage; /* one allocation holding every column */
+} wsel_table_buf;
+
+/* Allocate columns for up to `capacity_rows` rows. [any thread, own buf] */
+WSEL_HOST_API int32_t wsel_table_buf_init(wsel_table_buf *buf, uint32_t capacity_rows);
+/* Release the columns; a zeroed or already freed buf is a harmless no-op. */
+WSEL_HOST_API void wsel_table_buf_free(wsel_table_buf *buf);
+
+/*
+ * Fill buf->table from `num_ranks` rank states for `request` (which supplies
+ * isl_tokens, block_size and overlap_score_weight):
+ *   prefill_tokens = max(isl - overlap_blocks * block_size, 0)
+ *                    + active_prefill_tokens
+ *   decode_blocks  = active_blocks + max(isl / block_size - overlap_blocks, 0)
+ *   cost = overlap_score_weight * prefill_tokens / block_size + decode_blocks
+ * and, for a rank flagged WSEL_ROW_NO_LOAD, prefill_tokens = isl and
+ * decode_blocks = isl / block_size (Dynamo's defaults). A cost that would
+ * overflow (absurd weights) saturates at DBL_MAX, so costs stay finite. Ranks must arrive
+ * in canonical order (worker_id, then dp_rank, strictly increasing); the group view and
+ * `topology_epoch` (copied from the argument) are filled too. Returns 0, WSEL_EINVAL,
+ * WSEL_ERANGE (more ranks than capacity) or WSEL_ETABLE (order, with a message in err).
+ * No allocation.
+ */
+WSEL_HOST_API int32_t wsel_table_build(wsel_table_buf *buf, const wsel_request *request,
+                                       const wsel_rank_state *ranks, uint32_t num_ranks,
+                                       uint64_t topology_epoch, char *err,
+                                       size_t err_size);
+
+/*
+ * Check a table handed in by a router: struct_size, non-NULL columns,
+ * num_rows >= 1, canonical order, a group view that matches the rows,
+ * finite costs, no unknown flag bits, reserved fields zero. Returns 0 or
+ * WSEL_ETABLE with a message naming the column and row. [any thread]
+ */
+WSEL_HOST_API int32_t wsel_table_validate(const wsel_table *table, char *err,
+                                          size_t err_size);
+
+/* Check a request: struct_size, block_size > 0, block_hashes present when
+ * counted, finite non-negative weight and temperature, uniform in [0,1),
+ * rng non-NULL. Returns 0 or WSEL_EREQUEST. [any thread] */
+WSEL_HOST_API int32_t wsel_request_validate(const wsel_request *request, char *err,
+                                            size_t err_size);
+
+/* ===================================================================== */
+/* Plugin libraries and configuration (lower level than wsel_host)        */
+/* ===================================================================== */
+
+/* Trust options for opening a plugin file. */
+typedef struct wsel_trust_options {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    /* NULL-terminated list of folders a plugin must live in (after
+     * resolving symlinks in the folder part); NULL = any folder.
+     * OWNERSHIP: caller's; read during each call (wsel_host_create copies
+     * it, so a host does not depend on it afterwards). A zeroed struct
+     * (struct_size 0) is read as this layout, so the list is never
+     * silently ignored. */
+    const char *const *allowed_dirs;
+} wsel_trust_options;
+
+/*
+ * Check `path` against the trust rules (OpenSSH StrictModes): a regular
+ * file owned by root or the current user, not group- or world-writable;
+ * every parent folder likewise, except that a world-writable folder with
+ * the sticky bit set (like /tmp) is accepted. The file is opened once with
+ * O_NOFOLLOW and the checks run on that descriptor. On success returns the
+ * open descriptor (>= 0), which the caller closes; otherwise a negative
+ * WSEL_ENOENT / WSEL_EPERM / WSEL_EIO with a message naming the offending
+ * path and rule. [any thread]
+ */
+WSEL_HOST_API int32_t wsel_trust_open(const char *path, const wsel_trust_options *opts,
+                                      char *err, size_t err_size);
+
+/* A loaded plugin shared object. Opaque. */
+typedef struct wsel_library wsel_library;
+
+/*
+ * Open a plugin: trust checks, dlopen(RTLD_NOW | RTLD_LOCAL) through the
+ * checked descriptor, find wsel_plugin_entry, check ABI major, descriptor
+ * size, required functions and the parameter table. Refusals name the cause
+ * (missing file, untrusted, dlerror text, missing symbol, ABI major, short
+ * descriptor, missing function). `opts` may be NULL. [control thread]
+ * OWNERSHIP: *out is the caller's; release it with wsel_library_close.
+ */
+WSEL_HOST_API int32_t wsel_library_open(const char *path, const wsel_trust_options *opts,
+                                        wsel_library **out, char *err, size_t err_size);
+
+/* The plugin's descriptor, valid until wsel_library_close. Never NULL. */
+WSEL_HOST_API const wsel_plugin *wsel_library_plugin(const wsel_library *lib);
+
+/* The path the library was opened from (as given). */
+WSEL_HOST_API const char *wsel_library_path(const wsel_library *lib);
+
+/* Parameter i of the plugin (stride-aware), or NULL if i is out of range. */
+WSEL_HOST_API const wsel_param_def *wsel_library_param(const wsel_library *lib,
+                                                       uint32_t i);
+
+/* Release the library. The code stays mapped (no dlclose; see README:
+ * "Switching"), so pointers into it stay valid, but the handle is freed.
+ * NULL is a harmless no-op. Each load maps the file under a name unique in
+ * the process, so a file replaced by rename and opened again brings its
+ * new code, while the same unchanged file is mapped once. [control thread] */
+WSEL_HOST_API void wsel_library_close(wsel_library *lib);
+
+/*
+ * Parse a JSON configuration object (`json` may be NULL or "" for {})
+ * against the plugin's parameter table, writing one value per parameter to
+ * `values` (num_params entries, caller-owned). Refuses malformed JSON, a
+ * non-object, unknown keys, duplicate keys, wrong types and out-of-range
+ * values with WSEL_ECONFIG and a message naming the key. [any thread]
+ */
+WSEL_HOST_API int32_t wsel_config_parse(const wsel_library *lib, const char *json,
+                                        double *values, char *err, size_t err_size);
+
+/* ===================================================================== */
+/* The host: a live policy with fallback, switching and counters          */
+/* ===================================================================== */
+
+typedef struct wsel_host wsel_host;
+
+/* Log sink: `level` is WSEL_LOG_*, `msg` NUL-terminated, valid during the
+ * call. May be called from any thread. */
+typedef void (*wsel_log_fn)(void *user, int32_t level, const char *msg);
+
+typedef struct wsel_host_options {
+    /* sizeof(wsel_host_options); 0-filled tail = defaults. */
+    uint32_t struct_size;
+    /* After this many consecutive failed answers the plugin is ejected and
+     * the built-in policy serves until the next switch. 0 = never eject. */
+    uint32_t max_consecutive_failures;
+    /* Seed for the host's random streams (fallback tie-breaks, per-request
+     * streams made by wsel_host_prepare_request). */
+    uint64_t seed;
+    /* Log sink; NULL = warnings and errors to stderr. */
+    wsel_log_fn log;
+    void *log_user;
+    /* Trust rules for every plugin this host loads. */
+    wsel_trust_options trust;
+
+    /* --- Isolated mode (docs/isolated.md). Appended; zero = default. --- */
+    /* 1: every policy this host loads runs in its own wsel-sandbox helper
+     * process, reached through shared memory; a crash, an exit, a missed
+     * deadline or a malformed answer costs only that select (the built-in
+     * policy answers it, counted as WSEL_FALLBACK_CRASHED / _TIMEOUT) and
+     * the helper is restarted. 0: plugins load into this process. */
+    uint32_t isolated;
+    /* Deadline of one isolated select, microseconds; 0 = 1000. */
+    uint32_t select_deadline_us;
+    /* Each policy has two helpers: a hot spare, started in advance, takes
+     * over at once when the active one fails. A failed helper is respawned
+     * after this wait, microseconds, doubled after each failure without a
+     * good answer in between (at most 64 times the base, capped at 1 s);
+     * 0 = 10000. */
+    uint32_t restart_backoff_us;
+    /* The helper's RLIMIT_AS in MiB; 0 = 1024; UINT32_MAX = no limit. */
+    uint32_t helper_as_limit_mb;
+    /* The helper's RLIMIT_CPU in seconds; 0 = 3600; UINT32_MAX = none. */
+    uint32_t helper_cpu_limit_s;
+    uint32_t reserved1;
+    /* The wsel-sandbox executable; NULL = $WSEL_SANDBOX, else
+     * wsel-sandbox next to the running executable, else ../bin/ from it.
+     * OWNERSHIP: caller's, copied by wsel_host_create. */
+    const char *sandbox_path;
+} wsel_host_options;
+
+/* Fill `opts` with defaults: seed 0, eject after 16 consecutive failures,
+ * log to stderr, no allow-list. */
+WSEL_HOST_API void wsel_host_options_default(wsel_host_options *opts);
+
+/* Create a host with no policy loaded (the built-in policy serves).
+ * `opts` may be NULL for defaults. [control thread] */
+WSEL_HOST_API int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out);
+
+/* Destroy the host and every policy instance it holds, live or replaced.
+ * No select may be running. NULL is a harmless no-op. [control thread] */
+WSEL_HOST_API void wsel_host_destroy(wsel_host *host);
+
+/*
+ * Load the plugin at `path` with JSON `config` and make it the live policy.
+ * Load, check and create happen off the hot path; publication is one atomic
+ * store; selects already inside the old policy finish on it; the old
+ * instance is destroyed once no select can still be using it. On any error
+ * the old policy keeps serving and the message says why. [control thread]
+ * Neither side waits: selects never wait for a switch, and the switch does
+ * not wait for selects still inside the old instance; it retires it, and
+ * the old instance is destroyed (its destroy() called on this control
+ * thread) by this or a later switch, wsel_host_reclaim or wsel_host_destroy
+ * once its grace period has passed. A successful switch clears an ejection.
+ * `config` may be NULL (defaults).
+ * OWNERSHIP: path and config are read during the call only.
+ */
+WSEL_HOST_API int32_t wsel_host_switch(wsel_host *host, const char *path,
+                                       const char *config, char *err, size_t err_size);
+
+/*
+ * Destroy the replaced policy instances whose grace period has passed,
+ * without waiting for the others. Returns how many replaced instances are
+ * still alive (0 = none). Switches do this too; call it from a timer to
+ * release an old policy's memory sooner when switches are rare.
+ * [control thread]
+ */
+WSEL_HOST_API uint32_t wsel_host_reclaim(wsel_host *host);
+
+/* Prepare `request` for select: set struct_size, seed request->rng (caller
+ * storage) from (host seed, request_id) and draw request->uniform, so every
+ * decision is reproducible from the seed. [any thread] */
+WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
+                                             wsel_rng *rng);
+
+/* Who produced an answer (positive returns of wsel_host_select). */
+#define WSEL_ANSWER_PLUGIN   0
+#define WSEL_ANSWER_FALLBACK 1
+
+/*
+ * Choose a row. Calls the live policy, validates its answer (in range, not
+ * excluded) and, on any error or invalid answer, answers with the built-in
+ * policy (argmin of the default cost, random tie-break) and counts the
+ * reason. Returns WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK with
+ * choice->row set, or a negative code (WSEL_EREQUEST, WSEL_ETABLE,
+ * WSEL_ENOCANDIDATE when every row is excluded) with *choice untouched.
+ * The table is trusted to be valid (see wsel_table_validate); only the
+ * cheap checks run here. Never allocates; never waits for a switch.
+ * [any thread]
+ */
+WSEL_HOST_API int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
+                                       const wsel_table *table, wsel_choice *choice);
+
+/* Tell the live policy a request finished (its on_request_finished hook,
+ * if any). [any thread] */
+WSEL_HOST_API void wsel_host_request_finished(wsel_host *host, uint64_t request_id,
+                                              uint64_t worker_id, uint32_t dp_rank);
+
+/* Tell the live policy the topology changed (its on_topology_changed hook,
+ * if any). [control thread] */
+WSEL_HOST_API void wsel_host_topology_changed(wsel_host *host, const wsel_table *table);
+
+/* Why the host replaced an answer (index into fallback_by_reason). */
+#define WSEL_FALLBACK_NO_POLICY    0 /* nothing loaded */
+#define WSEL_FALLBACK_ERROR        1 /* select returned an error code */
+#define WSEL_FALLBACK_OUT_OF_RANGE 2 /* row >= num_rows */
+#define WSEL_FALLBACK_EXCLUDED     3 /* row flagged WSEL_ROW_EXCLUDED */
+#define WSEL_FALLBACK_EJECTED      4 /* plugin ejected after repeated failures */
+#define WSEL_FALLBACK_CRASHED      5 /* isolated plugin crashed / exited */
+#define WSEL_FALLBACK_TIMEOUT      6 /* isolated plugin missed its deadline */
+#define WSEL_FALLBACK_REASONS      8
+
+/* Static name of a fallback reason ("error", "out_of_range", ...). */
+WSEL_HOST_API const char *wsel_fallback_reason_name(uint32_t reason);
+
+typedef struct wsel_host_counters {
+    uint64_t selects; /* answered selects (plugin + fallback) */
+    uint64_t plugin_answers;
+    uint64_t fallbacks; /* sum of fallback_by_reason */
+    uint64_t fallback_by_reason[WSEL_FALLBACK_REASONS];
+    uint64_t switches;        /* successful switches */
+    uint64_t failed_switches; /* refused switches (old policy kept) */
+    uint64_t ejections;
+} wsel_host_counters;
+
+/* Snapshot of the counters (each read atomically, the set not as a
+ * whole). [any thread] */
+WSEL_HOST_API void wsel_host_get_counters(const wsel_host *host, wsel_host_counters *out);
+
+/* Name of the live policy ("builtin" when none or ejected). The string
+ * stays valid until the host is destroyed. [control thread] */
+WSEL_HOST_API const char *wsel_host_policy_name(const wsel_host *host);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSEL_HOST_H */
