@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: Apache-2.0
+/* A plugin reaching the host. */
+#include <wsel_host.h>
