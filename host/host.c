@@ -107,6 +107,22 @@ static int32_t copy_isolated_options(wsel_host *host, const wsel_host_options *o
     return 0;
 }
 
+void wsel_host_api_init(wsel_host_api *api, void *host_ctx, wsel_api_log_fn log)
+{
+    if (api == NULL)
+        return;
+    memset(api, 0, sizeof(*api));
+    api->struct_size = sizeof(*api);
+    api->abi_major = WSEL_ABI_MAJOR;
+    api->abi_minor = WSEL_ABI_MINOR;
+    api->host_ctx = host_ctx;
+    api->log = log;
+    api->rng_u64 = wsel_rng_u64;
+    api->rng_uniform = wsel_rng_uniform;
+    api->softmax_sample = wsel_softmax_sample;
+    api->argmin = wsel_argmin;
+}
+
 /* Defaults overlaid with the caller's struct up to its struct_size; a zero
  * field there means its default too. */
 static void effective_options(const wsel_host_options *opts, wsel_host_options *out)
@@ -135,15 +151,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
     if (host == NULL)
         return WSEL_ENOMEM;
     memset(host, 0, size);
-    host->api.struct_size = sizeof(wsel_host_api);
-    host->api.abi_major = WSEL_ABI_MAJOR;
-    host->api.abi_minor = WSEL_ABI_MINOR;
-    host->api.host_ctx = host;
-    host->api.log = api_log;
-    host->api.rng_u64 = wsel_rng_u64;
-    host->api.rng_uniform = wsel_rng_uniform;
-    host->api.softmax_sample = wsel_softmax_sample;
-    host->api.argmin = wsel_argmin;
+    wsel_host_api_init(&host->api, host, api_log);
     host->log = o.log;
     host->log_user = o.log_user;
     /* Internally 0 = never eject (select.c). */

@@ -76,6 +76,23 @@ WSEL_HOST_API int32_t wsel_softmax_sample(const double *costs, const uint8_t *fl
 WSEL_HOST_API int32_t wsel_argmin(const double *costs, const uint8_t *flags, uint32_t n,
                                   uint8_t skip_mask, wsel_rng *rng, uint32_t *out_row);
 
+/* Signature of wsel_host_api.log. */
+typedef void (*wsel_api_log_fn)(const wsel_host_api *host, int32_t level, const char *msg);
+
+/*
+ * Fill the table of host functions a plugin's create() receives: this
+ * library's ABI version and struct_size, its helpers (RNG, softmax_sample,
+ * argmin, and whatever later minors append), and the caller's `log` and
+ * `host_ctx`. wsel_host_create fills its own with it; a program that hosts
+ * plugins by itself (the isolated helper, a validator, a test harness) calls
+ * it instead of listing the helpers, so every host hands plugins the same
+ * table. [any thread, own api]
+ * OWNERSHIP: `api` is the caller's; it must outlive every instance created
+ * with it. `host_ctx` is stored as is.
+ */
+WSEL_HOST_API void wsel_host_api_init(wsel_host_api *api, void *host_ctx,
+                                      wsel_api_log_fn log);
+
 /* ===================================================================== */
 /* Candidate tables                                                       */
 /* ===================================================================== */

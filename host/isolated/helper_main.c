@@ -82,7 +82,8 @@ static int parse_args(int argc, char **argv, helper_args *a, char *err, size_t e
         } else if (strcmp(opt, "--as-mb") == 0 || strcmp(opt, "--cpu-s") == 0) {
             uint32_t *dst = opt[2] == 'a' ? &a->as_mb : &a->cpu_s;
             if (parse_u32(val, dst) < 0) {
-                snprintf(err, err_size, "wsel-isolated-helper: %s '%s': not a number", opt, val);
+                snprintf(err, err_size, "wsel-isolated-helper: %s '%s': not a number",
+                         opt, val);
                 return -1;
             }
         } else if (strcmp(opt, "--allow") == 0 && allows < MAX_ALLOW) {
@@ -287,16 +288,7 @@ int main(int argc, char **argv)
         return report_failure(s, rc, err);
 
     wsel_host_api api;
-    memset(&api, 0, sizeof(api));
-    api.struct_size = sizeof(api);
-    api.abi_major = WSEL_ABI_MAJOR;
-    api.abi_minor = WSEL_ABI_MINOR;
-    api.host_ctx = (void *)p->name;
-    api.log = helper_log;
-    api.rng_u64 = wsel_rng_u64;
-    api.rng_uniform = wsel_rng_uniform;
-    api.softmax_sample = wsel_softmax_sample;
-    api.argmin = wsel_argmin;
+    wsel_host_api_init(&api, (void *)p->name, helper_log);
     void *instance = NULL;
     rc = p->create(&api, values, p->num_params, &instance);
     free(values);

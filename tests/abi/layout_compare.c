@@ -12,7 +12,7 @@
 
 /* Compare two lists fact by fact; returns the number of mismatches. */
 int abi_count_mismatches(const char *what, const abi_fact *old, size_t num_old,
-                            const abi_fact *now, size_t num_now)
+                         const abi_fact *now, size_t num_now)
 {
     int bad = 0;
     if (num_now != num_old) {

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,20 +115,18 @@ static void harness_log(const wsel_host_api *host, int32_t level, const char *ms
     fprintf(stderr, "[plugin log %d] %s\n", (int)level, msg);
 }
 
+static wsel_host_api harness_api;
+
+static void init_harness_api(void)
+{
+    wsel_host_api_init(&harness_api, NULL, harness_log);
+}
+
 const wsel_host_api *harness_host_api(void)
 {
-    static const wsel_host_api api = {
-        .struct_size = sizeof(wsel_host_api),
-        .abi_major = WSEL_ABI_MAJOR,
-        .abi_minor = WSEL_ABI_MINOR,
-        .host_ctx = NULL,
-        .log = harness_log,
-        .rng_u64 = wsel_rng_u64,
-        .rng_uniform = wsel_rng_uniform,
-        .softmax_sample = wsel_softmax_sample,
-        .argmin = wsel_argmin,
-    };
-    return &api;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_harness_api);
+    return &harness_api;
 }
 
 void harness_request(wsel_request *req, wsel_rng *rng, uint64_t seed, uint64_t request_id,

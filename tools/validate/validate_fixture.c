@@ -4,6 +4,7 @@
  */
 #include "validate.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,20 +129,18 @@ static void log_to_stderr(const wsel_host_api *host, int32_t level, const char *
     fprintf(stderr, "wsel validate: plugin %s: %s\n", name, msg ? msg : "(null)");
 }
 
+static wsel_host_api validate_api;
+
+static void init_validate_api(void)
+{
+    wsel_host_api_init(&validate_api, NULL, log_to_stderr);
+}
+
 const wsel_host_api *vhost_api(void)
 {
-    static const wsel_host_api api = {
-        .struct_size = sizeof(wsel_host_api),
-        .abi_major = WSEL_ABI_MAJOR,
-        .abi_minor = WSEL_ABI_MINOR,
-        .host_ctx = NULL,
-        .log = log_to_stderr,
-        .rng_u64 = wsel_rng_u64,
-        .rng_uniform = wsel_rng_uniform,
-        .softmax_sample = wsel_softmax_sample,
-        .argmin = wsel_argmin,
-    };
-    return &api;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_validate_api);
+    return &validate_api;
 }
 
 int32_t vinstance_open(vinstance *vi, const vcontext *ctx, vcheck_result *res)
