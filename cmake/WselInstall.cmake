@@ -95,6 +95,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/wsel-config-version.cmake
 install(FILES ${PROJECT_BINARY_DIR}/wsel-config.cmake
               ${PROJECT_BINARY_DIR}/wsel-config-version.cmake
               ${CMAKE_CURRENT_LIST_DIR}/wsel_plugin.map
+              ${CMAKE_CURRENT_LIST_DIR}/WselPlugin.cmake
         DESTINATION ${WSEL_INSTALL_CMAKEDIR} COMPONENT dev)
 
 # --- pkg-config ----------------------------------------------------------------
