@@ -16,10 +16,15 @@ struct least_active {
 };
 
 static const wsel_param_def least_active_params[] = {
-    {"slack",
-     "ranks within this many active requests of the least loaded tie; "
-     "the lowest cost among them wins",
-     WSEL_PARAM_INT, 0, 0.0, 0.0, 1024.0, NULL},
+    {
+        .name = "slack",
+        .doc = "ranks within this many active requests of the least loaded tie; "
+               "the lowest cost among them wins",
+        .type = WSEL_PARAM_INT,
+        .default_value = 0.0,
+        .min_value = 0.0,
+        .max_value = 1024.0,
+    },
 };
 
 static int32_t least_active_create(const wsel_host_api *host, const double *params,
