@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "isolated_spawn.h"
+#include "trust.h"
 
 /* The executable's own folder (from /proc/self/exe), or "" if unknown. */
 static void exe_dir(char *out, size_t size)
@@ -33,34 +34,72 @@ static void exe_dir(char *out, size_t size)
         out[0] = '\0';
 }
 
+/*
+ * The helper runs the plugin with the router's rights, so it passes the
+ * plugins' trust rules (trust.h): a regular file owned by root or us, not
+ * writable by others, in folders likewise, walked from "/" on descriptors;
+ * and executable. Its resolved path (owned) goes to *out, and every spawn
+ * uses it: no folder on it can be changed by anyone but root or us.
+ */
+static int32_t trusted_helper(const char *path, char **out, char *err, size_t err_size)
+{
+    wsel_trust_found *found = malloc(sizeof(*found));
+    if (found == NULL)
+        return WSEL_ENOMEM;
+    char why[1024];
+    int32_t rc =
+        wsel_trust_walk_file(path, "helper program", NULL, found, why, sizeof(why));
+    if (rc < 0) {
+        wsel_set_error(err, err_size, "isolated mode: helper %s", why);
+        goto out_free_found;
+    }
+    if (faccessat(found->fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
+        wsel_set_error(err, err_size, "isolated mode: helper %s: refused: not executable",
+                       path);
+        rc = WSEL_EPERM;
+        goto out_close_fd;
+    }
+    *out = strdup(found->resolved);
+    rc = *out != NULL ? 0 : WSEL_ENOMEM;
+
+out_close_fd:
+    close(found->fd);
+out_free_found:
+    free(found);
+    return rc;
+}
+
 /* Where wsel-isolated-helper is: the option, $WSEL_ISOLATED_HELPER,
  * $WSEL_SANDBOX (the 1.0 name), next to the running executable, or ../bin/
- * from it. Returns an owned path or NULL with a message naming the places
- * looked at. */
-static char *locate_helper(const wsel_host *host, char *err, size_t err_size)
+ * from it; then checked by trusted_helper. Returns 0 with an owned
+ * resolved path in *out, or a negative code with a message naming the
+ * places looked at or the rule broken. */
+static int32_t locate_helper(const wsel_host *host, char **out, char *err,
+                             size_t err_size)
 {
     if (host->isolated.helper_path != NULL)
-        return strdup(host->isolated.helper_path);
+        return trusted_helper(host->isolated.helper_path, out, err, err_size);
     const char *const env_names[] = {"WSEL_ISOLATED_HELPER", "WSEL_SANDBOX"};
     for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++) {
         const char *env = getenv(env_names[i]);
         if (env != NULL && env[0] != '\0')
-            return strdup(env);
+            return trusted_helper(env, out, err, err_size);
     }
     char dir[PATH_MAX];
     exe_dir(dir, sizeof(dir));
-    const char *const suffixes[] = {"/wsel-isolated-helper", "/../bin/wsel-isolated-helper"};
+    const char *const suffixes[] = {"/wsel-isolated-helper",
+                                    "/../bin/wsel-isolated-helper"};
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s%s", dir, suffixes[i]);
         if (access(path, X_OK) == 0)
-            return strdup(path);
+            return trusted_helper(path, out, err, err_size);
     }
     wsel_set_error(err, err_size,
                    "isolated mode: wsel-isolated-helper not found (no helper_path "
                    "option, no $WSEL_ISOLATED_HELPER, not in %s/ nor %s/../bin/)",
                    dir, dir);
-    return NULL;
+    return WSEL_ENOENT;
 }
 
 static void free_argv(char **argv)
@@ -122,9 +161,12 @@ int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *pa
                            const char *config, int memfd, char *err, size_t err_size)
 {
     memset(sp, 0, sizeof(*sp));
-    sp->helper = locate_helper(host, err, err_size);
-    if (sp->helper == NULL)
-        return err != NULL && err[0] != '\0' ? WSEL_ENOENT : WSEL_ENOMEM;
+    int32_t rc = locate_helper(host, &sp->helper, err, err_size);
+    if (rc == WSEL_ENOMEM)
+        wsel_set_error(err, err_size,
+                       "%s: isolated mode: out of memory locating the helper", path);
+    if (rc < 0)
+        return rc;
     sp->argv = build_argv(host, sp->helper, path, config);
     if (sp->argv == NULL)
         goto out_free_helper;

@@ -397,6 +397,50 @@ static void test_folder_swap_race_never_opens_the_untrusted_file(void **state)
     assert_int_equal(untrusted_opened, 0);
 }
 
+/* Issue 13 item 11: the isolated helper runs plugins with the router's
+ * rights, so it passes the same rules before it is ever executed. */
+static void expect_helper_refused(fixture *f, mode_t helper_mode, mode_t dir_mode,
+                                  const char *needle)
+{
+    make_dir(f, "bin", dir_mode);
+    char helper[1024], marker[1024];
+    snprintf(helper, sizeof(helper), "%s/bin/helper.sh", f->dir);
+    snprintf(marker, sizeof(marker), "%s/helper-ran", f->dir);
+    FILE *script = fopen(helper, "w");
+    assert_non_null(script);
+    fprintf(script, "#!/bin/sh\ntouch '%s'\n", marker);
+    fclose(script);
+    assert_int_equal(chmod(helper, helper_mode), 0);
+    make_file(f, "", "p.so", 0644);
+
+    wsel_host_options opts;
+    wsel_host_options_default(&opts);
+    opts.isolated = 1;
+    opts.helper_path = helper;
+    wsel_host *host = NULL;
+    assert_int_equal(wsel_host_create(&opts, &host), 0);
+    int32_t rc = wsel_host_switch(host, f->path, NULL, f->err, sizeof(f->err));
+    wsel_host_destroy(host);
+    assert_int_equal(rc, WSEL_EPERM);
+    if (strstr(f->err, needle) == NULL)
+        fail_msg("message \"%s\" lacks \"%s\"", f->err, needle);
+    assert_int_equal(access(marker, F_OK), -1);
+}
+
+static void test_refuses_world_writable_helper(void **state)
+{
+    expect_helper_refused(*state, 0777, 0755,
+                          "/bin/helper.sh: refused: world-writable (mode 0777); "
+                          "helper programs must not be writable by others");
+}
+
+static void test_refuses_helper_in_world_writable_folder(void **state)
+{
+    expect_helper_refused(*state, 0755, 0777,
+                          "/bin is world-writable without the sticky bit (mode 0777); "
+                          "others could replace the helper program");
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -425,6 +469,8 @@ int main(void)
         T(test_refuses_symlink_owned_by_another_user_in_sticky_folder),
         T(test_follows_symlinks_in_trusted_folders),
         T(test_folder_swap_race_never_opens_the_untrusted_file),
+        T(test_refuses_world_writable_helper),
+        T(test_refuses_helper_in_world_writable_folder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
