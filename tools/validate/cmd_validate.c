@@ -107,6 +107,15 @@ int wsel_cmd_validate(int argc, char **argv)
                    ((uint64_t)getpid() << 32);
     }
 
+    /* Validate loads only what the host would load, the same way: a file
+     * the trust rules refuse (file, folders, ELF headers, library search
+     * path) is reported once and never dlopen'ed, so its constructor never
+     * runs. wsel_trust_open only reads the file. */
+    char refusal[1024] = "";
+    int32_t fd = wsel_trust_open(path, NULL, refusal, sizeof(refusal));
+    if (fd >= 0)
+        close(fd);
+
     const vsuite suites[] = {
         {vchecks_load, vchecks_load_count},
         {vchecks_select, vchecks_select_count},
@@ -118,6 +127,21 @@ int wsel_cmd_validate(int argc, char **argv)
         printf("{\"plugin\":");
         wsel_json_write_string(stdout, path);
         printf(",\"seed\":%" PRIu64 ",\"checks\":[", ctx.seed);
+    }
+    if (fd < 0) {
+        if (json) {
+            printf("{\"name\":\"trust_rules\",\"passed\":false,\"skipped\":false,"
+                   "\"detail\":");
+            wsel_json_write_string(stdout, refusal);
+            printf(",\"seed\":%" PRIu64 "}],\"passed\":0,\"failed\":1,\"skipped\":0,"
+                   "\"refused\":true}\n",
+                   ctx.seed);
+        } else {
+            printf("FAIL trust_rules: %s\n"
+                   "0 passed, 1 failed: the host refuses this file; no other check ran\n",
+                   refusal);
+        }
+        return WSEL_EXIT_FAILURE;
     }
     for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
         for (unsigned c = 0; c < suites[s].count; c++) {

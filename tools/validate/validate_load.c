@@ -50,11 +50,23 @@ static void check_exports(const vcontext *ctx, vcheck_result *res)
               count, names[0] ? names : "none");
 }
 
-/* dlopen the file directly, as any host would, and find the descriptor
- * without the host loader's checks (so they can be reported one by one). */
+/* Load the file the way the host does (the trust rules on one descriptor,
+ * then dlopen through /proc/self/fd) and find the descriptor without the
+ * host loader's descriptor checks, so they can be reported one by one. A
+ * file the host refuses is never loaded. */
 static const wsel_plugin *raw_descriptor(const vcontext *ctx, vcheck_result *res)
 {
-    void *handle = dlopen(ctx->path, RTLD_NOW | RTLD_LOCAL);
+    char err[512] = "";
+    int32_t fd = wsel_trust_open(ctx->path, NULL, err, sizeof(err));
+    if (fd < 0) {
+        vfail(res, "not loaded, the host refuses it: %s", err);
+        return NULL;
+    }
+    /* The descriptor stays open until the child exits, so the name below
+     * never names another file. */
+    char fd_path[64];
+    snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", (int)fd);
+    void *handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         vfail(res, "dlopen: %s", dlerror());
         return NULL;
