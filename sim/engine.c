@@ -1,7 +1,11 @@
 /*
  * engine.c -- the engine model: each rank runs continuous batching with
- * chunked prefill and prefix caching; the ranks of one worker step in
- * lockstep, so a worker's step lasts as long as its slowest rank's.
+ * chunked prefill and prefix caching. Ranks step in units: with
+ * SIM_DP_LOCKSTEP a unit is a worker, whose step lasts as long as its
+ * slowest rank's; with SIM_DP_INDEPENDENT every rank is its own unit.
+ * A unit woken by an arrival or a step end starts its next step only once
+ * every event of that instant has run, so requests arriving together are
+ * admitted together.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@ void sim_cluster_default(sim_cluster *c)
     c->step_fixed_ms = 5.0;
     c->prefill_token_ms = 0.015;
     c->decode_seq_ms = 0.1;
+    c->dp_mode = SIM_DP_LOCKSTEP;
 }
 
 uint32_t sim_cluster_ranks(const sim_cluster *c)
@@ -55,6 +60,7 @@ double sim_step_ms(const sim_cluster *c, uint64_t prefill_tokens, uint32_t decod
 void sim_engine_enqueue(sim_state *s, sim_seq *seq)
 {
     sim_rank *r = &s->ranks[seq->rank];
+    r->prefill_backlog += seq->target;
     seq->next = NULL;
     if (r->wait_tail)
         r->wait_tail->next = seq;
@@ -142,6 +148,7 @@ static uint32_t admit_waiting(sim_state *s, uint32_t rank_index, uint32_t budget
         if (cached >= seq->target)
             cached = seq->target - 1; /* the last token is always computed */
         seq->computed = (uint32_t)cached;
+        r->prefill_backlog -= cached;
         r->kv_tokens += cached;
         sim_acc_admitted(&s->acc[0], (uint32_t)cached);
         if (s->num_acc > 1)
@@ -178,9 +185,9 @@ static double plan_rank(sim_state *s, uint32_t rank_index)
     return sim_step_ms(s->cluster, prefill, decoding, u > 1 ? 1 : u);
 }
 
-int32_t sim_engine_start_step(sim_state *s, uint32_t worker)
+int32_t sim_engine_start_step(sim_state *s, uint32_t unit)
 {
-    sim_worker *w = &s->workers[worker];
+    sim_worker *w = &s->units[unit];
     double ms = 0;
     for (uint32_t k = 0; k < w->num_ranks; k++) {
         double t = plan_rank(s, w->first_rank + k);
@@ -194,7 +201,29 @@ int32_t sim_engine_start_step(sim_state *s, uint32_t worker)
     w->stepping = 1;
     int64_t dur = (int64_t)(ms * 1e6 + 0.5);
     return sim_heap_push(&s->heap, s->now_ns + (dur > 0 ? dur : 1), SIM_EV_STEP_END,
-                         worker);
+                         unit);
+}
+
+void sim_engine_wake(sim_state *s, uint32_t unit)
+{
+    sim_worker *w = &s->units[unit];
+    if (w->stepping || w->pending)
+        return;
+    w->pending = 1;
+    s->pending[s->num_pending++] = unit;
+}
+
+int32_t sim_engine_start_pending(sim_state *s)
+{
+    int32_t rc = 0;
+    for (uint32_t i = 0; i < s->num_pending; i++) {
+        sim_worker *w = &s->units[s->pending[i]];
+        w->pending = 0;
+        if (rc == 0 && !w->stepping)
+            rc = sim_engine_start_step(s, s->pending[i]);
+    }
+    s->num_pending = 0;
+    return rc;
 }
 
 static void finish_seq(sim_state *s, sim_rank *r, sim_seq *seq)
@@ -246,6 +275,7 @@ static void apply_rank(sim_state *s, uint32_t rank_index)
     for (uint32_t i = 0; i < r->num_prefilling; i++) {
         sim_seq *seq = r->prefilling[i];
         seq->computed += seq->chunk;
+        r->prefill_backlog -= seq->chunk;
         r->kv_tokens += seq->chunk;
         seq->chunk = 0;
         if (seq->computed < seq->target) {
@@ -264,9 +294,9 @@ static void apply_rank(sim_state *s, uint32_t rank_index)
     r->num_prefilling = kept;
 }
 
-void sim_engine_end_step(sim_state *s, uint32_t worker)
+void sim_engine_end_step(sim_state *s, uint32_t unit)
 {
-    sim_worker *w = &s->workers[worker];
+    sim_worker *w = &s->units[unit];
     for (uint32_t k = 0; k < w->num_ranks; k++)
         apply_rank(s, w->first_rank + k);
     w->stepping = 0;

@@ -1,6 +1,7 @@
 /*
- * metrics.c -- sample arrays, percentiles (nearest rank), flicker, share
- * volatility and time-averaged load imbalance.
+ * metrics.c -- sample arrays, percentiles (nearest rank), flicker (prefix
+ * ownership), key moves, prefix copies, share volatility and
+ * time-averaged load imbalance.
  */
 #include "metrics.h"
 
@@ -74,6 +75,19 @@ void sim_acc_affinity(sim_acc *a, int moved)
 {
     a->affinity_seen++;
     a->affinity_moved += moved != 0;
+}
+
+void sim_acc_ownership(sim_acc *a, uint32_t owned, int away)
+{
+    a->owned_blocks += owned;
+    if (away)
+        a->away_blocks += owned;
+}
+
+void sim_acc_copies(sim_acc *a, double seconds, double copies)
+{
+    a->copies_s += seconds * copies;
+    a->copies_time_s += seconds;
 }
 
 void sim_acc_admitted(sim_acc *a, uint32_t cached_tokens)
@@ -187,7 +201,10 @@ int32_t sim_acc_finish(sim_acc *a, uint32_t num_workers, sim_metrics *out)
     double span_s = (double)(a->last_finish_ns - a->first_arrival_ns) / 1e9;
     m.throughput_tok_s = span_s > 0 ? (double)a->output_tokens / span_s : 0;
     m.flicker_rate =
+        a->owned_blocks ? (double)a->away_blocks / (double)a->owned_blocks : 0;
+    m.key_move_rate =
         a->affinity_seen ? (double)a->affinity_moved / (double)a->affinity_seen : 0;
+    m.prefix_copies = a->copies_time_s > 0 ? a->copies_s / a->copies_time_s : 0;
     double vol = 0;
     if (a->windows > 0 && num_workers > 0) {
         for (uint32_t w = 0; w < num_workers; w++) {

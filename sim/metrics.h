@@ -23,6 +23,8 @@ typedef struct sim_acc {
     uint64_t requests, finished, input_tokens, cached_tokens, output_tokens;
     sim_samples ttft_ms, e2e_ms, select_ns;
     uint64_t affinity_seen, affinity_moved;
+    uint64_t owned_blocks, away_blocks; /* flicker_rate terms */
+    double copies_s, copies_time_s;     /* prefix_copies time integral */
     int64_t first_arrival_ns, last_finish_ns;
     int64_t window;
     uint64_t window_total;
@@ -41,6 +43,11 @@ void sim_acc_route(sim_acc *a, int64_t now_ns, uint32_t worker, uint32_t isl,
                    uint64_t select_ns);
 /* A request with a known affinity key was routed; moved = other worker. */
 void sim_acc_affinity(sim_acc *a, int moved);
+/* A request whose deepest previously routed prefix block (`owned` blocks
+ * deep) had an owner rank was routed; away = not to that rank. */
+void sim_acc_ownership(sim_acc *a, uint32_t owned, int away);
+/* `seconds` of simulated time passed with `copies` ranks per cached block. */
+void sim_acc_copies(sim_acc *a, double seconds, double copies);
 void sim_acc_admitted(sim_acc *a, uint32_t cached_tokens);
 void sim_acc_first_token(sim_acc *a, double ttft_ms);
 void sim_acc_finished(sim_acc *a, int64_t now_ns, double e2e_ms, uint32_t output_tokens);

@@ -1,7 +1,8 @@
 /*
  * router.c -- the router's side of the model: a block index fed by KV
- * events (optionally delayed), Dynamo-style predictive loads, the rank
- * states handed to the policy, and the affinity bookkeeping for flicker.
+ * events (optionally delayed), Dynamo-style predictive loads and busy
+ * flags, the rank states handed to the policy, and the bookkeeping of
+ * prefix ownership (flicker_rate) and affinity keys (key_move_rate).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,9 @@ int32_t sim_router_init(sim_state *s)
     s->rank_states = calloc(s->num_ranks, sizeof(*s->rank_states));
     if (!s->rank_states)
         return WSEL_ENOMEM;
+    if (sim_u64map_init(&s->owner[0], 1024, 1) != 0 ||
+        sim_u64map_init(&s->owner[1], 1024, 1) != 0)
+        return WSEL_ENOMEM;
     return sim_u64map_init(&s->index, 1024, 1);
 }
 
@@ -22,6 +26,8 @@ void sim_router_free(sim_state *s)
     free(s->rank_states);
     free(s->events);
     sim_u64map_free(&s->index);
+    sim_u64map_free(&s->owner[0]);
+    sim_u64map_free(&s->owner[1]);
 }
 
 static void apply_event(sim_state *s, uint32_t rank, uint64_t hash, int stored)
@@ -34,11 +40,15 @@ static void apply_event(sim_state *s, uint32_t rank, uint64_t hash, int stored)
             s->failed = WSEL_ENOMEM;
             return;
         }
+        s->index_holdings += (*mask & bit) == 0;
         *mask |= bit;
         return;
     }
     uint64_t *mask = sim_u64map_find(&s->index, hash);
-    if (mask && (*mask &= ~bit) == 0)
+    if (!mask || (*mask & bit) == 0)
+        return;
+    s->index_holdings--;
+    if ((*mask &= ~bit) == 0)
         sim_u64map_erase_found(&s->index, mask);
 }
 
@@ -104,8 +114,36 @@ static void fill_overlaps(sim_state *s, const uint64_t *blocks, uint32_t n)
     }
 }
 
+/* Dynamo's busy rule (its KvWorkerMonitor): a rank is busy when its active
+ * KV blocks / capacity exceed the decode threshold or its prefill tokens
+ * exceed the prefill threshold, both from the engine's own figures; a
+ * worker is busy, and all its rows flagged, only when every rank is. */
+static uint32_t busy_flags(const sim_state *s, uint32_t worker)
+{
+    const sim_router_config *rc = s->args->router;
+    if (rc->busy_decode_blocks <= 0 && rc->busy_prefill_tokens == 0)
+        return 0;
+    const sim_worker *w = &s->workers[worker];
+    for (uint32_t k = 0; k < w->num_ranks; k++) {
+        const sim_rank *r = &s->ranks[w->first_rank + k];
+        uint32_t active = sim_kv_used(&r->kv) - r->kv.lru_size;
+        int busy =
+            (rc->busy_decode_blocks > 0 &&
+             (double)active > rc->busy_decode_blocks * (double)r->kv.capacity) ||
+            (rc->busy_prefill_tokens > 0 && r->prefill_backlog > rc->busy_prefill_tokens);
+        if (!busy)
+            return 0;
+    }
+    return WSEL_ROW_BUSY;
+}
+
 static void fill_loads(sim_state *s)
 {
+    for (uint32_t w = 0; w < s->cluster->num_workers; w++) {
+        uint32_t flags = busy_flags(s, w);
+        for (uint32_t k = 0; k < s->workers[w].num_ranks; k++)
+            s->rank_states[s->workers[w].first_rank + k].flags = flags;
+    }
     for (uint32_t r = 0; r < s->num_ranks; r++) {
         const sim_rank *rank = &s->ranks[r];
         wsel_rank_state *st = &s->rank_states[r];
@@ -115,7 +153,6 @@ static void fill_loads(sim_state *s)
         st->active_blocks = rank->pred_blocks;
         st->kv_capacity_blocks = s->cluster->kv_blocks;
         st->active_requests = rank->active_requests;
-        st->flags = 0;
     }
 }
 
@@ -126,6 +163,53 @@ static uint64_t affinity_key(const sim_state *s, const sim_request *req)
         return 0;
     uint64_t h = req->blocks[(k < req->num_blocks ? k : req->num_blocks) - 1];
     return h ? h : sim_mix64(0);
+}
+
+static uint64_t *owner_find(sim_state *s, uint64_t hash)
+{
+    uint64_t *v = sim_u64map_find(&s->owner[s->owner_gen], hash);
+    return v ? v : sim_u64map_find(&s->owner[s->owner_gen ^ 1], hash);
+}
+
+/* The request's owned prefix: its deepest block that an earlier request
+ * contained (prefix hashes: block i known implies blocks < i known, short
+ * of a forgotten generation, so the scan stops at the first unknown
+ * block). Writes the owner (rank + 1, 0 = none) and returns the depth. */
+static uint32_t prefix_owner(sim_state *s, const sim_request *req, uint64_t *owner)
+{
+    uint32_t depth = 0;
+    *owner = 0;
+    for (uint32_t i = 0; i < req->num_blocks; i++) {
+        const uint64_t *v = owner_find(s, req->blocks[i]);
+        if (!v)
+            break;
+        depth = i + 1;
+        *owner = *v;
+    }
+    return depth;
+}
+
+/* Every block of the request is now owned by `rank`. Returns 0 or
+ * WSEL_ENOMEM. */
+static int32_t take_ownership(sim_state *s, const sim_request *req, uint32_t rank)
+{
+    for (uint32_t i = 0; i < req->num_blocks; i++) {
+        sim_u64map *cur = &s->owner[s->owner_gen];
+        if (cur->size >= SIM_OWNER_GENERATION) {
+            /* The newer generation is full: forget the older one. */
+            s->owner_gen ^= 1;
+            cur = &s->owner[s->owner_gen];
+            sim_u64map_free(cur);
+            if (sim_u64map_init(cur, 1024, 1) != 0)
+                return WSEL_ENOMEM;
+        }
+        int inserted;
+        uint64_t *v = sim_u64map_upsert(cur, req->blocks[i], &inserted);
+        if (!v)
+            return WSEL_ENOMEM;
+        *v = (uint64_t)rank + 1;
+    }
+    return 0;
 }
 
 static int32_t new_seq(sim_state *s, const sim_request *req, uint32_t row, sim_seq **out)
@@ -170,6 +254,8 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
     }
     fill_loads(s);
     fill_overlaps(s, req->blocks, req->num_blocks);
+    uint64_t owner;
+    uint32_t owned = prefix_owner(s, req, &owner);
     wsel_rng rng;
     wsel_request wr;
     memset(&wr, 0, sizeof(wr));
@@ -225,18 +311,25 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
             moved = *last != worker + 1;
         *last = worker + 1;
     }
+    int away = owner != 0 && owner != (uint64_t)row + 1;
+    if (take_ownership(s, req, row) != 0)
+        return WSEL_ENOMEM;
     sim_acc *accs[2] = {&s->acc[0], s->num_acc > 1 ? &s->acc[1 + s->phase] : NULL};
     for (int i = 0; i < 2 && accs[i]; i++) {
         sim_acc_route(accs[i], req->arrival_ns, worker, req->isl, select_ns);
         if (moved >= 0)
             sim_acc_affinity(accs[i], moved);
+        if (owner != 0)
+            sim_acc_ownership(accs[i], owned, away);
     }
     const sim_observer *ob = s->args->observer;
     if (ob && ob->on_route)
-        ob->on_route(ob->ctx, req->arrival_ns, worker, moved > 0);
+        ob->on_route(ob->ctx, req->arrival_ns, worker,
+                     owner == 0 ? 0
+                     : away     ? (int)owned
+                                : -(int)owned);
     sim_engine_enqueue(s, seq);
-    if (!s->workers[worker].stepping)
-        return sim_engine_start_step(s, worker);
+    sim_engine_wake(s, rank->unit);
     return 0;
 }
 

@@ -1,7 +1,10 @@
 /*
  * run.c -- sim_run: set up the cluster, then the event loop (arrivals,
- * step ends, policy switches) until every request has finished.
+ * step ends, policy switches) until every request has finished. Engine
+ * steps woken at one instant start once all of that instant's events have
+ * run, so a burst of simultaneous arrivals is admitted together.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +39,36 @@ static int32_t setup(sim_state *s, const sim_run_args *args, char *err, size_t e
                  s->num_ranks, SIM_MAX_RANKS);
         return WSEL_ERANGE;
     }
+    if (c->dp_mode != SIM_DP_LOCKSTEP && c->dp_mode != SIM_DP_INDEPENDENT) {
+        snprintf(err, err_size, "unknown DP mode %u", c->dp_mode);
+        return WSEL_EINVAL;
+    }
+    const sim_router_config *rc = args->router;
+    if (!(rc->speedup >= 0) || !isfinite(rc->speedup) || !(rc->busy_decode_blocks >= 0)) {
+        snprintf(err, err_size, "the speedup and the busy threshold must be >= 0");
+        return WSEL_EINVAL;
+    }
+    s->first_arrival_ns = -1;
+    wsel_rng_seed(&s->jitter_rng, rc->jitter_seed);
+    s->num_units = c->dp_mode == SIM_DP_INDEPENDENT ? s->num_ranks : c->num_workers;
     s->ranks = calloc(s->num_ranks, sizeof(*s->ranks));
     s->workers = calloc(c->num_workers, sizeof(*s->workers));
-    if (!s->ranks || !s->workers)
+    s->units = calloc(s->num_units, sizeof(*s->units));
+    s->pending = calloc(s->num_units, sizeof(*s->pending));
+    if (!s->ranks || !s->workers || !s->units || !s->pending)
         return report_nomem(s, err, err_size);
     uint32_t r = 0;
     for (uint32_t w = 0; w < c->num_workers; w++) {
         s->workers[w].first_rank = r;
         s->workers[w].num_ranks = c->dp[w];
+        if (c->dp_mode == SIM_DP_LOCKSTEP)
+            s->units[w] = s->workers[w];
         for (uint32_t d = 0; d < c->dp[w]; d++, r++) {
             s->ranks[r].worker = w;
             s->ranks[r].dp_rank = d;
+            s->ranks[r].unit = c->dp_mode == SIM_DP_LOCKSTEP ? w : r;
+            if (c->dp_mode == SIM_DP_INDEPENDENT)
+                s->units[r] = (sim_worker){r, 1, 0, 0};
             s->ranks[r].prefilling = malloc(c->max_running * sizeof(sim_seq *));
             s->ranks[r].decoding = malloc(c->max_running * sizeof(sim_seq *));
             if (!s->ranks[r].prefilling || !s->ranks[r].decoding ||
@@ -80,6 +102,8 @@ static void teardown(sim_state *s)
     }
     free(s->ranks);
     free(s->workers);
+    free(s->units);
+    free(s->pending);
     sim_router_free(s);
     sim_u64map_free(&s->acc_keys);
     sim_heap_free(&s->heap);
@@ -110,6 +134,12 @@ static void integrate_load(sim_state *s, int64_t until)
         group_sum += g;
         if (g > group_max)
             group_max = g;
+    }
+    if (s->index.size > 0) {
+        double copies = (double)s->index_holdings / (double)s->index.size;
+        sim_acc_copies(&s->acc[0], seconds, copies);
+        if (s->num_acc > 1)
+            sim_acc_copies(&s->acc[1 + s->phase], seconds, copies);
     }
     if (rank_sum <= 0)
         return;
@@ -157,12 +187,45 @@ static int32_t do_switch(sim_state *s, uint32_t i)
     return 0;
 }
 
+/* The replay clock (sim_router_config): time from the first request,
+ * divided by the speedup, each arrival instant jittered as a whole. */
+static int32_t replay_clock(sim_state *s, sim_request *req)
+{
+    const sim_router_config *rc = s->args->router;
+    int64_t t = req->arrival_ns;
+    int first = s->first_arrival_ns < 0;
+    if (first)
+        s->first_arrival_ns = s->last_source_ns = t;
+    if (t < s->last_source_ns) {
+        snprintf(s->err, s->err_size, "request %llu arrives before the previous one",
+                 (unsigned long long)req->id);
+        return WSEL_EINVAL;
+    }
+    int64_t at = t - s->first_arrival_ns;
+    if (rc->speedup > 0 && rc->speedup != 1)
+        at = (int64_t)llround((double)at / rc->speedup);
+    if (rc->jitter_ns > 0) {
+        if (first || t != s->last_source_ns)
+            s->jitter_off_ns =
+                (int64_t)(wsel_rng_uniform(&s->jitter_rng) * (double)rc->jitter_ns);
+        at += s->jitter_off_ns;
+        if (!first && at < s->last_arrival_ns)
+            at = s->last_arrival_ns; /* keep the order */
+    }
+    s->last_source_ns = t;
+    s->last_arrival_ns = at;
+    req->arrival_ns = at;
+    return 0;
+}
+
 static int32_t pull(sim_state *s, sim_request *req, int *have)
 {
     int32_t rc = s->args->source->next(s->args->source_ctx, req, s->err, s->err_size);
     if (rc < 0)
         return rc;
     *have = rc;
+    if (rc > 0 && replay_clock(s, req) != 0)
+        return WSEL_EINVAL;
     if (rc > 0 && req->arrival_ns < s->now_ns) {
         snprintf(s->err, s->err_size, "request %llu arrives before the previous one",
                  (unsigned long long)req->id);
@@ -194,11 +257,15 @@ static int32_t loop(sim_state *s)
                 ob->on_progress(ob->ctx, s->now_ns, s->routed);
         } else if (ev.type == SIM_EV_STEP_END) {
             sim_engine_end_step(s, ev.arg);
-            rc = sim_engine_start_step(s, ev.arg);
+            sim_engine_wake(s, ev.arg);
             report_load(s);
         } else {
             rc = do_switch(s, ev.arg);
         }
+        /* Steps start once nothing else happens at this instant. */
+        if (rc == 0 && s->num_pending > 0 &&
+            (s->heap.size == 0 || s->heap.items[0].time_ns > s->now_ns))
+            rc = sim_engine_start_pending(s);
     }
     if (rc == 0 && s->failed) {
         snprintf(s->err, s->err_size, "out of memory in the router index");

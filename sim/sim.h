@@ -28,6 +28,10 @@
 #define SIM_COST_POLYNOMIAL 0
 #define SIM_COST_LINEAR     1
 
+/* How the ranks of one worker step (docs/sim.md, "Engines"). */
+#define SIM_DP_LOCKSTEP    0 /* one step for all ranks, as long as the slowest */
+#define SIM_DP_INDEPENDENT 1 /* every rank steps on its own */
+
 typedef struct sim_cluster {
     uint32_t num_workers;
     uint32_t dp[SIM_MAX_RANKS]; /* ranks of each worker */
@@ -39,6 +43,7 @@ typedef struct sim_cluster {
     double step_fixed_ms;       /* linear: fixed cost per step */
     double prefill_token_ms;    /* linear: per prefill token */
     double decode_seq_ms;       /* linear: per decoding sequence */
+    uint32_t dp_mode;           /* SIM_DP_* */
 } sim_cluster;
 
 /* Defaults: one worker of dp 8 with Dynamo mocker's engine (16,384
@@ -57,6 +62,20 @@ typedef struct sim_router_config {
     double temperature;         /* wsel_request.temperature */
     uint64_t kv_event_delay_ns; /* KV events reach the index this late */
     uint32_t affinity_blocks;   /* K of the affinity key */
+    /* Dynamo's busy thresholds (0 = off, Dynamo's default): a rank is busy
+     * when its active KV blocks / capacity exceed busy_decode_blocks, or
+     * its prefill tokens waiting or in progress exceed busy_prefill_tokens;
+     * a worker's rows get WSEL_ROW_BUSY when all its ranks are busy. */
+    double busy_decode_blocks;
+    uint64_t busy_prefill_tokens;
+    /* The replay clock: arrival = (time - first arrival) / speedup (0 or 1
+     * = as given), then, when jitter_ns > 0, every distinct arrival
+     * instant moves later by a uniform [0, jitter_ns) drawn from
+     * jitter_seed (requests sharing an instant stay together; order is
+     * kept). */
+    double speedup;
+    uint64_t jitter_ns;
+    uint64_t jitter_seed;
 } sim_router_config;
 
 /* One request as a source hands it over. OWNERSHIP: the source owns
@@ -119,7 +138,9 @@ typedef struct sim_metrics {
     sim_percentiles ttft_ms;
     sim_percentiles e2e_ms;
     double throughput_tok_s;
-    double flicker_rate;
+    double flicker_rate;  /* block-weighted prefix ownership moves (docs/sim.md) */
+    double key_move_rate; /* affinity key moved worker (the former flicker) */
+    double prefix_copies; /* mean ranks holding each cached block, time average */
     double share_volatility;
     double rank_load_imbalance;
     double group_load_imbalance;
@@ -142,6 +163,9 @@ typedef struct sim_result {
 typedef struct sim_observer {
     void *ctx;
     void (*on_ttft)(void *ctx, double ttft_ms);
+    /* flicker: 0 when the request's prefix had no owner; otherwise +w when
+     * it was sent away from its owner rank, -w when kept there, w = the
+     * request's owned prefix blocks (>= 1): the flicker_rate terms. */
     void (*on_route)(void *ctx, int64_t now_ns, uint32_t worker, int flicker);
     /* worker_tokens[w]: active tokens of worker w's busiest rank. */
     void (*on_load)(void *ctx, int64_t now_ns, const uint64_t *worker_tokens,

@@ -39,6 +39,10 @@ typedef struct sim_seq {
 typedef struct sim_rank {
     uint32_t worker;
     uint32_t dp_rank;
+    uint32_t unit; /* the engine it steps with (its worker when lockstep) */
+    /* Prompt tokens still to compute of the requests queued or in prefill
+     * on this rank (the engine's own figure, for the busy threshold). */
+    uint64_t prefill_backlog;
     sim_kvcache kv;
     /* Running sequences: those in prefill in admission order, and those
      * decoding in a min-heap by (finish_step, id). Every decoding sequence
@@ -67,10 +71,13 @@ typedef struct sim_rank {
     uint32_t active_requests;
 } sim_rank;
 
+/* A worker, or an engine unit: the ranks that step together (a worker
+ * when lockstep, one rank when independent). */
 typedef struct sim_worker {
     uint32_t first_rank;
     uint32_t num_ranks;
     int stepping;
+    int pending; /* a step start is due once this instant's events are done */
 } sim_worker;
 
 typedef struct sim_kv_event {
@@ -90,6 +97,10 @@ typedef struct sim_state {
     uint32_t num_ranks;
     sim_rank *ranks;
     sim_worker *workers;
+    sim_worker *units; /* engines: == workers when lockstep */
+    uint32_t num_units;
+    uint32_t *pending; /* units whose step starts after this instant */
+    uint32_t num_pending;
     sim_heap heap;
     int64_t now_ns;
     /* Router. */
@@ -99,6 +110,17 @@ typedef struct sim_state {
     wsel_rank_state *rank_states;
     uint32_t evicting_rank; /* rank whose cache is evicting (callback ctx) */
     sim_u64map acc_keys;    /* affinity key -> last worker + 1 */
+    /* Prefix ownership for flicker_rate: block hash -> rank + 1 of the last
+     * request that contained it; two generations of bounded size (the
+     * older is dropped when the newer fills), so memory stays bounded. */
+    sim_u64map owner[2];
+    uint32_t owner_gen;       /* index of the newer generation */
+    uint64_t index_holdings;  /* set bits over the block index (prefix_copies) */
+    int64_t first_arrival_ns; /* replay clock: -1 until the first request */
+    int64_t last_arrival_ns;  /* replay clock, after jitter */
+    int64_t last_source_ns;   /* the previous request's time as given */
+    int64_t jitter_off_ns;    /* offset of the current arrival instant */
+    wsel_rng jitter_rng;
     /* Metrics: [0] the whole run, [1 + p] phase p when there are switches. */
     sim_acc acc[1 + SIM_MAX_PHASES];
     uint32_t num_acc;
@@ -110,10 +132,15 @@ typedef struct sim_state {
     size_t err_size;
 } sim_state;
 
-/* engine.c */
-int32_t sim_engine_start_step(sim_state *s, uint32_t worker);
-void sim_engine_end_step(sim_state *s, uint32_t worker);
+/* engine.c: units are the engines of SIM_DP_* (workers when lockstep). */
+int32_t sim_engine_start_step(sim_state *s, uint32_t unit);
+void sim_engine_end_step(sim_state *s, uint32_t unit);
 void sim_engine_enqueue(sim_state *s, sim_seq *seq);
+/* Start the unit's step once every event of this instant has run (so a
+ * burst is admitted together); a no-op while it steps. */
+void sim_engine_wake(sim_state *s, uint32_t unit);
+/* Start the steps woken at this instant. */
+int32_t sim_engine_start_pending(sim_state *s);
 
 /* router.c */
 int32_t sim_router_init(sim_state *s);
@@ -123,5 +150,7 @@ void sim_router_apply_due(sim_state *s, int64_t now_ns);
 int32_t sim_router_route(sim_state *s, const sim_request *req);
 void sim_router_first_token(sim_state *s, sim_seq *seq);
 void sim_router_finished(sim_state *s, sim_seq *seq);
+/* Most blocks one ownership generation keeps (flicker_rate). */
+#define SIM_OWNER_GENERATION (1u << 18)
 
 #endif

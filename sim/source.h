@@ -20,6 +20,7 @@
 #define SIM_WORKLOAD_SHARED_PREFIX 0
 #define SIM_WORKLOAD_CHAT          1
 #define SIM_WORKLOAD_AGENT         2
+#define SIM_WORKLOAD_CONVERSATION  3
 
 typedef struct sim_workload_config {
     uint32_t kind; /* SIM_WORKLOAD_* */
@@ -29,13 +30,19 @@ typedef struct sim_workload_config {
     /* shared-prefix: G groups x P prompts, S-token prefix, Q-token
      * question, O output tokens. */
     uint32_t groups, prompts, prefix_tokens, question_tokens, output_tokens;
-    /* agent: number of shared tool prompts and their length. */
+    /* agent, conversation: number of shared tool prompts and their length. */
     uint32_t tools, tool_tokens;
+    /* conversation: the system prompt every chat session opens with, the
+     * share of sessions that are tool agents, and the mean number of
+     * requests arriving at one instant. */
+    uint32_t system_tokens;
+    double agent_share;
+    double burst;
 } sim_workload_config;
 
 /* Defaults for `kind` (see docs/sim.md for the reasoning). */
 void sim_workload_default(sim_workload_config *w, uint32_t kind);
-/* "shared-prefix", "chat", "agent" -> kind; -1 if unknown. */
+/* "shared-prefix", "chat", "agent", "conversation" -> kind; -1 if unknown. */
 int sim_workload_kind(const char *name);
 const char *sim_workload_name(uint32_t kind);
 

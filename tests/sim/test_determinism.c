@@ -28,7 +28,9 @@ static char *run_json(uint64_t seed)
     c.dp[1] = 2;
     c.dp[2] = 1;
     c.kv_blocks = 512;
-    sim_router_config rc = {1.0, 0.0, 2000000, 4}; /* 2 ms stale KV events */
+    sim_router_config rc = {.overlap_weight = 1.0,
+                            .kv_event_delay_ns = 2000000, /* 2 ms stale KV events */
+                            .affinity_blocks = 4};
     sim_workload_config w;
     sim_workload_default(&w, SIM_WORKLOAD_SHARED_PREFIX);
     w.groups = 8;

@@ -42,8 +42,8 @@ static const option options[] = {
     {"--skip-bad-lines", NULL, "off",
      "count and skip bad trace lines instead of stopping", K_FLAG, OFF(skip_bad_lines)},
     {"--workload", "NAME", "shared-prefix",
-     "built-in workload: shared-prefix, chat, agent", K_SPECIAL, 0},
-    {"--requests", "N", "2000", "chat/agent: number of requests", K_U32,
+     "built-in workload: shared-prefix, chat, agent, conversation", K_SPECIAL, 0},
+    {"--requests", "N", "2000", "chat/agent/conversation: number of requests", K_U32,
      OFF(workload.requests)},
     {"--rate", "R", "40", "mean arrivals per second (Poisson)", K_DOUBLE,
      OFF(workload.rate)},
@@ -56,9 +56,22 @@ static const option options[] = {
      OFF(workload.question_tokens)},
     {"--output-tokens", "O", "256", "shared-prefix: output length", K_U32,
      OFF(workload.output_tokens)},
-    {"--tools", "N", "4", "agent: shared tool prompts", K_U32, OFF(workload.tools)},
-    {"--tool-tokens", "N", "8192", "agent: tool prompt length", K_U32,
+    {"--tools", "N", "4", "agent/conversation: shared tool prompts", K_U32,
+     OFF(workload.tools)},
+    {"--tool-tokens", "N", "8192", "agent/conversation: tool prompt length", K_U32,
      OFF(workload.tool_tokens)},
+    {"--system-tokens", "N", "1024", "conversation: system prompt of every chat", K_U32,
+     OFF(workload.system_tokens)},
+    {"--agent-share", "F", "0.4", "conversation: share of sessions that are tool agents",
+     K_DOUBLE, OFF(workload.agent_share)},
+    {"--burst", "B", "8", "conversation: mean requests arriving at one instant (>= 1)",
+     K_DOUBLE, OFF(workload.burst)},
+    {"--speedup", "X", "1",
+     "divide arrival times by X (clock starts at the first request)", K_DOUBLE,
+     OFF(router.speedup)},
+    {"--jitter-ms", "MS", "0",
+     "move each arrival instant later by uniform [0, MS) ms (seeded by --seed)",
+     K_SPECIAL, 0},
     {"--workers", "N", DEF_WORKERS, "workers (data-parallel engines)", K_SPECIAL, 0},
     {"--dp", "N|LIST", DEF_DP " (1 when only --workers is given)",
      "ranks per worker: one size for all, or one per worker", K_SPECIAL, 0},
@@ -72,6 +85,8 @@ static const option options[] = {
      OFF(cluster.token_budget)},
     {"--cost-model", "NAME", "polynomial", "step time model: polynomial (mocker), linear",
      K_SPECIAL, 0},
+    {"--dp-mode", "MODE", "lockstep",
+     "ranks of a worker step in lockstep (wide-EP MoE) or independent", K_SPECIAL, 0},
     {"--step-fixed-ms", "MS", "5", "linear: fixed cost per step", K_DOUBLE,
      OFF(cluster.step_fixed_ms)},
     {"--prefill-token-ms", "MS", "0.015", "linear: cost per prefill token", K_DOUBLE,
@@ -86,6 +101,12 @@ static const option options[] = {
      OFF(router.temperature)},
     {"--affinity-blocks", "K", "4", "affinity key = hash of block min(K, n)", K_U32,
      OFF(router.affinity_blocks)},
+    {"--busy-decode-blocks", "FRAC", "off",
+     "Dynamo busy threshold: active KV blocks / capacity above FRAC (0..1)", K_DOUBLE,
+     OFF(router.busy_decode_blocks)},
+    {"--busy-prefill-tokens", "N", "off",
+     "Dynamo busy threshold: prefill tokens queued or running above N", K_U64,
+     OFF(router.busy_prefill_tokens)},
     {"--plugin", "NAME|PATH", "(every bundled policy)", "policy to compare; repeatable",
      K_SPECIAL, 0},
     {"--config", "JSON", "{}", "configuration of the preceding --plugin", K_SPECIAL, 0},
@@ -94,8 +115,8 @@ static const option options[] = {
      0},
     {"--seed", "N", "1", "seed of the workload and of every host", K_U64, OFF(seed)},
     {"--isolated", NULL, "off",
-     "run every policy in its own wsel-isolated-helper process (docs/isolated.md)", K_FLAG,
-     OFF(isolated)},
+     "run every policy in its own wsel-isolated-helper process (docs/isolated.md)",
+     K_FLAG, OFF(isolated)},
     {"--json", NULL, "off", "print JSON instead of the table", K_FLAG, OFF(json)},
     {"--no-timing", NULL, "off", "print select_ns as 0 (byte-identical JSON)", K_SPECIAL,
      0},
@@ -135,6 +156,7 @@ static void set_defaults(sim_options *o)
     o->router.overlap_weight = 1.0;
     o->router.temperature = 0.0;
     o->router.affinity_blocks = 4;
+    o->router.speedup = 1.0;
     o->trace_block_size = 512;
     o->seed = 1;
     o->timing = 1;
@@ -151,8 +173,10 @@ static int parse_special(sim_options *o, const char *name, const char *val,
     if (strcmp(name, "--workload") == 0) {
         int k = sim_workload_kind(val);
         if (k < 0) {
-            snprintf(err, err_size,
-                     "--workload '%s': expected shared-prefix, chat or agent", val);
+            snprintf(
+                err, err_size,
+                "--workload '%s': expected shared-prefix, chat, agent or conversation",
+                val);
             return 2;
         }
         o->workload.kind = (uint32_t)k;
@@ -172,6 +196,20 @@ static int parse_special(sim_options *o, const char *name, const char *val,
         }
         o->cluster.cost_model =
             strcmp(val, "linear") == 0 ? SIM_COST_LINEAR : SIM_COST_POLYNOMIAL;
+    } else if (strcmp(name, "--dp-mode") == 0) {
+        if (strcmp(val, "lockstep") && strcmp(val, "independent")) {
+            snprintf(err, err_size, "--dp-mode '%s': expected lockstep or independent",
+                     val);
+            return 2;
+        }
+        o->cluster.dp_mode =
+            strcmp(val, "independent") == 0 ? SIM_DP_INDEPENDENT : SIM_DP_LOCKSTEP;
+    } else if (strcmp(name, "--jitter-ms") == 0) {
+        if (!sim_parse_double(val, &d)) {
+            snprintf(err, err_size, "--jitter-ms '%s': expected ms >= 0", val);
+            return 2;
+        }
+        o->router.jitter_ns = (uint64_t)llround(d * 1e6);
     } else if (strcmp(name, "--kv-event-delay-ms") == 0) {
         if (!sim_parse_double(val, &d)) {
             snprintf(err, err_size, "--kv-event-delay-ms '%s': expected ms >= 0", val);
@@ -286,7 +324,26 @@ static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
         snprintf(err, err_size, "--rate must be above 0");
         return 2;
     }
+    if (!(o->router.speedup > 0)) {
+        snprintf(err, err_size, "--speedup must be above 0");
+        return 2;
+    }
+    if (o->router.busy_decode_blocks > 1) {
+        snprintf(err, err_size, "--busy-decode-blocks %g: expected a fraction 0..1",
+                 o->router.busy_decode_blocks);
+        return 2;
+    }
+    if (o->workload.agent_share > 1) {
+        snprintf(err, err_size, "--agent-share %g: expected a fraction 0..1",
+                 o->workload.agent_share);
+        return 2;
+    }
+    if (o->workload.burst < 1) {
+        snprintf(err, err_size, "--burst %g: expected at least 1", o->workload.burst);
+        return 2;
+    }
     o->workload.seed = o->seed;
+    o->router.jitter_seed = o->seed;
     return 0;
 }
 

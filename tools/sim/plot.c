@@ -151,8 +151,10 @@ void sim_plot_route(sim_plot *p, int64_t now_ns, uint32_t worker, int flicker)
         flush_window(s);
         s->window = window;
     }
-    s->routed++;
-    s->flickers += flicker != 0;
+    /* Block-weighted as flicker_rate: |flicker| owned blocks, moved when > 0
+     * (sim_observer.on_route). */
+    s->routed += (uint64_t)(flicker < 0 ? -(int64_t)flicker : flicker);
+    s->flickers += flicker > 0 ? (uint64_t)flicker : 0;
 }
 
 void sim_plot_load(sim_plot *p, int64_t now_ns, const uint64_t *worker_tokens,

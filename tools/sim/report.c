@@ -28,6 +28,8 @@ GETTER(get_e2e_p50, m->e2e_ms.p50)
 GETTER(get_e2e_p99, m->e2e_ms.p99)
 GETTER(get_tput, m->throughput_tok_s)
 GETTER(get_flicker, m->flicker_rate)
+GETTER(get_key_move, m->key_move_rate)
+GETTER(get_copies, m->prefix_copies)
 GETTER(get_vol, m->share_volatility)
 GETTER(get_rank_imb, m->rank_load_imbalance)
 GETTER(get_group_imb, m->group_load_imbalance)
@@ -45,6 +47,8 @@ static const column columns[] = {
     {"e2e_p99_s", 0, get_e2e_p99, "%.2f", 1e-3},
     {"tok/s", 1, get_tput, "%.0f", 1},
     {"flicker%", 0, get_flicker, "%.1f", 100},
+    {"keymove%", 0, get_key_move, "%.1f", 100},
+    {"copies", 0, get_copies, "%.2f", 1},
     {"share_vol", 0, get_vol, "%.3f", 1},
     {"rank_imb", 0, get_rank_imb, "%.2f", 1},
     {"group_imb", 0, get_group_imb, "%.2f", 1},
@@ -120,9 +124,10 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         if (has_config(&rows[i]))
             fprintf(out, "[%u] %s %s\n", i + 1, rows[i].plugin, rows[i].config);
-    fprintf(out,
-            "* best in column. hit%% = prefix tokens cached / input tokens; "
-            "flicker%% = affinity key moved worker; imb = max/mean active tokens.\n");
+    fprintf(out, "* best in column. hit%% = prefix tokens cached / input tokens; "
+                 "flicker%% = prefix blocks sent away from their owner rank; keymove%% = "
+                 "affinity key moved worker;\n  copies = ranks per cached block; imb = "
+                 "max/mean active tokens. See docs/sim.md.\n");
 }
 
 static void json_pct(FILE *out, const char *name, const sim_percentiles *p)
@@ -139,12 +144,13 @@ static void json_metrics(FILE *out, const sim_metrics *m, int timing)
     fputc(',', out);
     json_pct(out, "e2e_ms", &m->e2e_ms);
     fprintf(out,
-            ",\"throughput_tok_s\":%.6g,\"flicker_rate\":%.6g,\"share_volatility\":%.6g,"
+            ",\"throughput_tok_s\":%.6g,\"flicker_rate\":%.6g,\"key_move_rate\":%.6g,"
+            "\"prefix_copies\":%.6g,\"share_volatility\":%.6g,"
             "\"rank_load_imbalance\":%.6g,\"group_load_imbalance\":%.6g,"
             "\"fallbacks\":%llu,\"lost_requests\":%llu,"
             "\"select_ns\":{\"p50\":%llu,\"p99\":%llu}",
-            m->throughput_tok_s, m->flicker_rate, m->share_volatility,
-            m->rank_load_imbalance, m->group_load_imbalance,
+            m->throughput_tok_s, m->flicker_rate, m->key_move_rate, m->prefix_copies,
+            m->share_volatility, m->rank_load_imbalance, m->group_load_imbalance,
             (unsigned long long)m->fallbacks, (unsigned long long)m->lost_requests,
             (unsigned long long)(timing ? m->select_ns_p50 : 0),
             (unsigned long long)(timing ? m->select_ns_p99 : 0));
@@ -166,10 +172,14 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
             ",\"step_fixed_ms\":%.6g,\"prefill_token_ms\":%.6g,\"decode_seq_ms\":%.6g",
             c->step_fixed_ms, c->prefill_token_ms, c->decode_seq_ms);
     fprintf(out,
-            ",\"kv_event_delay_ms\":%.6g,\"overlap_weight\":%.6g,\"temperature\":%.6g,"
-            "\"affinity_blocks\":%u}",
+            ",\"dp_mode\":\"%s\",\"kv_event_delay_ms\":%.6g,\"overlap_weight\":%.6g,"
+            "\"temperature\":%.6g,\"affinity_blocks\":%u,\"busy_decode_blocks\":%.6g,"
+            "\"busy_prefill_tokens\":%llu,\"speedup\":%.6g,\"jitter_ms\":%.6g}",
+            c->dp_mode == SIM_DP_INDEPENDENT ? "independent" : "lockstep",
             (double)rc->kv_event_delay_ns / 1e6, rc->overlap_weight, rc->temperature,
-            rc->affinity_blocks);
+            rc->affinity_blocks, rc->busy_decode_blocks,
+            (unsigned long long)rc->busy_prefill_tokens, rc->speedup,
+            (double)rc->jitter_ns / 1e6);
 }
 
 void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,
