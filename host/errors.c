@@ -36,7 +36,7 @@ const char *wsel_errname(int32_t code)
 
 const char *wsel_fallback_reason_name(uint32_t reason)
 {
-    static const char *const names[WSEL_FALLBACK_REASONS] = {
+    static const char *const names[WSEL_FALLBACK_REASONS_MAX] = {
         [WSEL_FALLBACK_NO_POLICY] = "no_policy",
         [WSEL_FALLBACK_ERROR] = "error",
         [WSEL_FALLBACK_OUT_OF_RANGE] = "out_of_range",
@@ -44,8 +44,12 @@ const char *wsel_fallback_reason_name(uint32_t reason)
         [WSEL_FALLBACK_EJECTED] = "ejected",
         [WSEL_FALLBACK_CRASHED] = "crashed",
         [WSEL_FALLBACK_TIMEOUT] = "timeout",
+        [WSEL_FALLBACK_CHOICE_OVERRUN] = "choice_overrun",
+        [WSEL_FALLBACK_BUSY] = "busy",
+        [WSEL_FALLBACK_TABLE_WRITTEN] = "table_written",
+        [WSEL_FALLBACK_HOST_LIMIT] = "host_limit",
     };
-    if (reason >= WSEL_FALLBACK_REASONS || names[reason] == NULL)
+    if (reason >= WSEL_FALLBACK_REASONS_MAX || names[reason] == NULL)
         return "unknown";
     return names[reason];
 }

@@ -149,7 +149,8 @@ static int32_t create_instance(wsel_host *host, wsel_generation *gen,
 {
     const wsel_plugin *p = gen->plugin;
     void *instance = NULL;
-    int32_t rc = p->create(&host->api, values, p->num_params, &instance);
+    wsel_generation_api_init(host, gen, p->name);
+    int32_t rc = p->create(&gen->api, values, p->num_params, &instance);
     if (rc != 0) {
         wsel_set_error(err, err_size, "%s: plugin %s create failed: %s (%d)",
                        wsel_library_path(gen->lib), p->name, wsel_strerror(rc), (int)rc);

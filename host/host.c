@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -44,7 +45,8 @@ void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
     host_log_message(host, level, msg);
 }
 
-/* wsel_host_api.log: a plugin's message, routed to its host's sink. */
+/* wsel_host_api.log of the host's own table (host_ctx = the host): kept
+ * for callers of host->api; plugins get their generation's table. */
 static void api_log(const wsel_host_api *api, int32_t level, const char *msg)
 {
     if (api == NULL || api->host_ctx == NULL || msg == NULL)
@@ -54,6 +56,67 @@ static void api_log(const wsel_host_api *api, int32_t level, const char *msg)
     if (level > WSEL_LOG_DEBUG)
         level = WSEL_LOG_DEBUG;
     host_log_message(api->host_ctx, level, msg);
+}
+
+static uint64_t monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec;
+}
+
+/*
+ * The log rate limit: at most WSEL_HOST_LOG_PER_SECOND messages per
+ * instance in each second of CLOCK_MONOTONIC; the rest are dropped and
+ * counted (per window, for the summary line, and in the host's
+ * log_dropped). Lock-free and allocation-free, so select may log: the
+ * thread that moves the window on resets it and says how many the last
+ * window dropped. A message racing that reset may be dropped although the
+ * new window had room; every message is still either delivered or
+ * counted.
+ */
+static int log_admit(wsel_host *host, wsel_generation *gen)
+{
+    wsel_log_limit *l = &gen->log_limit;
+    uint64_t now = monotonic_s();
+    uint64_t window = atomic_load_explicit(&l->window, memory_order_relaxed);
+    if (window != now && atomic_compare_exchange_strong(&l->window, &window, now)) {
+        uint32_t dropped = atomic_exchange(&l->dropped, 0);
+        atomic_store(&l->used, 0);
+        if (dropped != 0)
+            wsel_host_log(host, WSEL_LOG_WARN,
+                          "plugin %s: %u log messages dropped (at most %u a second)",
+                          gen->name, dropped, WSEL_HOST_LOG_PER_SECOND);
+    }
+    if (atomic_fetch_add_explicit(&l->used, 1, memory_order_relaxed) <
+        WSEL_HOST_LOG_PER_SECOND)
+        return 1;
+    atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&host->log_dropped, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* wsel_host_api.log as a plugin instance gets it: host_ctx is its
+ * generation; rate-limited per instance. */
+static void plugin_log(const wsel_host_api *api, int32_t level, const char *msg)
+{
+    if (api == NULL || api->host_ctx == NULL || msg == NULL)
+        return;
+    wsel_generation *gen = api->host_ctx;
+    if (!log_admit(gen->host, gen))
+        return;
+    if (level < WSEL_LOG_ERROR)
+        level = WSEL_LOG_ERROR;
+    if (level > WSEL_LOG_DEBUG)
+        level = WSEL_LOG_DEBUG;
+    host_log_message(gen->host, level, msg);
+}
+
+void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
+{
+    wsel_host_api_init(&gen->api, gen, plugin_log);
+    gen->host = host;
+    gen->name = name;
 }
 
 /* Copy the caller's allow-list so the host does not depend on its life. */
@@ -99,6 +162,10 @@ static int32_t copy_isolated_options(wsel_host *host, const wsel_host_options *o
         o->helper_as_limit_mb ? o->helper_as_limit_mb : WSEL_ISOLATED_DEFAULT_AS_MB;
     iso->cpu_limit_s =
         o->helper_cpu_limit_s ? o->helper_cpu_limit_s : WSEL_ISOLATED_DEFAULT_CPU_S;
+    iso->hang_timeout_us =
+        o->hang_timeout_us ? o->hang_timeout_us : WSEL_ISOLATED_DEFAULT_HANG_US;
+    if (iso->hang_timeout_us < iso->select_deadline_us)
+        iso->hang_timeout_us = iso->select_deadline_us;
     if (o->helper_path != NULL) {
         iso->helper_path = strdup(o->helper_path);
         if (iso->helper_path == NULL)
@@ -215,15 +282,20 @@ void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
     wsel_host_counters c;
     memset(&c, 0, sizeof(c));
     c.plugin_answers = atomic_load_explicit(&h->plugin_answers.n, memory_order_relaxed);
-    for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS; r++) {
-        c.fallback_by_reason[r] =
+    for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS_MAX; r++) {
+        uint64_t n =
             atomic_load_explicit(&h->fallback_by_reason[r].n, memory_order_relaxed);
-        c.fallbacks += c.fallback_by_reason[r];
+        if (r < WSEL_FALLBACK_REASONS)
+            c.fallback_by_reason[r] = n;
+        else
+            c.fallback_by_reason_more[r - WSEL_FALLBACK_REASONS] = n;
+        c.fallbacks += n;
     }
     c.selects = c.plugin_answers + c.fallbacks;
     c.switches = atomic_load_explicit(&h->switches, memory_order_relaxed);
     c.failed_switches = atomic_load_explicit(&h->failed_switches, memory_order_relaxed);
     c.ejections = atomic_load_explicit(&h->ejections, memory_order_relaxed);
+    c.log_dropped = atomic_load_explicit(&h->log_dropped, memory_order_relaxed);
     memcpy(out, &c, out_size < sizeof(c) ? out_size : sizeof(c));
 }
 

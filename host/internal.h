@@ -47,7 +47,20 @@ const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i);
 #define WSEL_LOCK_SHARED    1u
 #define WSEL_LOCK_EXCLUSIVE 2u
 
+/* Per-instance log rate limit (host.c): a fixed one-second window. */
+typedef struct wsel_log_limit {
+    _Atomic uint64_t window;  /* CLOCK_MONOTONIC second of the current window */
+    _Atomic uint32_t used;    /* messages seen in it (delivered or not) */
+    _Atomic uint32_t dropped; /* dropped in it, reported when it ends */
+} wsel_log_limit;
+
 typedef struct wsel_generation {
+    /* What this instance's create() received: the host's table with
+     * host_ctx = this generation, so log() knows whose message it is. */
+    wsel_host_api api;
+    struct wsel_host *host;
+    const char *name; /* plugin name, for log summaries */
+    wsel_log_limit log_limit;
     wsel_library *lib;
     const wsel_plugin *plugin; /* the library's host-sized descriptor copy */
     void *instance;
@@ -102,14 +115,19 @@ struct wsel_host {
 
     /* Counters, relaxed. selects is derived (plugin + fallbacks). */
     wsel_padded_counter plugin_answers;
-    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS];
+    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
     _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t switches;
     _Atomic uint64_t failed_switches;
     _Atomic uint64_t ejections;
+    _Atomic uint64_t log_dropped;
 
     /* Isolated mode (isolated_*.c), read-only after create. */
     wsel_isolated_options isolated;
 };
+
+/* Fill gen->api (host_ctx = gen, log = the rate-limited plugin log) and
+ * gen->host before the instance is created. */
+void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name);
 
 /* Log through the host's sink (or stderr). [any thread] */
 void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)

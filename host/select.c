@@ -7,6 +7,7 @@
  * do not declare WSEL_CAP_CONCURRENT_SELECT, shared for concurrent ones
  * with a topology hook, none otherwise), which the switcher never holds.
  */
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -17,19 +18,133 @@ static void count(wsel_padded_counter *c)
     atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
 }
 
+/*
+ * What the plugin cannot have changed. Selects run on any thread at once,
+ * and nothing here may allocate, so the copy of the flags and cost columns
+ * lives on the calling thread's stack: 9 bytes a row, for tables of up to
+ * WSEL_HOST_SNAPSHOT_ROWS rows (9 KiB). A larger table is checksummed
+ * before and after the call instead: a write is caught, but the fallback
+ * can only read what the plugin left (non-finite costs count as the most
+ * expensive). An isolated plugin writes only its slot's copy of the table,
+ * so it needs neither.
+ */
+typedef struct snapshot {
+    const uint8_t *flags; /* what answers are checked against */
+    const double *cost;   /* what the fallback ranks */
+    uint32_t copied;      /* 1: flags/cost point at the copies below */
+    uint64_t sum;         /* checksum of both columns when not copied */
+    uint8_t flags_copy[WSEL_HOST_SNAPSHOT_ROWS];
+    double cost_copy[WSEL_HOST_SNAPSHOT_ROWS];
+} snapshot;
+
+static uint64_t checksum(const wsel_table *table)
+{
+    /* FNV-1a over 8-byte words: catches any change a bug makes (it is not
+     * meant to resist a plugin forging a collision on purpose). */
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint32_t n = table->num_rows;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &table->cost[i], sizeof(bits));
+        h = (h ^ bits) * 0x100000001b3ull;
+        h = (h ^ table->flags[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void snapshot_take(snapshot *s, const wsel_table *table, int isolated)
+{
+    uint32_t n = table->num_rows;
+    s->flags = table->flags;
+    s->cost = table->cost;
+    s->copied = 0;
+    if (isolated)
+        return;
+    if (n <= WSEL_HOST_SNAPSHOT_ROWS) {
+        memcpy(s->flags_copy, table->flags, n);
+        memcpy(s->cost_copy, table->cost, n * sizeof(double));
+        s->flags = s->flags_copy;
+        s->cost = s->cost_copy;
+        s->copied = 1;
+        return;
+    }
+    s->sum = checksum(table);
+}
+
+/* 1 when the plugin wrote the table's flags or cost column. */
+static int snapshot_changed(const snapshot *s, const wsel_table *table, int isolated)
+{
+    if (isolated)
+        return 0;
+    uint32_t n = table->num_rows;
+    if (s->copied)
+        return memcmp(s->flags_copy, table->flags, n) != 0 ||
+               memcmp(s->cost_copy, table->cost, n * sizeof(double)) != 0;
+    return checksum(table) != s->sum;
+}
+
+/* Argmin that cannot fail on costs a plugin wrote: a non-finite cost ranks
+ * after every finite one (and all non-finite ones tie). Exact ties are
+ * broken with the request's stream. WSEL_ENOCANDIDATE when no row passes
+ * the mask. */
+static int32_t robust_argmin(const double *cost, const uint8_t *flags, uint32_t n,
+                             uint8_t skip, wsel_rng *rng, uint32_t *out)
+{
+    double best = 0.0;
+    int best_finite = 0;
+    uint32_t ties = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (flags[i] & skip)
+            continue;
+        int finite = isfinite(cost[i]);
+        if (ties == 0 || (finite && !best_finite) ||
+            (finite && best_finite && cost[i] < best)) {
+            best = cost[i];
+            best_finite = finite;
+            ties = 1;
+        } else if (finite == best_finite && (!finite || cost[i] == best)) {
+            ties++;
+        }
+    }
+    if (ties == 0)
+        return WSEL_ENOCANDIDATE;
+    uint32_t k = ties == 1 ? 0 : wsel_rng_below(rng, ties);
+    for (uint32_t i = 0; i < n; i++) {
+        if (flags[i] & skip)
+            continue;
+        int finite = isfinite(cost[i]);
+        if (finite == best_finite && (!finite || cost[i] == best) && k-- == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    return WSEL_ENOCANDIDATE; /* not reached */
+}
+
 /* The built-in policy: argmin of the default cost over rows that are
  * neither excluded nor busy (or, if every eligible row is busy, over the
- * busy ones), exact ties broken with the request's stream. */
+ * busy ones), exact ties broken with the request's stream. Reads the
+ * snapshot, never what the plugin may have written. */
 static int32_t builtin_answer(wsel_host *host, const wsel_request *request,
-                              const wsel_table *table, wsel_choice *choice,
-                              uint32_t reason)
+                              const wsel_table *table, const snapshot *snap,
+                              wsel_choice *choice, uint32_t reason)
 {
     uint32_t row;
-    int32_t rc = wsel_argmin(table->cost, table->flags, table->num_rows,
+    uint32_t n = table->num_rows;
+    int32_t rc = wsel_argmin(snap->cost, snap->flags, n,
                              WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, request->rng, &row);
     if (rc == WSEL_ENOCANDIDATE)
-        rc = wsel_argmin(table->cost, table->flags, table->num_rows, WSEL_ROW_EXCLUDED,
-                         request->rng, &row);
+        rc = wsel_argmin(snap->cost, snap->flags, n, WSEL_ROW_EXCLUDED, request->rng,
+                         &row);
+    if (rc < 0) {
+        /* Costs wsel_argmin refuses (a large table a plugin wrote NaN
+         * into): still answer an eligible row if there is one. */
+        rc = robust_argmin(snap->cost, snap->flags, n, WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY,
+                           request->rng, &row);
+        if (rc == WSEL_ENOCANDIDATE)
+            rc = robust_argmin(snap->cost, snap->flags, n, WSEL_ROW_EXCLUDED,
+                               request->rng, &row);
+    }
     if (rc < 0)
         return rc == WSEL_EINVAL ? WSEL_ETABLE : rc;
     count(&host->fallback_by_reason[reason]);
@@ -59,6 +174,15 @@ static void note_failure(wsel_host *host, wsel_generation *gen)
                   gen->plugin->name, n);
 }
 
+/* Reasons that are not the plugin's fault, or are already handled by the
+ * isolated helper's restart and backoff: they do not count towards
+ * ejection. */
+static int counts_towards_ejection(int reason)
+{
+    return reason != WSEL_FALLBACK_EJECTED && reason != WSEL_FALLBACK_CRASHED &&
+           reason != WSEL_FALLBACK_TIMEOUT && reason != WSEL_FALLBACK_HOST_LIMIT;
+}
+
 static void lock_instance(wsel_generation *gen)
 {
     if (gen->lock_mode == WSEL_LOCK_EXCLUSIVE)
@@ -73,27 +197,81 @@ static void unlock_instance(wsel_generation *gen)
         pthread_rwlock_unlock(&gen->lock);
 }
 
+/*
+ * The choice the plugin writes: the host's wsel_choice followed by
+ * WSEL_HOST_CHOICE_GUARD bytes, the first half zeroed room for growth (what
+ * a plugin built against a later minor, writing an appended field without
+ * checking struct_size, writes into), the second half a pattern. Every
+ * byte past struct_size must come back as it went in.
+ */
+#define GUARD_ROOM    (WSEL_HOST_CHOICE_GUARD / 2u)
+#define GUARD_PATTERN 0xa5u
+
+typedef struct guarded_choice {
+    wsel_choice c;
+    unsigned char guard[WSEL_HOST_CHOICE_GUARD];
+} guarded_choice;
+
+static void guard_init(guarded_choice *g)
+{
+    memset(&g->c, 0, sizeof(g->c));
+    g->c.struct_size = sizeof(g->c);
+    memset(g->guard, 0, GUARD_ROOM);
+    memset(g->guard + GUARD_ROOM, GUARD_PATTERN, WSEL_HOST_CHOICE_GUARD - GUARD_ROOM);
+}
+
+static int guard_intact(const guarded_choice *g)
+{
+    unsigned char bad = 0;
+    for (size_t i = 0; i < GUARD_ROOM; i++)
+        bad |= g->guard[i];
+    for (size_t i = GUARD_ROOM; i < WSEL_HOST_CHOICE_GUARD; i++)
+        bad |= (unsigned char)(g->guard[i] ^ GUARD_PATTERN);
+    return bad == 0 && g->c.struct_size == sizeof(g->c);
+}
+
+/* "Busy only when every eligible row is busy": 1 when `row` (busy) was
+ * answered while a row neither excluded nor busy exists. */
+static int busy_while_free(const uint8_t *flags, uint32_t n, uint32_t row)
+{
+    if (!(flags[row] & WSEL_ROW_BUSY))
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!(flags[i] & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)))
+            return 1;
+    return 0;
+}
+
 /* Ask the generation; returns the fallback reason, or -1 with *row set when
- * the plugin's answer is usable. */
+ * the plugin's answer is usable. Checks run against `snap`. */
 static int ask_plugin(wsel_generation *gen, const wsel_request *request,
-                      const wsel_table *table, uint32_t *row)
+                      const wsel_table *table, snapshot *snap, uint32_t *row)
 {
     if (atomic_load_explicit(&gen->ejected, memory_order_relaxed))
         return WSEL_FALLBACK_EJECTED;
-    wsel_choice c;
-    memset(&c, 0, sizeof(c));
-    c.struct_size = sizeof(c);
+    int isolated = gen->plugin->select == wsel_isolated_select;
+    snapshot_take(snap, table, isolated);
+    guarded_choice g;
+    guard_init(&g);
     lock_instance(gen);
-    int32_t rc = gen->plugin->select(gen->instance, request, table, &c);
+    int32_t rc = gen->plugin->select(gen->instance, request, table, &g.c);
     unlock_instance(gen);
+    if (!guard_intact(&g))
+        return WSEL_FALLBACK_CHOICE_OVERRUN;
+    if (snapshot_changed(snap, table, isolated))
+        return WSEL_FALLBACK_TABLE_WRITTEN;
     if (rc < 0) /* an isolated helper's crash or timeout has its own reason */
-        return gen->plugin->select == wsel_isolated_select ? wsel_isolated_reason(rc)
-                                                           : WSEL_FALLBACK_ERROR;
-    if (c.row >= table->num_rows)
+        return isolated ? wsel_isolated_reason(rc) : WSEL_FALLBACK_ERROR;
+    if (rc != 0) /* only 0 is success */
+        return WSEL_FALLBACK_ERROR;
+    uint32_t r = g.c.row;
+    if (r >= table->num_rows)
         return WSEL_FALLBACK_OUT_OF_RANGE;
-    if (table->flags[c.row] & WSEL_ROW_EXCLUDED)
+    if (snap->flags[r] & WSEL_ROW_EXCLUDED)
         return WSEL_FALLBACK_EXCLUDED;
-    *row = c.row;
+    if (busy_while_free(snap->flags, table->num_rows, r))
+        return WSEL_FALLBACK_BUSY;
+    *row = r;
     return -1;
 }
 
@@ -109,12 +287,15 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
         table->num_rows == 0 || table->cost == NULL || table->flags == NULL)
         return WSEL_ETABLE;
 
+    snapshot snap;
+    snap.flags = table->flags;
+    snap.cost = table->cost;
     uint32_t idx = wsel_host_read_lock(host);
     wsel_generation *gen = wsel_host_live(host);
     int reason = WSEL_FALLBACK_NO_POLICY;
     uint32_t row = 0;
     if (gen != NULL) {
-        reason = ask_plugin(gen, request, table, &row);
+        reason = ask_plugin(gen, request, table, &snap, &row);
         if (reason < 0) {
             if (atomic_load_explicit(&gen->consecutive_failures, memory_order_relaxed))
                 atomic_store_explicit(&gen->consecutive_failures, 0,
@@ -125,13 +306,12 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
             return WSEL_ANSWER_PLUGIN;
         }
         /* A crashed or late helper is restarted with backoff instead of
-         * ejected (isolated_channel.c). */
-        if (reason != WSEL_FALLBACK_EJECTED && reason != WSEL_FALLBACK_CRASHED &&
-            reason != WSEL_FALLBACK_TIMEOUT)
+         * ejected (isolated_channel.c); a host limit is not the plugin's. */
+        if (counts_towards_ejection(reason))
             note_failure(host, gen);
     }
     wsel_host_read_unlock(host, idx);
-    return builtin_answer(host, request, table, choice, (uint32_t)reason);
+    return builtin_answer(host, request, table, &snap, choice, (uint32_t)reason);
 }
 
 void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t worker_id,

@@ -77,7 +77,8 @@ WSEL_HOST_API int32_t wsel_argmin(const double *costs, const uint8_t *flags, uin
                                   uint8_t skip_mask, wsel_rng *rng, uint32_t *out_row);
 
 /* Signature of wsel_host_api.log. */
-typedef void (*wsel_api_log_fn)(const wsel_host_api *host, int32_t level, const char *msg);
+typedef void (*wsel_api_log_fn)(const wsel_host_api *host, int32_t level,
+                                const char *msg);
 
 /*
  * Fill the table of host functions a plugin's create() receives: this
@@ -285,7 +286,11 @@ typedef struct wsel_host_options {
      * policy answers it, counted as WSEL_FALLBACK_CRASHED / _TIMEOUT) and
      * the helper is restarted. 0: plugins load into this process. */
     uint32_t isolated;
-    /* Deadline of one isolated select, microseconds; 0 = 1000. */
+    /* Deadline of one isolated select, microseconds; 0 = 1000. A helper
+     * that misses it costs that select only (WSEL_FALLBACK_TIMEOUT): it is
+     * kept, its late answer is discarded, and the next select waits for it
+     * (within its own deadline) before posting. Only a helper silent for
+     * `hang_timeout_us` is killed and replaced. */
     uint32_t select_deadline_us;
     /* Each policy has two helpers: a hot spare, started in advance, takes
      * over at once when the active one fails. A failed helper is respawned
@@ -297,7 +302,17 @@ typedef struct wsel_host_options {
     uint32_t helper_as_limit_mb;
     /* The helper's RLIMIT_CPU in seconds; 0 = 3600; UINT32_MAX = none. */
     uint32_t helper_cpu_limit_s;
-    uint32_t reserved1;
+    /* How long a helper may stay inside one call before it is taken as
+     * stuck, killed and replaced by its spare, microseconds; 0 = 1000000
+     * (1 s). Values below select_deadline_us act as the deadline (killed at
+     * the first miss, the 1.0 behaviour). It takes the place of 1.0's
+     * `reserved1` (zero there = the default; the old name stays an alias)
+     * rather than growing the struct, which wsel_host_options_default
+     * fills whole and a 1.0 program allocates at its 1.0 size. */
+    union {
+        uint32_t hang_timeout_us;
+        uint32_t reserved1;
+    };
     /* The wsel-isolated-helper executable; NULL = $WSEL_ISOLATED_HELPER,
      * else $WSEL_SANDBOX (its old name), else wsel-isolated-helper next to
      * the running executable, else ../bin/ from it. `sandbox_path` is the
@@ -362,18 +377,44 @@ WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host, wsel_request
 #define WSEL_ANSWER_FALLBACK 1
 
 /*
- * Choose a row. Calls the live policy, validates its answer (in range, not
- * excluded) and, on any error or invalid answer, answers with the built-in
- * policy (argmin of the default cost, random tie-break) and counts the
- * reason. Returns WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK with
- * choice->row set, or a negative code (WSEL_EREQUEST, WSEL_ETABLE,
- * WSEL_ENOCANDIDATE when every row is excluded) with *choice untouched.
- * The table is trusted to be valid (see wsel_table_validate); only the
- * cheap checks run here. Never allocates; never waits for a switch.
- * [any thread]
+ * Choose a row. Calls the live policy, validates its answer and, on any
+ * error or invalid answer, answers with the built-in policy (argmin of the
+ * default cost over the rows neither excluded nor busy, else the busy
+ * ones; random tie-break) and counts the reason. Returns
+ * WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK with choice->row set, or a
+ * negative code (WSEL_EREQUEST, WSEL_ETABLE, WSEL_ENOCANDIDATE when every
+ * row is excluded) with *choice untouched.
+ *
+ * What the host does not trust (each a bad answer, counted under its
+ * WSEL_FALLBACK_* reason and towards ejection):
+ *   - a return other than 0 (a positive one included);
+ *   - a row out of range, excluded, or busy while an eligible row is not;
+ *   - a write past choice->struct_size: the plugin gets a host-owned
+ *     choice followed by WSEL_HOST_CHOICE_GUARD zeroed and guard bytes,
+ *     checked after every call (a write further out than that is beyond
+ *     what the host can catch);
+ *   - a write to the table's flags or cost column. For tables of up to
+ *     WSEL_HOST_SNAPSHOT_ROWS rows the host copies both columns to its
+ *     stack before the call, checks the answer and runs the fallback on the
+ *     copy, so a plugin that clears WSEL_ROW_EXCLUDED or writes NaN costs
+ *     changes nothing. Larger tables are checksummed instead: the write is
+ *     caught, but the fallback reads the columns as the plugin left them
+ *     (non-finite costs count as the most expensive; it can then refuse
+ *     with WSEL_ENOCANDIDATE only if the plugin excluded every row).
+ * The table is trusted to be valid as handed in (see wsel_table_validate).
+ * Never allocates; never waits for a switch. [any thread]
  */
 WSEL_HOST_API int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
                                        const wsel_table *table, wsel_choice *choice);
+
+/* Bytes after the plugin's wsel_choice that the host checks after select. */
+#define WSEL_HOST_CHOICE_GUARD 256u
+/* Largest table whose flags and costs select copies before the call
+ * (9 bytes a row on the calling thread's stack). */
+#define WSEL_HOST_SNAPSHOT_ROWS 1024u
+/* Most log messages one plugin instance gets through in one second; the
+ * rest are dropped and counted (wsel_host_counters.log_dropped). */
+#define WSEL_HOST_LOG_PER_SECOND 100u
 
 /* Tell the live policy a request finished (its on_request_finished hook,
  * if any). [any thread] */
@@ -392,9 +433,17 @@ WSEL_HOST_API void wsel_host_topology_changed(wsel_host *host, const wsel_table 
 #define WSEL_FALLBACK_EJECTED      4 /* plugin ejected after repeated failures */
 #define WSEL_FALLBACK_CRASHED      5 /* isolated plugin crashed / exited */
 #define WSEL_FALLBACK_TIMEOUT      6 /* isolated plugin missed its deadline */
-#define WSEL_FALLBACK_REASONS      8
+#define WSEL_FALLBACK_REASONS      8 /* size of the 1.0 fallback_by_reason */
+/* Appended after 1.0. 7 fits fallback_by_reason; 8 and up are counted in
+ * fallback_by_reason_more[reason - 8], read with wsel_host_read_counters. */
+#define WSEL_FALLBACK_CHOICE_OVERRUN 7  /* wrote past choice->struct_size */
+#define WSEL_FALLBACK_BUSY           8  /* busy row while an eligible one is not */
+#define WSEL_FALLBACK_TABLE_WRITTEN  9  /* wrote the table's flags or costs */
+#define WSEL_FALLBACK_HOST_LIMIT     10 /* the host's limit, not the plugin's fault */
+#define WSEL_FALLBACK_REASONS_MAX    16 /* room for every reason, appended ones too */
 
-/* Static name of a fallback reason ("error", "out_of_range", ...). */
+/* Static name of a fallback reason ("error", "out_of_range", ...), for
+ * every reason below WSEL_FALLBACK_REASONS_MAX; "unknown" otherwise. */
 WSEL_HOST_API const char *wsel_fallback_reason_name(uint32_t reason);
 
 /*
@@ -406,12 +455,17 @@ WSEL_HOST_API const char *wsel_fallback_reason_name(uint32_t reason);
 typedef struct wsel_host_counters {
     uint64_t selects; /* answered selects (plugin + fallback) */
     uint64_t plugin_answers;
-    uint64_t fallbacks; /* sum of fallback_by_reason */
+    uint64_t fallbacks; /* every fallback, appended reasons included */
     uint64_t fallback_by_reason[WSEL_FALLBACK_REASONS];
     uint64_t switches;        /* successful switches */
     uint64_t failed_switches; /* refused switches (old policy kept) */
     uint64_t ejections;
     /* --- appended after 1.0 go here; read them with wsel_host_read_counters */
+    /* Fallbacks for reasons 8 .. WSEL_FALLBACK_REASONS_MAX - 1. */
+    uint64_t fallback_by_reason_more[WSEL_FALLBACK_REASONS_MAX - WSEL_FALLBACK_REASONS];
+    /* Plugin log messages dropped by the rate limit (WSEL_HOST_LOG_PER_SECOND
+     * per instance). */
+    uint64_t log_dropped;
 } wsel_host_counters;
 
 /* Size of the 1.0 wsel_host_counters: what wsel_host_get_counters writes. */

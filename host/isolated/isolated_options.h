@@ -15,7 +15,8 @@ typedef struct wsel_isolated_options {
     uint32_t restart_backoff_us;
     uint32_t as_limit_mb;
     uint32_t cpu_limit_s;
-    uint32_t reserved0;
+    /* A helper inside one call longer than this is stuck: killed. */
+    uint32_t hang_timeout_us;
     /* Owned copy of wsel_host_options.helper_path, or NULL. */
     char *helper_path;
 } wsel_isolated_options;
@@ -25,5 +26,6 @@ typedef struct wsel_isolated_options {
 #define WSEL_ISOLATED_DEFAULT_BACKOFF_US  10000u
 #define WSEL_ISOLATED_DEFAULT_AS_MB       1024u
 #define WSEL_ISOLATED_DEFAULT_CPU_S       3600u
+#define WSEL_ISOLATED_DEFAULT_HANG_US     1000000u
 
 #endif
