@@ -19,6 +19,9 @@
  * error codes pass through, clamped into the WSEL_E* range. */
 #define WSEL_ISOLATED_ECRASHED (-1001)
 #define WSEL_ISOLATED_ETIMEOUT (-1002)
+/* The request or table exceeds what the slot carries (WSEL_ISO_MAX_*): the
+ * host's limit, never counted against the plugin. */
+#define WSEL_ISOLATED_EHOSTLIMIT (-1003)
 
 /*
  * Start a helper for the plugin at `path` with JSON `config` and wait until
@@ -44,6 +47,8 @@ static inline int wsel_isolated_reason(int32_t rc)
         return WSEL_FALLBACK_TIMEOUT;
     if (rc == WSEL_ISOLATED_ECRASHED)
         return WSEL_FALLBACK_CRASHED;
+    if (rc == WSEL_ISOLATED_EHOSTLIMIT)
+        return WSEL_FALLBACK_HOST_LIMIT;
     return WSEL_FALLBACK_ERROR;
 }
 

@@ -23,14 +23,19 @@
 #define EXIT_WAIT_NS 100000000ull
 /* How long open() waits for the first helper. */
 #define FIRST_START_NS (10ull * 1000000000ull)
+/* How often an idle spare is checked for death (one waitpid). */
+#define SPARE_CHECK_NS 1000000ull
 
 static int32_t down_code(int32_t rc)
 {
     return rc == WSEL_ISOLATED_ETIMEOUT ? WSEL_ISOLATED_ETIMEOUT : WSEL_ISOLATED_ECRASHED;
 }
 
-/* Kill `lane`'s helper and schedule its respawn after the backoff. */
-static void fail_lane(wsel_isolated_channel *ch, wsel_iso_lane *lane, const char *why)
+/* Kill `lane`'s helper and schedule its respawn after the backoff; a
+ * failure that is not the plugin's doing (an idle spare killed from
+ * outside) does not double the backoff. */
+static void fail_lane_counted(wsel_isolated_channel *ch, wsel_iso_lane *lane,
+                              const char *why, int counted)
 {
     int was_alive = !wsel_lane_reap(ch, lane, 0);
     if (was_alive) {
@@ -41,12 +46,19 @@ static void fail_lane(wsel_isolated_channel *ch, wsel_iso_lane *lane, const char
     backoff <<= ch->failures < 6 ? ch->failures : 6;
     if (backoff > MAX_BACKOFF_NS)
         backoff = MAX_BACKOFF_NS;
-    ch->failures++;
+    if (counted)
+        ch->failures++;
     lane->state = WSEL_LANE_DOWN;
+    lane->pending = 0;
     lane->restart_at = wsel_iso_now_ns() + backoff;
     wsel_host_log(ch->host, WSEL_LOG_WARN,
                   "%s: isolated helper %s%s; respawning in %llu us", ch->plugin_path, why,
                   was_alive ? " (killed)" : "", (unsigned long long)(backoff / 1000u));
+}
+
+static void fail_lane(wsel_isolated_channel *ch, wsel_iso_lane *lane, const char *why)
+{
+    fail_lane_counted(ch, lane, why, 1);
 }
 
 void wsel_channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why)
@@ -74,10 +86,13 @@ static void advance(wsel_isolated_channel *ch, wsel_iso_lane *lane)
     if (st == WSEL_ISO_READY) {
         /* A restart loads the file again: it must still be the same
          * plugin (a replaced file is a switch, not a restart). */
-        if (strncmp(s->name, ch->name, sizeof(ch->name)) != 0)
+        if (strncmp(s->name, ch->name, sizeof(ch->name)) != 0) {
             fail_lane(ch, lane, "restarted as a different plugin");
-        else
+        } else {
             lane->state = WSEL_LANE_READY;
+            wsel_host_log(ch->host, WSEL_LOG_INFO, "%s: isolated helper (pid %d) ready",
+                          ch->plugin_path, (int)lane->pid);
+        }
     } else if (st == WSEL_ISO_FAILED) {
         char why[600];
         s->start_err[sizeof(s->start_err) - 1] = '\0';
@@ -90,35 +105,92 @@ static void advance(wsel_isolated_channel *ch, wsel_iso_lane *lane)
     }
 }
 
-int32_t wsel_channel_ready(wsel_isolated_channel *ch)
+/* An idle spare that died (killed from outside, the OOM killer) is reaped
+ * and respawned now, so the next failover does not land on a corpse. */
+static void check_spare(wsel_isolated_channel *ch, wsel_iso_lane *spare, int force)
+{
+    if (spare->state != WSEL_LANE_READY)
+        return;
+    uint64_t now = wsel_iso_now_ns();
+    if (!force && now < ch->spare_check_at)
+        return;
+    ch->spare_check_at = now + SPARE_CHECK_NS;
+    if (wsel_lane_reap(ch, spare, 0))
+        fail_lane_counted(ch, spare, "spare ended while idle", 0);
+}
+
+/* Wait (until `deadline`) for the active helper's call that missed its
+ * own deadline. 0: answered (the answer is discarded), the helper is free.
+ * WSEL_ISOLATED_ETIMEOUT with the helper kept: still late, but not yet
+ * past the hang timeout. Otherwise the helper has been failed (crashed, or
+ * stuck past the hang timeout) and the return says why. */
+static int32_t drain_pending(wsel_isolated_channel *ch, wsel_iso_lane *lane,
+                             uint64_t deadline)
+{
+    if (!lane->pending)
+        return 0;
+    uint64_t hang_at = lane->posted_at + ch->hang_ns;
+    const char *why = NULL;
+    int32_t rc = wsel_lane_wait(ch, lane, lane->seq,
+                                deadline < hang_at ? deadline : hang_at, &why);
+    if (rc == 0) {
+        lane->pending = 0;
+        return 0;
+    }
+    if (rc == WSEL_ISOLATED_ETIMEOUT) {
+        if (wsel_iso_now_ns() < hang_at)
+            return rc;
+        why = "was stuck in one call past its hang timeout";
+    }
+    wsel_channel_fail(ch, rc, why);
+    return rc;
+}
+
+int32_t wsel_channel_ready(wsel_isolated_channel *ch, uint64_t deadline)
 {
     wsel_iso_lane *active = &ch->lanes[ch->active];
     wsel_iso_lane *spare = &ch->lanes[ch->active ^ 1u];
+    check_spare(ch, spare, 0);
     if (spare->state != WSEL_LANE_READY)
         advance(ch, spare);
-    if (active->state == WSEL_LANE_READY)
-        return 0;
-    advance(ch, active);
-    if (active->state == WSEL_LANE_READY)
-        return 0;
-    if (spare->state == WSEL_LANE_READY) {
-        ch->active ^= 1u;
-        return 0;
+    int32_t rc = 0;
+    if (active->state == WSEL_LANE_READY) {
+        rc = drain_pending(ch, active, deadline);
+        if (rc == 0 || active->state == WSEL_LANE_READY)
+            return rc; /* free, or late and kept */
+    } else {
+        advance(ch, active);
+        if (active->state == WSEL_LANE_READY)
+            return 0;
+        rc = ch->down_rc;
     }
-    return ch->down_rc;
+    check_spare(ch, spare, 1); /* about to hand it the calls */
+    if (spare->state != WSEL_LANE_READY)
+        return ch->down_rc;
+    ch->active ^= 1u;
+    /* A helper just failed while this call waited: answer it with that
+     * failure if its deadline has passed, else let the spare take it. */
+    return wsel_iso_now_ns() < deadline ? 0 : rc;
 }
 
-int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t timeout_ns)
+int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t deadline)
 {
     wsel_iso_lane *lane = &ch->lanes[ch->active];
     wsel_iso_slot *s = lane->slot;
-    uint64_t deadline = wsel_iso_now_ns() + timeout_ns;
+    uint64_t posted_at = wsel_iso_now_ns();
     uint32_t seq = ++lane->seq;
     atomic_store(&s->req_seq, seq);
     if (atomic_load(&s->helper_sleeping))
         wsel_iso_futex_wake(&s->req_seq);
     const char *why = NULL;
     int32_t rc = wsel_lane_wait(ch, lane, seq, deadline, &why);
+    if (rc == WSEL_ISOLATED_ETIMEOUT && posted_at + ch->hang_ns > deadline) {
+        /* Late, not stuck: keep the helper; the next call waits for this
+         * answer (and discards it) before it writes the slot. */
+        lane->pending = 1;
+        lane->posted_at = posted_at;
+        return rc;
+    }
     if (rc < 0)
         wsel_channel_fail(ch, rc, why);
     return rc;
@@ -180,6 +252,7 @@ int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char
     ch->host = host;
     ch->down_rc = WSEL_ISOLATED_ECRASHED;
     ch->deadline_ns = (uint64_t)host->isolated.select_deadline_us * 1000u;
+    ch->hang_ns = (uint64_t)host->isolated.hang_timeout_us * 1000u;
     ch->plugin_path = strdup(path);
     if (ch->plugin_path == NULL) {
         wsel_set_error(err, err_size, "%s: out of memory", path);
@@ -207,6 +280,8 @@ int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char
         goto out_destroy_mutex;
     copy_report(ch);
     ch->lanes[0].state = WSEL_LANE_READY;
+    wsel_host_log(host, WSEL_LOG_INFO, "%s: isolated helper (pid %d) ready", path,
+                  (int)ch->lanes[0].pid);
     /* The spare starts now and is noticed ready by a later call; if it
      * cannot be spawned, it is retried like any failed helper. */
     if (wsel_lane_start(&ch->lanes[1]) < 0)

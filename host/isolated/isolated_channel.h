@@ -33,6 +33,8 @@ typedef struct wsel_iso_lane {
     pid_t pid; /* > 0 while a helper exists and is not reaped */
     uint32_t state;
     uint32_t seq;         /* last request sequence posted on this slot */
+    uint32_t pending;     /* 1: call `seq` missed its deadline, still unanswered */
+    uint64_t posted_at;   /* ns: when call `seq` was posted */
     uint64_t restart_at;  /* ns, CLOCK_MONOTONIC: earliest respawn */
     uint64_t start_limit; /* ns: a starting helper must be ready by then */
     wsel_spawn spawn;
@@ -51,10 +53,12 @@ typedef struct wsel_isolated_channel {
     pthread_mutex_t mutex;
 
     wsel_iso_lane lanes[2];
-    uint32_t active;      /* index of the lane serving calls */
-    int32_t down_rc;      /* WSEL_ISOLATED_E* answered while none is ready */
-    uint32_t failures;    /* consecutive failures, for the backoff */
-    uint64_t deadline_ns; /* per select */
+    uint32_t active;         /* index of the lane serving calls */
+    int32_t down_rc;         /* WSEL_ISOLATED_E* answered while none is ready */
+    uint32_t failures;       /* consecutive failures, for the backoff */
+    uint64_t deadline_ns;    /* per select */
+    uint64_t hang_ns;        /* inside one call longer than this: stuck, killed */
+    uint64_t spare_check_at; /* ns: next check that the idle spare lives */
 } wsel_isolated_channel;
 
 /* The active lane's slot, where a caller writes a call. [mutex held] */
@@ -93,14 +97,23 @@ void wsel_channel_close(wsel_isolated_channel *ch);
 
 /* 0 when the helper can take a call now; otherwise the WSEL_ISOLATED_E*
  * code to answer with, after advancing a restart (reap, spawn, notice
- * readiness) as far as it can go without waiting. [mutex held] */
-int32_t wsel_channel_ready(wsel_isolated_channel *ch);
+ * readiness) as far as it can go without waiting. An earlier call that
+ * missed its deadline is waited for until `deadline` (absolute ns): if it
+ * is answered the helper is free again; if not, the return is
+ * WSEL_ISOLATED_ETIMEOUT and the helper is kept, unless it has been inside
+ * that call for longer than the hang timeout, when it is killed and the
+ * spare takes over. The idle spare is checked for death (at most once a
+ * millisecond) and replaced when it has died. [mutex held] */
+int32_t wsel_channel_ready(wsel_isolated_channel *ch, uint64_t deadline);
 
 /* Post the call already written into the slot (op and inputs) and wait for
- * the answer until `timeout_ns` from now. 0 on an answer; otherwise the
- * helper has been killed, a restart scheduled, and the return is
- * WSEL_ISOLATED_ECRASHED or WSEL_ISOLATED_ETIMEOUT. [mutex held] */
-int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t timeout_ns);
+ * the answer until `deadline` (absolute ns). 0 on an answer. A crash or a
+ * malformed answer kills the helper and schedules its restart:
+ * WSEL_ISOLATED_ECRASHED. A missed deadline is WSEL_ISOLATED_ETIMEOUT: the
+ * helper is kept with the call pending (wsel_channel_ready waits for it),
+ * unless the hang timeout is no longer than the deadline, when it is killed
+ * at once. [mutex held] */
+int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t deadline);
 
 /* Treat the active helper as failed (e.g. a malformed answer): kill it,
  * schedule its restart, and let the spare take over if it is ready; calls

@@ -61,25 +61,30 @@ int32_t wsel_isolated_select(void *channel, const wsel_request *request,
                              const wsel_table *table, wsel_choice *choice)
 {
     wsel_isolated_channel *ch = channel;
-    if (!table_fits(table) || request->num_block_hashes > WSEL_ISO_MAX_HASHES)
-        return WSEL_ERANGE;
+    /* The slot's size is the host's limit, not the plugin's fault. */
+    if (!table_fits(table) || (request->block_hashes != NULL &&
+                               request->num_block_hashes > WSEL_ISO_MAX_HASHES))
+        return WSEL_ISOLATED_EHOSTLIMIT;
+    /* One deadline for the whole select: waiting for a late earlier answer
+     * and this call together. */
+    uint64_t deadline = wsel_iso_now_ns() + ch->deadline_ns;
     pthread_mutex_lock(&ch->mutex);
-    int32_t rc = wsel_channel_ready(ch);
+    int32_t rc = wsel_channel_ready(ch, deadline);
     if (rc < 0)
         goto out_unlock;
     wsel_iso_slot *s = wsel_channel_slot(ch);
     s->op = WSEL_ISO_OP_SELECT;
     copy_request(s, request);
     copy_table(s, table);
-    rc = wsel_channel_call(ch, ch->deadline_ns);
+    rc = wsel_channel_call(ch, deadline);
     if (rc < 0)
         goto out_unlock;
     /* Read each output once: the helper is not trusted. */
     int32_t plugin_rc = *(volatile int32_t *)&s->rc;
     uint32_t row = *(volatile uint32_t *)&s->row;
     *request->rng = s->rng;
-    if (plugin_rc < 0) {
-        rc = plugin_rc > -1000 ? plugin_rc : WSEL_EPLUGIN;
+    if (plugin_rc != 0) { /* only 0 is success */
+        rc = plugin_rc < 0 && plugin_rc > -1000 ? plugin_rc : WSEL_EPLUGIN;
         goto out_unlock;
     }
     wsel_channel_note_success(ch);
@@ -99,14 +104,15 @@ static void forward_finished(void *channel, uint64_t request_id, uint64_t worker
                              uint32_t dp_rank)
 {
     wsel_isolated_channel *ch = channel;
+    uint64_t deadline = wsel_iso_now_ns() + ch->deadline_ns;
     pthread_mutex_lock(&ch->mutex);
-    if (wsel_channel_ready(ch) == 0) {
+    if (wsel_channel_ready(ch, deadline) == 0) {
         wsel_iso_slot *s = wsel_channel_slot(ch);
         s->op = WSEL_ISO_OP_FINISHED;
         s->request_id = request_id;
         s->worker_id = worker_id;
         s->dp_rank = dp_rank;
-        wsel_channel_call(ch, ch->deadline_ns);
+        wsel_channel_call(ch, deadline);
     }
     pthread_mutex_unlock(&ch->mutex);
 }
@@ -116,11 +122,12 @@ static void forward_topology(void *channel, const wsel_table *table)
     wsel_isolated_channel *ch = channel;
     if (!table_fits(table))
         return;
+    uint64_t deadline = wsel_iso_now_ns() + hook_timeout(ch);
     pthread_mutex_lock(&ch->mutex);
-    if (wsel_channel_ready(ch) == 0) {
+    if (wsel_channel_ready(ch, deadline) == 0) {
         wsel_channel_slot(ch)->op = WSEL_ISO_OP_TOPOLOGY;
         copy_table(wsel_channel_slot(ch), table);
-        wsel_channel_call(ch, hook_timeout(ch));
+        wsel_channel_call(ch, deadline);
     }
     pthread_mutex_unlock(&ch->mutex);
 }

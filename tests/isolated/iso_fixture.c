@@ -17,7 +17,10 @@
  *            rows, so a test can see both hooks arrive in the helper;
  *   forge    on every n-th select, maps the helper's slot (descriptor 3,
  *            host/isolated_shm.h) and writes an answer sequence the host
- *            never posted, then hangs: a malformed answer.
+ *            never posted, then hangs: a malformed answer;
+ *   trigger  a write through NULL when the request id is FX_TRIGGER_ID, so
+ *            a test crashes the active helper exactly when it wants;
+ *   positive returns 1 (not 0) with no row written: not a success.
  *
  * The counter lives in the instance: the plugin keeps no global state.
  */
@@ -28,16 +31,20 @@
 
 #include "wsel.h"
 
-#define FX_GOOD   0
-#define FX_SEGV   1
-#define FX_ABORT  2
-#define FX_LOOP   3
-#define FX_SLEEP  4
-#define FX_EXIT   5
-#define FX_LEAK   6
-#define FX_STDOUT 7
-#define FX_HOOKS  8
-#define FX_FORGE  9
+#define FX_GOOD     0
+#define FX_SEGV     1
+#define FX_ABORT    2
+#define FX_LOOP     3
+#define FX_SLEEP    4
+#define FX_EXIT     5
+#define FX_LEAK     6
+#define FX_STDOUT   7
+#define FX_HOOKS    8
+#define FX_FORGE    9
+#define FX_TRIGGER  10
+#define FX_POSITIVE 11
+
+#define FX_TRIGGER_ID (1ull << 40)
 
 #if FX_MODE == FX_FORGE
 #include <sys/mman.h>
@@ -130,6 +137,11 @@ static int32_t fx_select(void *instance, const wsel_request *request,
     } else if (FX_MODE == FX_STDOUT) {
         printf("garbage \x01\x02 not an answer %u\n", fx->count);
         fflush(stdout);
+    } else if (FX_MODE == FX_TRIGGER) {
+        if (request->request_id == FX_TRIGGER_ID)
+            *(volatile int *)(uintptr_t)fx->leaked = 1; /* leaked is NULL */
+    } else if (FX_MODE == FX_POSITIVE) {
+        return 1;
     } else if (FX_MODE != FX_GOOD && fx->count % fx->n == 0) {
         misbehave(fx);
     }

@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +374,254 @@ static void test_concurrent_selects_share_one_helper_safely(void **state)
     finish(&r);
 }
 
+/* A log sink that remembers the pids of helpers reported ready and counts
+ * helpers killed or respawned. */
+typedef struct helper_log {
+    pthread_mutex_t mutex;
+    int ready_pids[64];
+    int num_ready;
+    int killed;  /* "(killed)" or "killed by signal" */
+    int respawn; /* "respawning in" */
+} helper_log;
+
+static void helper_log_sink(void *user, int32_t level, const char *msg)
+{
+    (void)level;
+    helper_log *l = user;
+    pthread_mutex_lock(&l->mutex);
+    const char *p = strstr(msg, "isolated helper (pid ");
+    if (p != NULL && strstr(msg, ") ready") != NULL && l->num_ready < 64)
+        l->ready_pids[l->num_ready++] = atoi(p + strlen("isolated helper (pid "));
+    if (strstr(msg, "(killed)") != NULL || strstr(msg, "killed by signal") != NULL)
+        l->killed++;
+    if (strstr(msg, "respawning in") != NULL)
+        l->respawn++;
+    pthread_mutex_unlock(&l->mutex);
+}
+
+static helper_log read_log(helper_log *l)
+{
+    pthread_mutex_lock(&l->mutex);
+    helper_log copy = *l;
+    pthread_mutex_unlock(&l->mutex);
+    return copy;
+}
+
+static void start_logged(fixture_run *r, helper_log *l, const char *name,
+                         uint32_t deadline_us, uint32_t hang_us, uint32_t max_failures)
+{
+    iso_quiet_sanitizer();
+    memset(l, 0, sizeof(*l));
+    pthread_mutex_init(&l->mutex, NULL);
+    r->dir = iso_temp_dir();
+    assert_non_null(r->dir);
+    r->path = iso_install(r->dir, name);
+    assert_non_null(r->path);
+    wsel_host_options opts;
+    iso_options(&opts, deadline_us, BACKOFF_US);
+    opts.hang_timeout_us = hang_us;
+    opts.max_consecutive_failures = max_failures;
+    opts.log = helper_log_sink;
+    opts.log_user = l;
+    assert_int_equal(wsel_host_create(&opts, &r->host), 0);
+    char err[512];
+    if (wsel_host_switch(r->host, r->path, NULL, err, sizeof(err)) != 0)
+        fail_msg("switch to %s: %s", r->path, err);
+}
+
+static uint64_t reason_count(const wsel_host_counters *c, uint32_t reason)
+{
+    return reason < WSEL_FALLBACK_REASONS
+               ? c->fallback_by_reason[reason]
+               : c->fallback_by_reason_more[reason - WSEL_FALLBACK_REASONS];
+}
+
+/* More block hashes than the slot carries is the host's limit: answered by
+ * the fallback under its own reason, and never an ejection, however often. */
+static void test_host_limit_never_counts_against_the_plugin(void **state)
+{
+    (void)state;
+    fixture_run r;
+    helper_log l;
+    start_logged(&r, &l, "iso_good", GENEROUS_US, 0, 2);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    uint32_t many = 65537;
+    uint64_t *hashes = calloc(many, sizeof(uint64_t));
+    assert_non_null(hashes);
+    t.request.block_hashes = hashes;
+    t.request.num_block_hashes = many;
+    for (uint64_t id = 1; id <= 10; id++)
+        assert_int_equal(select_once(r.host, &t, id), WSEL_ANSWER_FALLBACK);
+    t.request.block_hashes = t.hashes;
+    t.request.num_block_hashes = 16;
+    assert_int_equal(select_once(r.host, &t, 11), WSEL_ANSWER_PLUGIN);
+    wsel_host_counters c;
+    wsel_host_read_counters(r.host, &c, sizeof(c));
+    assert_int_equal(reason_count(&c, WSEL_FALLBACK_HOST_LIMIT), 10);
+    assert_int_equal(c.fallbacks, 10);
+    assert_int_equal(c.ejections, 0);
+    assert_string_equal(wsel_host_policy_name(r.host), "iso_good");
+    free(hashes);
+    iso_table_free(&t);
+    finish(&r);
+}
+
+/* Only 0 is success, in a helper too. */
+static void test_positive_return_in_a_helper_is_an_error(void **state)
+{
+    (void)state;
+    fixture_run r;
+    helper_log l;
+    start_logged(&r, &l, "iso_positive", GENEROUS_US, 0, WSEL_HOST_NEVER_EJECT);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    for (uint64_t id = 1; id <= 5; id++)
+        assert_int_equal(select_once(r.host, &t, id), WSEL_ANSWER_FALLBACK);
+    wsel_host_counters c;
+    wsel_host_read_counters(r.host, &c, sizeof(c));
+    assert_int_equal(c.fallback_by_reason[WSEL_FALLBACK_ERROR], 5);
+    iso_table_free(&t);
+    finish(&r);
+}
+
+/* A plugin that answers instantly, under a deadline of 1 us that the
+ * scheduler decides whether it meets: however many selects miss it, each
+ * is answered (by the plugin or as a timeout, nothing else), and no late
+ * answer kills the helper. Nothing here depends on how many miss. */
+static void test_late_answers_never_kill_a_healthy_helper(void **state)
+{
+    (void)state;
+    fixture_run r;
+    helper_log l;
+    start_logged(&r, &l, "iso_good", 1, 60000000u, WSEL_HOST_NEVER_EJECT);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    uint64_t plugin = 0, fallback = 0;
+    for (uint64_t id = 1; id <= 2000; id++) {
+        if (select_once(r.host, &t, id) == WSEL_ANSWER_PLUGIN)
+            plugin++;
+        else
+            fallback++;
+    }
+    wsel_host_counters c;
+    wsel_host_read_counters(r.host, &c, sizeof(c));
+    assert_int_equal(c.selects, 2000);
+    assert_int_equal(c.plugin_answers, plugin);
+    assert_int_equal(c.fallbacks, fallback);
+    assert_int_equal(c.fallback_by_reason[WSEL_FALLBACK_TIMEOUT], fallback);
+    helper_log seen = read_log(&l);
+    assert_int_equal(seen.killed, 0);
+    assert_int_equal(seen.respawn, 0);
+    print_message("      1 us deadline: %llu of 2000 answered by the plugin\n",
+                  (unsigned long long)plugin);
+    iso_table_free(&t);
+    finish(&r);
+}
+
+/* A plugin that sleeps 300 ms on every 2nd select, under a 50 ms deadline
+ * and a 60 s hang timeout: the late selects fall back, the same helper
+ * answers again once it wakes, and no helper is killed. */
+static void test_a_late_helper_is_kept_and_answers_again(void **state)
+{
+    (void)state;
+    fixture_run r;
+    helper_log l;
+    start_logged(&r, &l, "iso_sleep", SHORT_US, 60000000u, WSEL_HOST_NEVER_EJECT);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    uint64_t limit = iso_now_ns() + RECOVERY_LIMIT_NS, id = 0;
+    int late_then_answered = 0, was_late = 0;
+    while (late_then_answered < 2) {
+        int32_t rc = select_once(r.host, &t, ++id);
+        if (rc == WSEL_ANSWER_FALLBACK)
+            was_late = 1;
+        else if (was_late)
+            late_then_answered++, was_late = 0;
+        if (iso_now_ns() > limit)
+            fail_msg("the late helper never answered again (%llu selects)",
+                     (unsigned long long)id);
+    }
+    wsel_host_counters c;
+    wsel_host_read_counters(r.host, &c, sizeof(c));
+    assert_int_equal(c.fallbacks, c.fallback_by_reason[WSEL_FALLBACK_TIMEOUT]);
+    assert_int_equal(c.selects, id);
+    helper_log seen = read_log(&l);
+    assert_int_equal(seen.killed, 0);
+    assert_int_equal(seen.respawn, 0);
+    iso_table_free(&t);
+    finish(&r);
+}
+
+/* A helper stuck in one call longer than the hang timeout is killed and
+ * the spare takes over. */
+static void test_a_stuck_helper_is_killed_after_the_hang_timeout(void **state)
+{
+    (void)state;
+    fixture_run r;
+    helper_log l;
+    start_logged(&r, &l, "iso_loop", 1000, 100000, WSEL_HOST_NEVER_EJECT);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    uint64_t limit = iso_now_ns() + RECOVERY_LIMIT_NS, id = 0;
+    while (read_log(&l).killed == 0) {
+        select_once(r.host, &t, ++id);
+        if (iso_now_ns() > limit)
+            fail_msg("the stuck helper was never killed (%llu selects)",
+                     (unsigned long long)id);
+    }
+    wsel_host_counters c;
+    wsel_host_read_counters(r.host, &c, sizeof(c));
+    assert_int_equal(c.fallbacks, c.fallback_by_reason[WSEL_FALLBACK_TIMEOUT]);
+    assert_int_equal(c.ejections, 0);
+    iso_table_free(&t);
+    finish(&r);
+}
+
+/* Select (plugin answers expected) until the log has reported `n` ready
+ * helpers. */
+static uint64_t select_until_ready(fixture_run *r, helper_log *l, iso_table *t,
+                                   uint64_t id, int n)
+{
+    uint64_t limit = iso_now_ns() + RECOVERY_LIMIT_NS;
+    while (read_log(l).num_ready < n) {
+        assert_int_equal(select_once(r->host, t, ++id), WSEL_ANSWER_PLUGIN);
+        if (iso_now_ns() > limit)
+            fail_msg("only %d of %d helpers reported ready", read_log(l).num_ready, n);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return id;
+}
+
+/* An idle spare killed from outside is noticed, reaped and replaced, so a
+ * crash of the active helper afterwards still costs exactly one select. */
+static void test_a_killed_spare_is_replaced_before_the_next_crash(void **state)
+{
+    (void)state;
+    fixture_run r;
+    helper_log l;
+    start_logged(&r, &l, "iso_trigger", GENEROUS_US, 0, WSEL_HOST_NEVER_EJECT);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 7), 0);
+    uint64_t id = select_until_ready(&r, &l, &t, 0, 2); /* active + spare */
+    int spare = read_log(&l).ready_pids[1];
+    assert_true(spare > 0);
+    assert_int_equal(kill(spare, SIGKILL), 0);
+    id = select_until_ready(&r, &l, &t, id, 3); /* its replacement */
+    assert_int_not_equal(read_log(&l).ready_pids[2], spare);
+
+    assert_int_equal(select_once(r.host, &t, 1ull << 40), WSEL_ANSWER_FALLBACK);
+    for (uint64_t i = 0; i < 20; i++)
+        assert_int_equal(select_once(r.host, &t, ++id), WSEL_ANSWER_PLUGIN);
+    wsel_host_counters c;
+    wsel_host_read_counters(r.host, &c, sizeof(c));
+    assert_int_equal(c.fallbacks, 1);
+    assert_int_equal(c.fallback_by_reason[WSEL_FALLBACK_CRASHED], 1);
+    iso_table_free(&t);
+    finish(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +639,12 @@ int main(void)
         cmocka_unit_test(test_bad_config_is_refused_by_the_helper_naming_the_key),
         cmocka_unit_test(test_hooks_reach_the_plugin_in_its_helper),
         cmocka_unit_test(test_concurrent_selects_share_one_helper_safely),
+        cmocka_unit_test(test_host_limit_never_counts_against_the_plugin),
+        cmocka_unit_test(test_positive_return_in_a_helper_is_an_error),
+        cmocka_unit_test(test_late_answers_never_kill_a_healthy_helper),
+        cmocka_unit_test(test_a_late_helper_is_kept_and_answers_again),
+        cmocka_unit_test(test_a_stuck_helper_is_killed_after_the_hang_timeout),
+        cmocka_unit_test(test_a_killed_spare_is_replaced_before_the_next_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
