@@ -24,3 +24,37 @@ if(WSEL_BUILD_TESTS)
                         "-DWSEL_BUILD_TESTS=OFF")
   endif()
 endif()
+
+# The real-time programs (WSEL_REALTIME, on by default): wsel-engine, an
+# emulated vLLM-like worker, and `wsel replay` / `wsel cluster`.
+#   libmicrohttpd  HTTP server:               libmicrohttpd-dev
+#   libcurl        HTTP client (multi API):   libcurl4-openssl-dev
+#   libzmq         KV events (PUB, ROUTER):   libzmq3-dev
+#   msgpack-c      KV event encoding:         libmsgpack-dev
+# Each becomes an imported target wsel_dep::NAME.
+option(WSEL_REALTIME "Build wsel-engine and wsel replay/cluster (HTTP, ZeroMQ, msgpack)"
+       ON)
+if(WSEL_REALTIME)
+  foreach(dep "microhttpd;microhttpd.h;microhttpd;libmicrohttpd-dev"
+              "curl;curl/curl.h;curl;libcurl4-openssl-dev"
+              "zmq;zmq.h;zmq;libzmq3-dev"
+              "msgpack;msgpack.h;msgpackc;libmsgpack-dev")
+    list(GET dep 0 name)
+    list(GET dep 1 header)
+    list(GET dep 2 lib)
+    list(GET dep 3 package)
+    find_path(WSEL_${name}_INCLUDE_DIR ${header})
+    find_library(WSEL_${name}_LIBRARY ${lib})
+    if(NOT WSEL_${name}_INCLUDE_DIR OR NOT WSEL_${name}_LIBRARY)
+      message(FATAL_ERROR "wsel: ${header} or lib${lib} not found; install the Debian "
+                          "package ${package} (or run scripts/install-deps.sh), or "
+                          "configure with -DWSEL_REALTIME=OFF")
+    endif()
+    if(NOT TARGET wsel_dep::${name})
+      add_library(wsel_dep::${name} INTERFACE IMPORTED)
+      set_target_properties(wsel_dep::${name} PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES "${WSEL_${name}_INCLUDE_DIR}"
+        INTERFACE_LINK_LIBRARIES "${WSEL_${name}_LIBRARY}")
+    endif()
+  endforeach()
+endif()

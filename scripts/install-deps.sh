@@ -11,6 +11,8 @@ packages=(
   gnuplot-nox                                   # wsel sim --plot
   valgrind                                      # bench/callgrind.sh
   python3                                       # examples/python-host
+  libmicrohttpd-dev libcurl4-openssl-dev        # wsel-engine, wsel replay: HTTP
+  libzmq3-dev libmsgpack-dev                    # wsel-engine: KV events
 )
 # The Rust host example needs cargo; take Debian's only when none is installed.
 command -v cargo >/dev/null 2>&1 || packages+=(cargo)

@@ -9,6 +9,8 @@ The layers (ARCHITECTURE.md), bottom up:
     plugins   plugins/NAME/               abi, and its own folder only
     sim       sim/                        abi, host's public header
     tools     tools/ (all subfolders)     abi, host's public header, sim
+    engine    engine/ (wsel-engine)       abi, host's public header, sim;
+                                          at the tools level: nobody includes it
 
 Only host/ may include host's private headers (everything in host/ but
 host/include/). The plugin template in examples/ is held to the plugin
@@ -43,6 +45,8 @@ def layer_of(rel):
         return ("sim", "sim")
     if top == "tools":
         return ("tools", "tools")
+    if top == "engine":
+        return ("engine", "engine")
     return None
 
 
@@ -59,9 +63,11 @@ def allowed(src, dst):
     if d_unit == "host-private":
         return s_layer == "host"
     if d_unit == "host-public":
-        return s_layer in ("host", "sim", "tools")
+        return s_layer in ("host", "sim", "tools", "engine")
     if d_layer == "sim":
-        return s_layer in ("sim", "tools")
+        return s_layer in ("sim", "tools", "engine")
+    if d_layer == "engine":
+        return s_layer == "engine"
     if d_layer == "tools":
         return s_layer == "tools"
     if d_layer == "plugins":
