@@ -16,5 +16,8 @@ int wsel_cmd_info(int argc, char **argv);
 int wsel_cmd_sim(int argc, char **argv);
 int wsel_cmd_validate(int argc, char **argv);
 int wsel_cmd_bench(int argc, char **argv);
+/* tools/replay/, tools/cluster/: only with WSEL_REALTIME (HTTP, ZeroMQ). */
+int wsel_cmd_replay(int argc, char **argv);
+int wsel_cmd_cluster(int argc, char **argv);
 
 #endif

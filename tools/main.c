@@ -14,6 +14,10 @@ struct command {
 
 static const struct command commands[] = {
     {"sim", wsel_cmd_sim, "replay a trace through a simulated cluster, compare policies"},
+#ifdef WSEL_HAVE_REALTIME
+    {"replay", wsel_cmd_replay, "send a trace over HTTP to engines, report as wsel sim"},
+    {"cluster", wsel_cmd_cluster, "start N wsel-engine workers on free localhost ports"},
+#endif
     {"bench", wsel_cmd_bench, "measure select latency and allocations per plugin"},
     {"validate", wsel_cmd_validate, "run the conformance checks on a plugin"},
     {"info", wsel_cmd_info, "print a plugin's descriptor and parameter table"},

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cmd_replay.c -- `wsel replay`: options, the run, and the report (wsel
+ * sim's table and JSON, through tools/sim/report.c).
+ */
+#include <curl/curl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "metrics.h"
+#include "plot.h"
+#include "replay.h"
+#include "report.h"
+
+#define MAX_STATUS 16
+
+typedef struct tally {
+    const replay_options *o;
+    sim_acc acc;
+    FILE *out;
+    sim_plot *plot;
+    uint64_t done, ok, errors;
+    long status[MAX_STATUS];
+    uint64_t status_count[MAX_STATUS];
+    double itl_sum;
+    uint64_t itl_n;
+    int progress;
+} tally;
+
+static void count_status(tally *t, long status)
+{
+    for (int i = 0; i < MAX_STATUS; i++) {
+        if (t->status_count[i] && t->status[i] != status)
+            continue;
+        t->status[i] = status;
+        t->status_count[i]++;
+        return;
+    }
+}
+
+static void on_result(void *ctx, const replay_result *r)
+{
+    tally *t = ctx;
+    t->done++;
+    int ok = r->status == 200 && !r->protocol_error && r->usage;
+    if (ok) {
+        t->ok++;
+        int64_t start_ns = (int64_t)(r->start_s * 1e9);
+        sim_acc_route(&t->acc, start_ns, r->url, r->prompt_tokens, 0);
+        sim_acc_admitted(&t->acc, r->cached_tokens);
+        sim_acc_first_token(&t->acc, r->ttft_ms);
+        sim_acc_finished(&t->acc, start_ns + (int64_t)(r->e2e_ms * 1e6), r->e2e_ms,
+                         r->completion_tokens);
+        if (r->tokens > 1) {
+            t->itl_sum += r->itl_ms;
+            t->itl_n++;
+        }
+        if (t->plot)
+            sim_plot_ttft(t->plot, r->ttft_ms);
+    } else {
+        t->errors++;
+        count_status(t, r->status == 200 ? -1 : r->status);
+    }
+    if (t->out)
+        fprintf(
+            t->out,
+            "{\"index\":%llu,\"url\":%u,\"status\":%ld,\"ok\":%d,\"isl\":%u,\"osl\":%u,"
+            "\"prompt_tokens\":%u,\"cached_tokens\":%u,\"completion_tokens\":%u,"
+            "\"tokens_received\":%u,\"start_s\":%.6f,\"ttft_ms\":%.3f,\"itl_ms\":%.3f,"
+            "\"e2e_ms\":%.3f}\n",
+            (unsigned long long)r->index, r->url, r->status, ok, r->isl, r->osl,
+            r->prompt_tokens, r->cached_tokens, r->completion_tokens, r->tokens,
+            r->start_s, r->ttft_ms, r->itl_ms, r->e2e_ms);
+    if (t->progress && (t->done & 63) == 0)
+        fprintf(stderr, "\rreplay: %llu done, %llu errors", (unsigned long long)t->done,
+                (unsigned long long)t->errors);
+}
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void print_statuses(FILE *f, const tally *t)
+{
+    if (t->errors == 0)
+        return;
+    fprintf(f, "errors by status:");
+    for (int i = 0; i < MAX_STATUS && t->status_count[i]; i++) {
+        if (t->status[i] == 0)
+            fprintf(f, " no-answer:%llu", (unsigned long long)t->status_count[i]);
+        else if (t->status[i] < 0)
+            fprintf(f, " bad-stream:%llu", (unsigned long long)t->status_count[i]);
+        else
+            fprintf(f, " %ld:%llu", t->status[i], (unsigned long long)t->status_count[i]);
+    }
+    fputc('\n', f);
+}
+
+int wsel_cmd_replay(int argc, char **argv)
+{
+    replay_options o;
+    char err[1024];
+    int rc = replay_options_parse(&o, argc, argv, err, sizeof(err));
+    if (rc == 1)
+        return WSEL_EXIT_OK;
+    if (rc != 0) {
+        fprintf(stderr, "wsel replay: %s\n", err);
+        return WSEL_EXIT_USAGE;
+    }
+    raise_fd_limit();
+    int status = WSEL_EXIT_FAILURE;
+    tally t;
+    memset(&t, 0, sizeof(t));
+    t.o = &o;
+    t.progress = o.progress < 0 ? isatty(2) : o.progress;
+    sim_acc_init(&t.acc);
+    replay_source *src = NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "wsel replay: curl_global_init failed\n");
+        goto out_free_acc;
+    }
+    if (replay_source_open(&src, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "wsel replay: %s\n", err);
+        goto out_curl;
+    }
+    if (o.requests_out && !(t.out = fopen(o.requests_out, "w"))) {
+        fprintf(stderr, "wsel replay: cannot write %s\n", o.requests_out);
+        goto out_close_source;
+    }
+    if (o.plot_dir && (sim_plot_open(&t.plot, o.plot_dir, o.num_urls) != 0 ||
+                       sim_plot_begin(t.plot, "replay") != 0))
+        goto out_close_out;
+    if (replay_run(&o, src, on_result, &t, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%swsel replay: %s\n", t.progress ? "\n" : "", err);
+        goto out_close_plot;
+    }
+    if (t.progress)
+        fputc('\n', stderr);
+    sim_report_row row;
+    memset(&row, 0, sizeof(row));
+    row.plugin = "replay";
+    if (sim_acc_finish(&t.acc, o.num_urls, &row.result.total) != 0) {
+        fprintf(stderr, "wsel replay: out of memory for the metrics\n");
+        goto out_close_plot;
+    }
+    row.result.total.requests = t.done;
+    row.result.total.lost_requests = t.errors;
+    row.result.num_phases = 1;
+    row.result.phase[0] = row.result.total;
+    row.result.phase_label[0] = "replay";
+    if (o.json) {
+        sim_report_input in = {
+            .trace = o.trace,
+            .workload = o.use_workload ? sim_workload_name(o.workload.kind) : NULL,
+            .trace_block_size = o.trace_block_size,
+            .seed = o.workload.seed,
+            .bad_lines = replay_source_bad_lines(src),
+            .rate = o.workload.rate};
+        sim_cluster c;
+        memset(&c, 0, sizeof(c));
+        c.num_workers = o.num_urls; /* the targets; their engines are not known here */
+        sim_router_config rc_cfg;
+        memset(&rc_cfg, 0, sizeof(rc_cfg));
+        rc_cfg.speedup = o.speedup;
+        sim_report_json(stdout, &in, &c, &rc_cfg, &row, 1, 1);
+    } else {
+        sim_report_table(stdout, &row, 1);
+        printf(
+            "replay: %llu requests to %u URL(s), %llu failed; inter-token latency mean "
+            "%.2f ms\n",
+            (unsigned long long)t.done, o.num_urls, (unsigned long long)t.errors,
+            t.itl_n ? t.itl_sum / (double)t.itl_n : 0.0);
+        print_statuses(stdout, &t);
+    }
+    if (o.json)
+        print_statuses(stderr, &t);
+    status = WSEL_EXIT_OK;
+    if (t.plot && sim_plot_render(t.plot) != 0)
+        status = WSEL_EXIT_FAILURE;
+
+out_close_plot:
+    sim_plot_close(t.plot);
+out_close_out:
+    if (t.out)
+        fclose(t.out);
+out_close_source:
+    replay_source_close(src);
+out_curl:
+    curl_global_cleanup();
+out_free_acc:
+    sim_acc_free(&t.acc);
+    return status;
+}

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * replay.h -- `wsel replay`: a Mooncake trace or a generated workload sent
+ * over HTTP to OpenAI-compatible engines (wsel-engine, vLLM), measured
+ * from the client side and reported with wsel sim's table and JSON keys.
+ *
+ * Prompts are token ids built from the trace's hash_ids: token t of a
+ * trace block with id H is mix64(H * trace_block + t) mod the vocabulary,
+ * so equal leading ids give equal token prefixes; the last block is cut
+ * to input_length. max_tokens = output_length. Not thread-safe.
+ */
+#ifndef WSEL_TOOLS_REPLAY_H
+#define WSEL_TOOLS_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "source.h"
+#include "trace.h"
+
+#define REPLAY_MAX_URLS 64
+
+typedef struct replay_options {
+    const char *urls[REPLAY_MAX_URLS];
+    uint32_t num_urls;
+    const char *trace;
+    uint32_t trace_block_size;
+    int skip_bad_lines;
+    sim_workload_config workload;
+    int use_workload;
+    double speedup;
+    uint32_t concurrency;
+    uint32_t vocab_size;
+    uint32_t max_requests; /* 0 = all */
+    const char *model;     /* NULL = leave "model" out */
+    const char *requests_out;
+    const char *plot_dir;
+    double timeout_s;
+    int json;
+    int progress; /* -1 auto */
+} replay_options;
+
+/* 0, 1 after --help, or 2 with a message. */
+int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
+                         size_t err_size);
+
+/* One request to send. OWNERSHIP: tokens are the caller's until freed. */
+typedef struct replay_request {
+    uint64_t index;
+    double arrival_s; /* from the first request, before --speedup */
+    uint32_t isl, osl;
+    uint32_t *tokens;
+} replay_request;
+
+typedef struct replay_source replay_source;
+int replay_source_open(replay_source **out, const replay_options *o, char *err,
+                       size_t err_size);
+/* 1 with *out filled (tokens malloc'd), 0 at the end, negative with err. */
+int replay_source_next(replay_source *s, replay_request *out, char *err, size_t err_size);
+uint64_t replay_source_bad_lines(const replay_source *s);
+void replay_source_close(replay_source *s);
+
+/* What one request measured. */
+typedef struct replay_result {
+    uint64_t index;
+    uint32_t url;
+    long status; /* HTTP status; 0 = no answer (refused, timed out) */
+    uint32_t isl, osl;
+    uint32_t tokens; /* token events received */
+    int usage;       /* a usage object was read */
+    uint32_t prompt_tokens, completion_tokens, cached_tokens;
+    double start_s;                 /* from the replay's start */
+    double ttft_ms, e2e_ms, itl_ms; /* itl: mean gap between tokens */
+    int protocol_error;             /* 200, but the stream did not end with [DONE] */
+} replay_result;
+
+typedef void (*replay_result_fn)(void *ctx, const replay_result *r);
+
+/* Send everything; calls fn once per request as it ends. Returns 0, or -1
+ * with err (a source error; failed requests are results, not errors). */
+int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
+               void *ctx, char *err, size_t err_size);
+
+#endif
