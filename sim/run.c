@@ -202,16 +202,16 @@ static int32_t replay_clock(sim_state *s, sim_request *req)
         return WSEL_EINVAL;
     }
     int64_t at = t - s->first_arrival_ns;
-    if (rc->speedup > 0 && rc->speedup != 1)
-        at = (int64_t)llround((double)at / rc->speedup);
     if (rc->jitter_ns > 0) {
         if (first || t != s->last_source_ns)
             s->jitter_off_ns =
                 (int64_t)(wsel_rng_uniform(&s->jitter_rng) * (double)rc->jitter_ns);
         at += s->jitter_off_ns;
-        if (!first && at < s->last_arrival_ns)
-            at = s->last_arrival_ns; /* keep the order */
     }
+    if (rc->speedup > 0 && rc->speedup != 1)
+        at = (int64_t)llround((double)at / rc->speedup);
+    if (!first && at < s->last_arrival_ns)
+        at = s->last_arrival_ns; /* jitter keeps the order */
     s->last_source_ns = t;
     s->last_arrival_ns = at;
     req->arrival_ns = at;

@@ -68,11 +68,11 @@ typedef struct sim_router_config {
      * a worker's rows get WSEL_ROW_BUSY when all its ranks are busy. */
     double busy_decode_blocks;
     uint64_t busy_prefill_tokens;
-    /* The replay clock: arrival = (time - first arrival) / speedup (0 or 1
-     * = as given), then, when jitter_ns > 0, every distinct arrival
-     * instant moves later by a uniform [0, jitter_ns) drawn from
-     * jitter_seed (requests sharing an instant stay together; order is
-     * kept). */
+    /* The replay clock: arrival = (time - first arrival + jitter) / speedup
+     * (speedup 0 or 1 = as given). With jitter_ns > 0 every distinct
+     * arrival instant of the input moves later by a uniform [0, jitter_ns)
+     * drawn from jitter_seed (requests sharing an instant stay together; an
+     * instant never passes the next one's). */
     double speedup;
     uint64_t jitter_ns;
     uint64_t jitter_seed;

@@ -14,6 +14,7 @@
 
 int wsel_cmd_info(int argc, char **argv);
 int wsel_cmd_sim(int argc, char **argv);
+int wsel_cmd_eval(int argc, char **argv);
 int wsel_cmd_validate(int argc, char **argv);
 int wsel_cmd_bench(int argc, char **argv);
 /* tools/replay/, tools/cluster/: only with WSEL_REALTIME (HTTP, ZeroMQ). */

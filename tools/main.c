@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
     {"sim", wsel_cmd_sim, "replay a trace through a simulated cluster, compare policies"},
+    {"eval", wsel_cmd_eval, "compare policies at several loads and seeds, with CIs"},
 #ifdef WSEL_HAVE_REALTIME
     {"replay", wsel_cmd_replay, "send a trace over HTTP to engines, report as wsel sim"},
     {"cluster", wsel_cmd_cluster, "start N wsel-engine workers on free localhost ports"},
@@ -30,8 +31,9 @@ static void usage(FILE *out)
                  "commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nRun 'wsel COMMAND --help' for a command's options.\n"
-                 "A PLUGIN is a bundled name (softmax, p2c, ...) or a path containing '/'.\n");
+    fprintf(out,
+            "\nRun 'wsel COMMAND --help' for a command's options.\n"
+            "A PLUGIN is a bundled name (softmax, p2c, ...) or a path containing '/'.\n");
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,59 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Regenerate every table of docs/evaluation.md: `wsel eval` on each input
+# (the Mooncake synthetic trace, the arxiv slice, the conversation and
+# shared-prefix workloads) and each cluster shape (4 x 4, 2 x 8, mixed
+# 8 + 8 x 1, 16 x 1), one Markdown file per pair in OUT (docs/eval/ by
+# default). The tables are then pasted or linked from docs/evaluation.md.
+#
+#   scripts/eval-all.sh [BUILD_DIR [OUT]]      (BUILD_DIR: build-eval)
+#   TRACES=/path/to/traces JOBS=2 SEEDS=5 scripts/eval-all.sh
+#
+# Each file starts with the command that produced it. Takes about ten
+# minutes on 2 cores; the traces are skipped when TRACES has no copy.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build-eval}
+out=${2:-$here/docs/eval}
+traces=${TRACES:-$here/../shared/traces}
+jobs=${JOBS:-2}
+seeds=${SEEDS:-5}
+wsel=$build/bin/wsel
+[ -x "$wsel" ] || { echo "eval-all: $wsel not built" >&2; exit 1; }
+mkdir -p "$out"
+metrics=kv_hit_rate,ttft_mean_ms,ttft_p99_ms,flicker_rate,prefix_copies,group_load_imbalance
+
+run() { # NAME INPUT-OPTIONS...
+    name=$1
+    shift
+    for shape in 4x4 2x8 mixed 16x1; do
+        case $shape in
+        4x4) cl="--workers 4 --dp 4" ;;
+        2x8) cl="--workers 2 --dp 8" ;;
+        mixed) cl="--workers 9 --dp 8,1,1,1,1,1,1,1,1" ;;
+        16x1) cl="--workers 16 --dp 1" ;;
+        esac
+        file=$out/$name-$shape.md
+        # shellcheck disable=SC2086
+        cmd="wsel eval $* $cl --seeds $seeds --jobs $jobs --metrics $metrics"
+        echo "eval-all: $cmd" >&2
+        start=$(date +%s)
+        {
+            printf '```\n%s\n```\n\n' "$cmd"
+            # shellcheck disable=SC2086
+            "$wsel" eval --no-progress "$@" $cl --seeds "$seeds" --jobs "$jobs" \
+                --metrics "$metrics"
+        } >"$file.tmp"
+        mv "$file.tmp" "$file"
+        echo "eval-all: $file in $(($(date +%s) - start)) s" >&2
+    done
+}
+
+if [ -f "$traces/mooncake_arxiv_slice.jsonl" ]; then
+    run arxiv --trace "$traces/mooncake_arxiv_slice.jsonl" --jitter-ms 1000
+fi
+if [ -f "$traces/mooncake_synthetic_trace.jsonl" ]; then
+    run synthetic --trace "$traces/mooncake_synthetic_trace.jsonl" --jitter-ms 250
+fi
+run conversation --workload conversation
+run shared-prefix --workload shared-prefix
