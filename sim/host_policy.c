@@ -62,13 +62,22 @@ int32_t sim_host_policy_open(sim_host_policy *hp, sim_policy *policy, const char
                              const char *config, uint64_t seed, uint32_t isolated,
                              uint32_t max_ranks, char *err, size_t err_size)
 {
-    memset(hp, 0, sizeof(*hp));
-    hp->topology_epoch = 1;
     wsel_host_options opts;
     wsel_host_options_default(&opts);
     opts.seed = seed;
     opts.isolated = isolated;
-    int32_t rc = wsel_host_create(&opts, &hp->host);
+    return sim_host_policy_open_opts(hp, policy, path, config, &opts, max_ranks, err,
+                                     err_size);
+}
+
+int32_t sim_host_policy_open_opts(sim_host_policy *hp, sim_policy *policy,
+                                  const char *path, const char *config,
+                                  const wsel_host_options *opts, uint32_t max_ranks,
+                                  char *err, size_t err_size)
+{
+    memset(hp, 0, sizeof(*hp));
+    hp->topology_epoch = 1;
+    int32_t rc = wsel_host_create(opts, &hp->host);
     if (rc != 0) {
         snprintf(err, err_size, "cannot create a host: %s", wsel_strerror(rc));
         return rc;

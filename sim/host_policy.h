@@ -25,6 +25,12 @@ typedef struct sim_host_policy {
 int32_t sim_host_policy_open(sim_host_policy *hp, sim_policy *policy, const char *path,
                              const char *config, uint64_t seed, uint32_t isolated,
                              uint32_t max_ranks, char *err, size_t err_size);
+/* The same with the host's options spelled out (isolated deadline, hang
+ * timeout, ...); `opts` is read during the call only. */
+int32_t sim_host_policy_open_opts(sim_host_policy *hp, sim_policy *policy,
+                                  const char *path, const char *config,
+                                  const wsel_host_options *opts, uint32_t max_ranks,
+                                  char *err, size_t err_size);
 void sim_host_policy_close(sim_host_policy *hp);
 
 #endif

@@ -168,9 +168,13 @@ static int resolve_switches(const sim_options *o, sim_switch *out,
     return 0;
 }
 
-/* One policy over a fresh copy of the request stream. */
+/* One policy over a fresh copy of the request stream. The host stays open
+ * in *hp (its counters go into the report) until the caller has printed
+ * the results: a plugin whose destroy crashes must not take the run's
+ * output with it. */
 static int run_one(const sim_options *o, const policy_entry *pe, const sim_switch *sw,
-                   sim_observer *ob, sim_result *res, uint64_t *bad_lines)
+                   sim_observer *ob, sim_host_policy *hp, sim_result *res,
+                   uint64_t *bad_lines)
 {
     char err[1024];
     sim_source *src = NULL;
@@ -184,11 +188,14 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
         fprintf(stderr, "wsel sim: %s\n", err);
         return rc == WSEL_EINVAL && !o->trace ? WSEL_EXIT_USAGE : WSEL_EXIT_FAILURE;
     }
-    sim_host_policy hp;
     sim_policy policy;
-    rc = sim_host_policy_open(&hp, &policy, pe->path, pe->config, o->seed,
-                              (uint32_t)o->isolated, sim_cluster_ranks(&o->cluster), err,
-                              sizeof(err));
+    wsel_host_options opts;
+    wsel_host_options_default(&opts);
+    opts.seed = o->seed;
+    opts.isolated = (uint32_t)o->isolated;
+    opts.select_deadline_us = o->isolated_deadline_us;
+    rc = sim_host_policy_open_opts(hp, &policy, pe->path, pe->config, &opts,
+                                   sim_cluster_ranks(&o->cluster), err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
         sim_source_close(src);
@@ -207,7 +214,6 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
     };
     rc = sim_run(&args, res, err, sizeof(err));
     *bad_lines = sim_source_bad_lines(src);
-    sim_host_policy_close(&hp);
     sim_source_close(src);
     if (rc != 0) {
         fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
@@ -230,13 +236,18 @@ static int compare(const sim_options *o)
     if (n < 0 || resolve_switches(o, switches, switch_paths) != 0)
         return WSEL_EXIT_FAILURE;
     sim_report_row *rows = calloc((size_t)n, sizeof(*rows));
+    sim_host_policy *hosts = calloc((size_t)n, sizeof(*hosts));
     sim_plot *plot = NULL;
-    if (!rows)
+    int opened = 0;
+    if (!rows || !hosts) {
+        free(rows);
+        free(hosts);
         return WSEL_EXIT_FAILURE;
+    }
     int status = WSEL_EXIT_OK;
     if (o->plot_dir && sim_plot_open(&plot, o->plot_dir, o->cluster.num_workers) != 0) {
         status = WSEL_EXIT_FAILURE;
-        goto out_free_rows;
+        goto out_close_hosts;
     }
     progress prog;
     memset(&prog, 0, sizeof(prog));
@@ -258,7 +269,14 @@ static int compare(const sim_options *o)
         prog.label = policies[i].label;
         prog.index = (uint32_t)i;
         prog.start_s = wall_s();
-        status = run_one(o, &policies[i], switches, &ob, &rows[i].result, &bad_lines);
+        status = run_one(o, &policies[i], switches, &ob, &hosts[i], &rows[i].result,
+                         &bad_lines);
+        if (hosts[i].host != NULL) {
+            opened = i + 1;
+            wsel_host_read_counters(hosts[i].host, &rows[i].counters,
+                                    sizeof(rows[i].counters));
+            rows[i].has_counters = 1;
+        }
         clear_progress(&prog);
         rows[i].plugin = policies[i].label;
         rows[i].config = policies[i].config;
@@ -285,7 +303,14 @@ static int compare(const sim_options *o)
 
 out_close_plot:
     sim_plot_close(plot);
-out_free_rows:
+out_close_hosts:
+    /* The results are out before any plugin's destroy runs. */
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < opened; i++)
+        if (hosts[i].host != NULL)
+            sim_host_policy_close(&hosts[i]);
+    free(hosts);
     free(rows);
     return status;
 }

@@ -38,6 +38,7 @@ typedef struct sim_options {
     uint32_t num_switches;
     uint64_t seed;
     int isolated; /* run every policy in a wsel-isolated-helper helper (docs/isolated.md) */
+    uint32_t isolated_deadline_us; /* 0 = the host's default */
     int json;
     int timing;
     int analyze;

@@ -156,6 +156,22 @@ static void json_metrics(FILE *out, const sim_metrics *m, int timing)
             (unsigned long long)(timing ? m->select_ns_p99 : 0));
 }
 
+/* The host's own account: every fallback reason by name, and ejections. */
+static void json_counters(FILE *out, const wsel_host_counters *k)
+{
+    fprintf(out, ",\"fallbacks_by_reason\":{");
+    for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS_MAX; r++) {
+        const char *name = wsel_fallback_reason_name(r);
+        if (strcmp(name, "unknown") == 0)
+            continue;
+        uint64_t n = r < WSEL_FALLBACK_REASONS
+                         ? k->fallback_by_reason[r]
+                         : k->fallback_by_reason_more[r - WSEL_FALLBACK_REASONS];
+        fprintf(out, "%s\"%s\":%llu", r ? "," : "", name, (unsigned long long)n);
+    }
+    fprintf(out, "},\"ejections\":%llu", (unsigned long long)k->ejections);
+}
+
 static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_config *rc)
 {
     fprintf(out, "\"cluster\":{\"workers\":%u,\"dp\":[", c->num_workers);
@@ -209,6 +225,8 @@ void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c
         fprintf(out, ",\"config\":%s,",
                 rows[i].config && *rows[i].config ? rows[i].config : "{}");
         json_metrics(out, &r->total, timing);
+        if (rows[i].has_counters)
+            json_counters(out, &rows[i].counters);
         if (r->num_phases > 1) {
             fprintf(out, ",\"phases\":[");
             for (uint32_t p = 0; p < r->num_phases; p++) {

@@ -14,6 +14,10 @@ typedef struct sim_report_row {
     const char *plugin;
     const char *config; /* NULL = {} */
     sim_result result;
+    /* The host's counters at the end of the run (fallbacks by reason,
+     * ejections), when has_counters. */
+    wsel_host_counters counters;
+    int has_counters;
 } sim_report_row;
 
 typedef struct sim_report_input {
