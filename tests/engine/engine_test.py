@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""engine_test.py -- wsel-engine and wsel replay as real processes.
+
+usage: engine_test.py CASE WSEL_ENGINE WSEL KV_FETCH WORKDIR
+
+Cases:
+  usage       two engines, a generated trace replayed through both by
+              `wsel replay`: prompt, cached and completion tokens of every
+              request equal what the trace implies, computed here
+  kv_events   one engine with --dp 2 and a small cache: the KV event batches
+              (fetched through vLLM's replay socket, decoded by the msgpack
+              reader below, not the engine's encoder) replayed per rank give
+              exactly the blocks the engine reports cached, and every
+              BlockStored carries the tokens that were sent
+  bad_input   every bad request gets vLLM's status and the engine keeps
+              serving (a client that leaves mid-stream included)
+  concurrent  1,000 streamed requests at once through one engine, all 200
+
+Everything waits for conditions (a port file, /health, a count) under
+generous ceilings, never for a fixed time; only 127.0.0.1 is used.
+"""
+import http.client
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+CEILING_S = 120  # what any single wait may take on a loaded machine
+BLOCK = 64       # the engines' --block-size here
+TRACE_BLOCK = 512
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def deadline_loop(what, ceiling=CEILING_S):
+    """Yield until the caller breaks; fail after `ceiling` seconds."""
+    end = time.monotonic() + ceiling
+    delay = 0.01
+    while time.monotonic() < end:
+        yield
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    fail("gave up waiting for " + what)
+
+
+class Engine:
+    """A wsel-engine process on a free port, stopped on exit."""
+
+    def __init__(self, exe, workdir, name, args):
+        self.port_file = os.path.join(workdir, name + ".port")
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.log = open(os.path.join(workdir, name + ".log"), "w")
+        self.proc = subprocess.Popen(
+            [exe, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
+             "--block-size", str(BLOCK)] + args,
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.lines = {}
+        for _ in deadline_loop(name + "'s port file"):
+            if self.proc.poll() is not None:
+                fail("%s exited with %d (see %s)" % (name, self.proc.returncode,
+                                                     self.log.name))
+            if os.path.exists(self.port_file):
+                break
+        with open(self.port_file) as f:
+            self.text = f.read()
+        for line in self.text.splitlines():
+            parts = line.split()
+            self.lines[tuple(parts[:-1])] = parts[-1]
+        self.url = self.lines[("http",)]
+        for _ in deadline_loop(name + "'s /health"):
+            try:
+                if self.get("/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+
+    def request(self, method, path, body=None, headers=None):
+        host, port = self.url[len("http://"):].split(":")
+        c = http.client.HTTPConnection(host, int(port), timeout=CEILING_S)
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, obj, headers=None):
+        body = obj if isinstance(obj, (bytes, str)) else json.dumps(obj)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        return self.request("POST", path, body, h)
+
+    def metric(self, name):
+        status, data = self.get("/metrics")
+        total = 0.0
+        for line in data.decode().splitlines():
+            if line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=CEILING_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+# --- the expectations, from the trace alone -----------------------------------
+
+def make_trace(path, n, seed):
+    """Requests in groups sharing prefixes of whole trace blocks, so hits
+    happen; lengths and outputs vary; timestamps increase."""
+    rnd = random.Random(seed)
+    groups = [[1000 * g + k for k in range(6)] for g in range(3)]
+    reqs = []
+    for i in range(n):
+        g = groups[rnd.randrange(len(groups))]
+        shared = rnd.randrange(0, 4)
+        isl = rnd.randrange(100, 2500)
+        nblocks = (isl + TRACE_BLOCK - 1) // TRACE_BLOCK
+        ids = g[:min(shared, nblocks)]
+        ids += [100000 + i * 10 + k for k in range(nblocks - len(ids))]
+        reqs.append({"timestamp": i * 5, "input_length": isl,
+                     "output_length": rnd.randrange(1, 24), "hash_ids": ids})
+    with open(path, "w") as f:
+        for r in reqs:
+            f.write(json.dumps(r) + "\n")
+    return reqs
+
+
+def common_tokens(a, b):
+    k = 0
+    while k < len(a["hash_ids"]) and k < len(b["hash_ids"]) and \
+            a["hash_ids"][k] == b["hash_ids"][k]:
+        k += 1
+    return min(k * TRACE_BLOCK, a["input_length"], b["input_length"])
+
+
+def expected_cached(earlier, b):
+    """The engine's rule: whole blocks of the longest prefix an earlier
+    request on this engine computed, at most isl - 1."""
+    best = max([common_tokens(a, b) for a in earlier] + [0])
+    m = min(best // BLOCK, b["input_length"] // BLOCK)
+    cached = m * BLOCK
+    return b["input_length"] - 1 if cached >= b["input_length"] else cached
+
+
+def case_usage(engine_exe, wsel, kv_fetch, workdir):
+    trace = os.path.join(workdir, "usage_trace.jsonl")
+    reqs = make_trace(trace, 24, seed=7)
+    engines = [Engine(engine_exe, workdir, "usage%d" % i,
+                      ["--time-scale", "50", "--kv-blocks", "4096", "--quiet"])
+               for i in range(2)]
+    try:
+        out = os.path.join(workdir, "usage_requests.jsonl")
+        cmd = [wsel, "replay", "--trace", trace, "--concurrency", "1", "--no-progress",
+               "--timeout", str(CEILING_S), "--requests-out", out]
+        for e in engines:
+            cmd += ["--url", e.url]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=CEILING_S * 4)
+        print(p.stdout.decode())
+        if p.returncode != 0:
+            fail("wsel replay exited with %d" % p.returncode)
+        got = {}
+        with open(out) as f:
+            for line in f:
+                r = json.loads(line)
+                got[r["index"]] = r
+        if len(got) != len(reqs):
+            fail("%d results for %d requests" % (len(got), len(reqs)))
+        hits = 0
+        for i, want in enumerate(reqs):
+            r = got[i]
+            earlier = [reqs[j] for j in range(i) if j % 2 == i % 2]
+            cached = expected_cached(earlier, want)
+            hits += cached > 0
+            checks = [("status", r["status"], 200),
+                      ("prompt_tokens", r["prompt_tokens"], want["input_length"]),
+                      ("completion_tokens", r["completion_tokens"], want["output_length"]),
+                      ("tokens_received", r["tokens_received"], want["output_length"]),
+                      ("cached_tokens", r["cached_tokens"], cached)]
+            for name, have, exp in checks:
+                if have != exp:
+                    fail("request %d: %s %s, expected %s" % (i, name, have, exp))
+        if hits < 5:
+            fail("the trace made only %d cache hits; it should test more" % hits)
+        print("usage: %d requests exact, %d with cached prefixes" % (len(reqs), hits))
+    finally:
+        for e in engines:
+            e.stop()
+
+
+# --- msgpack, read by hand (independent of the engine's encoder) -------------
+
+class Reader:
+    def __init__(self, data):
+        self.d = data
+        self.i = 0
+
+    def take(self, n):
+        if self.i + n > len(self.d):
+            fail("msgpack: truncated")
+        b = self.d[self.i:self.i + n]
+        self.i += n
+        return b
+
+    def uint(self, n):
+        return int.from_bytes(self.take(n), "big")
+
+    def value(self):
+        t = self.take(1)[0]
+        if t <= 0x7f:
+            return t
+        if t >= 0xe0:
+            return t - 0x100
+        if 0x80 <= t <= 0x8f:
+            return self.map(t & 0x0f)
+        if 0x90 <= t <= 0x9f:
+            return [self.value() for _ in range(t & 0x0f)]
+        if 0xa0 <= t <= 0xbf:
+            return self.take(t & 0x1f).decode()
+        simple = {0xc0: None, 0xc2: False, 0xc3: True}
+        if t in simple:
+            return simple[t]
+        if t in (0xcc, 0xcd, 0xce, 0xcf):
+            return self.uint(1 << (t - 0xcc))
+        if t in (0xd0, 0xd1, 0xd2, 0xd3):
+            n = 1 << (t - 0xd0)
+            return int.from_bytes(self.take(n), "big", signed=True)
+        if t == 0xca:
+            return struct.unpack(">f", self.take(4))[0]
+        if t == 0xcb:
+            return struct.unpack(">d", self.take(8))[0]
+        if t in (0xd9, 0xda, 0xdb):
+            return self.take(self.uint(1 << (t - 0xd9))).decode()
+        if t in (0xc4, 0xc5, 0xc6):
+            return self.take(self.uint(1 << (t - 0xc4)))
+        if t in (0xdc, 0xdd):
+            return [self.value() for _ in range(self.uint(2 if t == 0xdc else 4))]
+        if t in (0xde, 0xdf):
+            return self.map(self.uint(2 if t == 0xde else 4))
+        fail("msgpack: type byte 0x%02x not expected here" % t)
+
+    def map(self, n):
+        m = {}
+        for _ in range(n):
+            k = self.value()
+            m[k] = self.value()
+        return m
+
+
+def decode(payload):
+    r = Reader(payload)
+    v = r.value()
+    if r.i != len(payload):
+        fail("msgpack: %d bytes after the batch" % (len(payload) - r.i))
+    return v
+
+
+def fetch_batches(kv_fetch, endpoint):
+    p = subprocess.run([kv_fetch, endpoint, "0", str(CEILING_S * 1000)],
+                       stdout=subprocess.PIPE, timeout=CEILING_S * 2)
+    if p.returncode != 0:
+        fail("kv_fetch %s exited with %d" % (endpoint, p.returncode))
+    out = []
+    for line in p.stdout.decode().splitlines():
+        seq, hexdata = line.split()
+        out.append((int(seq), decode(bytes.fromhex(hexdata))))
+    return out
+
+
+def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
+    dp = 2
+    e = Engine(engine_exe, workdir, "kv", ["--dp", str(dp), "--kv-blocks", "48",
+                                            "--time-scale", "50", "--quiet",
+                                            "--kv-events", "tcp://127.0.0.1:0",
+                                            "--kv-events-replay", "tcp://127.0.0.1:0"])
+    try:
+        rnd = random.Random(3)
+        prefixes = [[rnd.randrange(32000) for _ in range(BLOCK * 6)] for _ in range(3)]
+        prompts = []
+        for i in range(30):
+            p = prefixes[rnd.randrange(3)][:BLOCK * rnd.randrange(0, 7)]
+            p = p + [rnd.randrange(32000) for _ in range(rnd.randrange(1, 700))]
+            rank = rnd.randrange(dp)
+            status, body = e.post("/v1/completions",
+                                  {"prompt": p, "max_tokens": rnd.randrange(1, 8)},
+                                  {"X-data-parallel-rank": str(rank)})
+            if status != 200:
+                fail("request %d: status %d %s" % (i, status, body[:200]))
+            prompts.append(p)
+        by_tokens = {}
+        for p in prompts:
+            for b in range(len(p) // BLOCK):
+                by_tokens[tuple(p[b * BLOCK:(b + 1) * BLOCK])] = True
+        for rank in range(dp):
+            ep = e.lines[("kv_events_replay", str(rank))]
+            status, body = e.get("/wsel/kv_blocks?rank=%d" % rank)
+            cached = set(json.loads(body)["blocks"])
+            for _ in deadline_loop("rank %d's events to match its cache" % rank):
+                batches = fetch_batches(kv_fetch, ep)
+                held, tokens_of, stored, removed = set(), {}, 0, 0
+                for n, (seq, batch) in enumerate(batches):
+                    if seq != n:
+                        fail("rank %d: sequence %d at position %d" % (rank, seq, n))
+                    if set(batch) != {"ts", "events", "data_parallel_rank"} or \
+                            batch["data_parallel_rank"] != rank or \
+                            not isinstance(batch["ts"], float):
+                        fail("rank %d: batch %d is %r" % (rank, seq, batch))
+                    for ev in batch["events"]:
+                        if ev["type"] == "BlockStored":
+                            hashes = ev["block_hashes"]
+                            toks = ev["token_ids"]
+                            if ev["block_size"] != BLOCK or ev["medium"] != "GPU" or \
+                                    len(toks) != len(hashes) * BLOCK or \
+                                    "lora_id" not in ev or "lora_name" not in ev:
+                                fail("rank %d: BlockStored %r" % (rank, ev))
+                            parent = ev["parent_block_hash"]
+                            if parent is not None and parent not in tokens_of:
+                                fail("rank %d: parent %d never stored" % (rank, parent))
+                            for k, h in enumerate(hashes):
+                                t = tuple(toks[k * BLOCK:(k + 1) * BLOCK])
+                                if t not in by_tokens:
+                                    fail("rank %d: stored tokens no prompt had" % rank)
+                                if tokens_of.get(h, t) != t:
+                                    fail("rank %d: hash %d with two contents" % (rank, h))
+                                tokens_of[h] = t
+                                held.add(h)
+                                stored += 1
+                        elif ev["type"] == "BlockRemoved":
+                            if ev["medium"] != "GPU":
+                                fail("rank %d: BlockRemoved %r" % (rank, ev))
+                            for h in ev["block_hashes"]:
+                                if h not in held:
+                                    fail("rank %d: removed %d, not held" % (rank, h))
+                                held.discard(h)
+                                removed += 1
+                        else:
+                            fail("rank %d: event %r" % (rank, ev))
+                if held == cached:
+                    break
+                status, body = e.get("/wsel/kv_blocks?rank=%d" % rank)
+                cached = set(json.loads(body)["blocks"])
+            if removed == 0:
+                fail("rank %d: no eviction happened; the cache should be smaller" % rank)
+            print("kv_events rank %d: %d batches, %d stored, %d removed, %d held = cache"
+                  % (rank, len(batches), stored, removed, len(held)))
+    finally:
+        e.stop()
+
+
+# --- bad input ----------------------------------------------------------------
+
+def case_bad_input(engine_exe, wsel, kv_fetch, workdir):
+    e = Engine(engine_exe, workdir, "bad", ["--dp", "2", "--kv-blocks", "64",
+                                             "--time-scale", "5"])
+    try:
+        cases = [
+            ("malformed JSON", "/v1/completions", b'{"prompt": [1, 2', 400),
+            ("not an object", "/v1/completions", b'[1, 2, 3]', 400),
+            ("wrong type", "/v1/completions", {"prompt": [1, 2], "max_tokens": "9"}, 400),
+            ("no prompt", "/v1/completions", {"max_tokens": 3}, 400),
+            ("empty prompt", "/v1/completions", {"prompt": [], "max_tokens": 3}, 400),
+            ("token out of vocabulary", "/v1/completions", {"prompt": [32000]}, 400),
+            ("max_tokens 0", "/v1/completions", {"prompt": [1, 2], "max_tokens": 0}, 400),
+            ("max_tokens negative", "/v1/completions", {"prompt": [1], "max_tokens": -5},
+             400),
+            ("max_tokens absurd", "/v1/completions",
+             {"prompt": [1, 2], "max_tokens": 10 ** 15}, 400),
+            ("prompt larger than the KV cache", "/v1/completions",
+             {"prompt": [7] * (64 * BLOCK + 1), "max_tokens": 1}, 400),
+            ("another model", "/v1/completions", {"model": "gpt-x", "prompt": [1]}, 404),
+            ("unknown fields", "/v1/completions",
+             {"prompt": [1, 2, 3], "max_tokens": 2, "frobnicate": {"a": [1]}}, 200),
+            ("chat without messages", "/v1/chat/completions", {"max_tokens": 2}, 400),
+            ("chat", "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}, 200),
+        ]
+        for name, path, body, want in cases:
+            status, data = e.post(path, body)
+            if status != want:
+                fail("%s: status %d, expected %d: %s" % (name, status, want, data[:200]))
+            if want != 200 and "error" not in json.loads(data):
+                fail("%s: no error object: %s" % (name, data[:200]))
+        for name, method, path, want in [("unknown path", "GET", "/v2/nothing", 404),
+                                         ("GET completions", "GET", "/v1/completions", 405)]:
+            status, _ = e.request(method, path)
+            if status != want:
+                fail("%s: status %d, expected %d" % (name, status, want))
+        status, _ = e.post("/v1/completions", {"prompt": [1], "max_tokens": 1},
+                           {"X-data-parallel-rank": "2"})
+        if status != 400:
+            fail("DP rank 2 of 2: status %d, expected 400" % status)
+
+        # A client that leaves mid-stream: the engine stops its request.
+        host, port = e.url[len("http://"):].split(":")
+        s = socket.create_connection((host, int(port)), timeout=CEILING_S)
+        body = json.dumps({"prompt": [5] * 100, "max_tokens": 3000, "stream": True})
+        s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                   "application/json\r\nContent-Length: %d\r\n\r\n%s"
+                   % (len(body), body)).encode())
+        got = b""
+        while b"data: " not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                fail("the stream ended before its first event")
+            got += chunk
+        s.close()
+        for _ in deadline_loop("the abandoned request to stop"):
+            if e.metric("vllm:num_requests_running") == 0 and \
+                    e.metric("vllm:num_requests_waiting") == 0:
+                break
+        generated = e.metric("vllm:generation_tokens_total")
+        if generated >= 3000:
+            fail("the abandoned request ran to its end (%d tokens)" % generated)
+        status, data = e.post("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4})
+        if status != 200 or json.loads(data)["usage"]["completion_tokens"] != 4:
+            fail("the engine does not serve after a client left: %d %s" % (status, data))
+        print("bad_input: %d cases with vLLM's status; a client leaving mid-stream "
+              "stopped its request after %d of 3000 tokens" % (len(cases) + 3, generated))
+    finally:
+        e.stop()
+
+
+def case_concurrent(engine_exe, wsel, kv_fetch, workdir):
+    n = 1000
+    trace = os.path.join(workdir, "concurrent_trace.jsonl")
+    with open(trace, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"timestamp": 0, "input_length": 300, "output_length": 4,
+                                "hash_ids": [i % 7]}) + "\n")
+    e = Engine(engine_exe, workdir, "conc", ["--dp", "4", "--time-scale", "100",
+                                              "--quiet"])
+    try:
+        out = os.path.join(workdir, "concurrent_requests.jsonl")
+        p = subprocess.run([wsel, "replay", "--url", e.url, "--trace", trace,
+                            "--concurrency", str(n), "--no-progress", "--timeout",
+                            str(CEILING_S * 2), "--requests-out", out],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=CEILING_S * 4)
+        print(p.stdout.decode())
+        rows = [json.loads(l) for l in open(out)]
+        bad = [r for r in rows if r["status"] != 200 or r["completion_tokens"] != 4]
+        if p.returncode != 0 or len(rows) != n or bad:
+            fail("%d of %d requests failed, e.g. %r" % (len(bad), len(rows), bad[:1]))
+        status, _ = e.get("/health")
+        if status != 200:
+            fail("/health %d after the burst" % status)
+        print("concurrent: %d streamed requests at once, all 200" % n)
+    finally:
+        e.stop()
+
+
+def main():
+    if len(sys.argv) != 6:
+        print(__doc__)
+        return 2
+    case, engine_exe, wsel, kv_fetch, workdir = sys.argv[1:]
+    os.makedirs(workdir, exist_ok=True)
+    {"usage": case_usage, "kv_events": case_kv_events, "bad_input": case_bad_input,
+     "concurrent": case_concurrent}[case](engine_exe, wsel, kv_fetch, workdir)
+    print("PASS " + case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

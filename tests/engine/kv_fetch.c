@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * kv_fetch.c -- test helper: ask a wsel-engine's KV event replay socket
+ * (vLLM's ROUTER protocol) for every batch from a sequence number and
+ * print one line per batch, "SEQ HEXPAYLOAD", until the end marker
+ * (sequence -1). Decoding the payload is left to the test, so the check is
+ * independent of the engine's msgpack encoder.
+ *
+ * usage: kv_fetch ENDPOINT START_SEQ TIMEOUT_MS   (exit 0, or 1 on timeout)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: kv_fetch ENDPOINT START_SEQ TIMEOUT_MS\n");
+        return 2;
+    }
+    uint64_t start = strtoull(argv[2], NULL, 10);
+    int timeout = atoi(argv[3]), linger = 0, status = 1;
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+    if (zmq_connect(s, argv[1]) != 0) {
+        fprintf(stderr, "kv_fetch: %s: %s\n", argv[1], zmq_strerror(zmq_errno()));
+        goto out_close;
+    }
+    unsigned char seq[8];
+    for (int i = 0; i < 8; i++)
+        seq[i] = (unsigned char)(start >> (56 - 8 * i));
+    zmq_send(s, "", 0, ZMQ_SNDMORE);
+    zmq_send(s, seq, 8, 0);
+    for (;;) {
+        zmq_msg_t part[3];
+        int n = 0, more = 1;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, s, 0) < 0) {
+                fprintf(stderr, "kv_fetch: no answer within %d ms\n", timeout);
+                zmq_msg_close(&m);
+                for (int i = 0; i < n; i++)
+                    zmq_msg_close(&part[i]);
+                goto out_close;
+            }
+            more = zmq_msg_more(&m);
+            if (n < 3)
+                part[n++] = m;
+            else
+                zmq_msg_close(&m);
+        }
+        int end = 0;
+        if (n == 3 && zmq_msg_size(&part[1]) == 8) {
+            const unsigned char *b = zmq_msg_data(&part[1]);
+            uint64_t v = 0;
+            for (int i = 0; i < 8; i++)
+                v = v << 8 | b[i];
+            end = v == UINT64_MAX;
+            if (!end) {
+                printf("%llu ", (unsigned long long)v);
+                const unsigned char *p = zmq_msg_data(&part[2]);
+                for (size_t i = 0; i < zmq_msg_size(&part[2]); i++)
+                    printf("%02x", p[i]);
+                printf("\n");
+            }
+        } else {
+            fprintf(stderr, "kv_fetch: a reply of %d frames\n", n);
+            end = -1;
+        }
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&part[i]);
+        if (end) {
+            status = end > 0 ? 0 : 1;
+            break;
+        }
+    }
+out_close:
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return status;
+}
