@@ -1,11 +1,8 @@
 /*
- * trace.c -- the Mooncake JSONL line parser (jsmn) and the streaming
- * reader around it.
+ * trace.c -- the Mooncake JSONL line parser, on the strict JSON reader the
+ * host's configuration parser uses (wsel_json.h): one JSON grammar for
+ * every wsel input, linear in the line, with its limits named.
  */
-#define JSMN_STATIC
-#define JSMN_STRICT
-#include <jsmn.h>
-
 #include "trace.h"
 
 #include <errno.h>
@@ -14,6 +11,7 @@
 #include <string.h>
 
 #include "wsel.h"
+#include "wsel_json.h"
 
 void sim_trace_parser_init(sim_trace_parser *p, uint32_t trace_block_size)
 {
@@ -23,24 +21,24 @@ void sim_trace_parser_init(sim_trace_parser *p, uint32_t trace_block_size)
 
 void sim_trace_parser_free(sim_trace_parser *p)
 {
-    free(p->tokens);
+    if (p->json != NULL)
+        wsel_json_doc_free(p->json);
+    free(p->json);
     free(p->ids);
-    p->tokens = NULL;
+    p->json = NULL;
     p->ids = NULL;
-    p->token_capacity = p->id_capacity = 0;
+    p->id_capacity = 0;
 }
 
-static int key_is(const char *js, const jsmntok_t *t, const char *key)
+static int key_is(const char *js, const wsel_json_token *t, const char *key)
 {
-    size_t n = strlen(key);
-    return t->type == JSMN_STRING && (size_t)(t->end - t->start) == n &&
-           memcmp(js + t->start, key, n) == 0;
+    return wsel_json_string_is(js, t, key);
 }
 
 /* Parse a JSON integer token into *out; 1 ok, 0 not an integer, -1 negative. */
-static int parse_uint(const char *js, const jsmntok_t *t, uint64_t *out)
+static int parse_uint(const char *js, const wsel_json_token *t, uint64_t *out)
 {
-    if (t->type != JSMN_PRIMITIVE)
+    if (t->type != WSEL_JSON_NUMBER)
         return 0;
     const char *s = js + t->start, *end = js + t->end;
     int negative = 0;
@@ -66,9 +64,9 @@ static int parse_uint(const char *js, const jsmntok_t *t, uint64_t *out)
 }
 
 /* Parse a JSON number token; 1 ok, 0 not a number. */
-static int parse_number(const char *js, const jsmntok_t *t, double *out)
+static int parse_number(const char *js, const wsel_json_token *t, double *out)
 {
-    if (t->type != JSMN_PRIMITIVE)
+    if (t->type != WSEL_JSON_NUMBER)
         return 0;
     char tmp[64];
     size_t n = (size_t)(t->end - t->start);
@@ -86,58 +84,44 @@ static int parse_number(const char *js, const jsmntok_t *t, double *out)
     return 1;
 }
 
-/* Index of the token after token i and everything inside it. */
-static int skip_token(const jsmntok_t *t, int i, int count)
+static int32_t tokenize(sim_trace_parser *p, const char *js, size_t len, char *err,
+                        size_t err_size)
 {
-    int pending = 1;
-    while (pending > 0 && i < count) {
-        if (t[i].type == JSMN_OBJECT)
-            pending += 2 * t[i].size;
-        else if (t[i].type == JSMN_ARRAY)
-            pending += t[i].size;
-        pending--;
+    if (p->json == NULL) {
+        p->json = calloc(1, sizeof(wsel_json_doc));
+        if (p->json == NULL) {
+            snprintf(err, err_size, "out of memory");
+            return WSEL_ENOMEM;
+        }
+    }
+    size_t i = 0;
+    while (i < len && (js[i] == ' ' || js[i] == '\t' || js[i] == '\r' || js[i] == '\n'))
         i++;
-    }
-    return i;
-}
-
-static int32_t tokenize(sim_trace_parser *p, const char *js, size_t len, int *count,
-                        char *err, size_t err_size)
-{
-    jsmn_parser parser;
-    jsmn_init(&parser);
-    int needed = jsmn_parse(&parser, js, len, NULL, 0);
-    if (needed < 0) {
-        snprintf(err, err_size, "not valid JSON%s",
-                 needed == JSMN_ERROR_PART ? " (truncated)" : "");
-        return WSEL_EINVAL;
-    }
-    if (needed == 0) {
+    if (i == len) {
         snprintf(err, err_size, "empty line (expected a JSON object)");
         return WSEL_EINVAL;
     }
-    if ((uint32_t)needed > p->token_capacity) {
-        void *grown = realloc(p->tokens, (size_t)needed * sizeof(jsmntok_t));
-        if (!grown) {
-            snprintf(err, err_size, "out of memory for %d JSON tokens", needed);
-            return WSEL_ENOMEM;
-        }
-        p->tokens = grown;
-        p->token_capacity = (uint32_t)needed;
+    static const wsel_json_limits limits = {SIM_TRACE_MAX_LINE, SIM_TRACE_MAX_DEPTH,
+                                            SIM_TRACE_MAX_TOKENS};
+    char why[160];
+    int32_t rc = wsel_json_parse(p->json, js, len, &limits, why, sizeof(why));
+    if (rc == WSEL_ENOMEM) {
+        snprintf(err, err_size, "%s", why);
+        return rc;
     }
-    jsmn_init(&parser);
-    *count = jsmn_parse(&parser, js, len, p->tokens, p->token_capacity);
-    if (*count < 0) {
-        snprintf(err, err_size, "not valid JSON");
+    if (rc < 0) {
+        snprintf(err, err_size, "%s: %s",
+                 rc == WSEL_ERANGE ? "refused" : "not valid JSON", why);
         return WSEL_EINVAL;
     }
     return 0;
 }
 
-static int32_t parse_hash_ids(sim_trace_parser *p, const char *js, const jsmntok_t *t,
-                              int i, int count, char *err, size_t err_size)
+static int32_t parse_hash_ids(sim_trace_parser *p, const char *js,
+                              const wsel_json_token *t, uint32_t i, char *err,
+                              size_t err_size)
 {
-    if (t[i].type != JSMN_ARRAY) {
+    if (t[i].type != WSEL_JSON_ARRAY) {
         snprintf(err, err_size, "\"hash_ids\" is not an array");
         return WSEL_EINVAL;
     }
@@ -151,9 +135,8 @@ static int32_t parse_hash_ids(sim_trace_parser *p, const char *js, const jsmntok
         p->ids = grown;
         p->id_capacity = n;
     }
-    for (uint32_t k = 0; k < n; k++) {
-        int j = i + 1 + (int)k;
-        if (j >= count || parse_uint(js, &t[j], &p->ids[k]) != 1) {
+    for (uint32_t k = 0, j = i + 1; k < n; k++, j = t[j].next) {
+        if (parse_uint(js, &t[j], &p->ids[k]) != 1) {
             snprintf(err, err_size, "\"hash_ids\"[%u] is not a non-negative integer", k);
             return WSEL_EINVAL;
         }
@@ -165,7 +148,7 @@ enum { F_TIMESTAMP, F_INPUT, F_OUTPUT, F_HASH_IDS, F_COUNT };
 static const char *const field_names[F_COUNT] = {"timestamp", "input_length",
                                                  "output_length", "hash_ids"};
 
-static int32_t parse_length(const char *js, const jsmntok_t *t, const char *key,
+static int32_t parse_length(const char *js, const wsel_json_token *t, const char *key,
                             uint64_t *out, char *err, size_t err_size)
 {
     int r = parse_uint(js, t, out);
@@ -179,28 +162,18 @@ static int32_t parse_length(const char *js, const jsmntok_t *t, const char *key,
 int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
                              sim_trace_line *out, char *err, size_t err_size)
 {
-    int count;
-    int32_t rc = tokenize(p, line, len, &count, err, err_size);
+    int32_t rc = tokenize(p, line, len, err, err_size);
     if (rc != 0)
         return rc;
-    const jsmntok_t *t = p->tokens;
-    if (t[0].type != JSMN_OBJECT) {
+    const wsel_json_token *t = ((wsel_json_doc *)p->json)->tokens;
+    if (t[0].type != WSEL_JSON_OBJECT) {
         snprintf(err, err_size, "not a JSON object");
-        return WSEL_EINVAL;
-    }
-    if (skip_token(t, 0, count) != count) {
-        snprintf(err, err_size, "text after the JSON object");
         return WSEL_EINVAL;
     }
     sim_trace_line v = {0};
     int seen[F_COUNT] = {0};
-    int i = 1;
-    for (int pair = 0; pair < t[0].size; pair++) {
-        /* jsmn accepts a few malformed objects; never trust its counts. */
-        if (i + 1 >= count || t[i].type != JSMN_STRING) {
-            snprintf(err, err_size, "not valid JSON (expected a key and a value)");
-            return WSEL_EINVAL;
-        }
+    uint32_t i = 1;
+    for (uint32_t pair = 0; pair < t[0].size; pair++) {
         int f = 0;
         while (f < F_COUNT && !key_is(line, &t[i], field_names[f]))
             f++;
@@ -208,7 +181,7 @@ int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
             snprintf(err, err_size, "key \"%s\" appears twice", field_names[f]);
             return WSEL_EINVAL;
         }
-        const jsmntok_t *val = &t[i + 1];
+        const wsel_json_token *val = &t[i + 1];
         if (f == F_TIMESTAMP) {
             if (!parse_number(line, val, &v.timestamp_ms)) {
                 snprintf(err, err_size, "\"timestamp\" is not a number");
@@ -225,12 +198,12 @@ int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
             if (rc != 0)
                 return rc;
         } else if (f == F_HASH_IDS) {
-            rc = parse_hash_ids(p, line, t, i + 1, count, err, err_size);
+            rc = parse_hash_ids(p, line, t, i + 1, err, err_size);
             if (rc != 0)
                 return rc;
-            v.num_hash_ids = (uint32_t)val->size;
+            v.num_hash_ids = val->size;
         }
-        i = skip_token(t, i + 1, count);
+        i = val->next;
     }
     for (int f = 0; f < F_COUNT; f++) {
         if (!seen[f]) {

@@ -1,8 +1,9 @@
 /*
  * trace.h -- Mooncake-format JSONL traces, read one line at a time.
  *
- * Each line is a JSON object with `timestamp` (ms, >= 0), `input_length`
- * and `output_length` (token counts, integers >= 0) and `hash_ids` (one
+ * Each line is one strict JSON object (RFC 8259, read by the same reader as
+ * plugin configurations: host/json/wsel_json.h) with `timestamp` (ms, >= 0),
+ * `input_length` and `output_length` (token counts, integers >= 0) and `hash_ids` (one
  * non-negative integer per trace block of the input: exactly
  * ceil(input_length / trace_block_size) of them). Other keys are ignored;
  * a key given twice is an error. Timestamps must not decrease: a trace out
@@ -24,10 +25,16 @@ typedef struct sim_trace_line {
     const uint64_t *hash_ids; /* parser-owned, valid until its next parse */
 } sim_trace_line;
 
+/* Input limits of one trace line; a refusal names the limit. A line
+ * longer than SIM_TRACE_MAX_LINE ends the read even with skip_bad_lines
+ * (a file with no newline, like /dev/zero, would never end). */
+#define SIM_TRACE_MAX_LINE   (1u << 20) /* bytes, newline excluded */
+#define SIM_TRACE_MAX_DEPTH  32u        /* nested objects and arrays */
+#define SIM_TRACE_MAX_TOKENS (1u << 18) /* JSON values, keys included */
+
 /* Reusable parse buffers (tokens, hash ids); grow as lines demand. */
 typedef struct sim_trace_parser {
-    void *tokens;
-    uint32_t token_capacity;
+    void *json; /* wsel_json_doc, owned */
     uint64_t *ids;
     uint32_t id_capacity;
     uint32_t trace_block_size;

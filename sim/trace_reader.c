@@ -1,6 +1,7 @@
 /*
  * trace_reader.c -- stream a trace file line by line (only one line in
- * memory), with FILE:LINE errors and optional skipping of bad lines.
+ * memory, at most SIM_TRACE_MAX_LINE bytes), with FILE:LINE errors and
+ * optional skipping of bad lines.
  */
 #include "trace.h"
 
@@ -36,6 +37,38 @@ void sim_trace_close(sim_trace_reader *r)
     sim_trace_parser_free(&r->parser);
 }
 
+/* Read one line (without its '\n') into r->buf: its length, -1 at the
+ * end of the file, -2 on a read error (errno set), -3 when it is longer
+ * than SIM_TRACE_MAX_LINE (the rest of the file is not read). NUL bytes
+ * are kept, for the JSON reader to refuse. */
+static ssize_t read_line(sim_trace_reader *r)
+{
+    size_t n = 0;
+    int c = EOF;
+    while ((c = getc_unlocked(r->file)) != EOF && c != '\n') {
+        if (n == SIM_TRACE_MAX_LINE)
+            return -3;
+        if (n + 1 >= r->buf_size) {
+            size_t size = r->buf_size ? 2 * r->buf_size : 4096;
+            if (size > (size_t)SIM_TRACE_MAX_LINE + 1)
+                size = (size_t)SIM_TRACE_MAX_LINE + 1;
+            char *grown = realloc(r->buf, size);
+            if (grown == NULL) {
+                errno = ENOMEM;
+                return -2;
+            }
+            r->buf = grown;
+            r->buf_size = size;
+        }
+        r->buf[n++] = (char)c;
+    }
+    if (c == EOF && ferror(r->file))
+        return -2;
+    if (c == EOF && n == 0)
+        return -1;
+    return (ssize_t)n;
+}
+
 static int32_t check_order(sim_trace_reader *r, const sim_trace_line *line, char *msg,
                            size_t msg_size)
 {
@@ -55,9 +88,16 @@ int32_t sim_trace_next(sim_trace_reader *r, sim_trace_line *out, char *err,
     char msg[256];
     for (;;) {
         errno = 0;
-        ssize_t n = getline(&r->buf, &r->buf_size, r->file);
+        ssize_t n = read_line(r);
+        if (n == -3) {
+            snprintf(err, err_size,
+                     "%s:%llu: line longer than %u bytes (limit SIM_TRACE_MAX_LINE); "
+                     "is this a JSONL trace?",
+                     r->path, (unsigned long long)r->line_no + 1, SIM_TRACE_MAX_LINE);
+            return WSEL_EINVAL;
+        }
         if (n < 0) {
-            if (ferror(r->file)) {
+            if (n == -2) {
                 snprintf(err, err_size, "%s:%llu: %s", r->path,
                          (unsigned long long)r->line_no + 1, strerror(errno));
                 return WSEL_EIO;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -191,6 +192,93 @@ static void test_router_blocks_split_trace_blocks_by_prefix(void **state)
     fixture_remove(path);
 }
 
+/* Issue 13 item 16: the trace reads JSON as strictly as the config parser
+ * (one reader, host/json/wsel_json.h). */
+static void expect_line_refused(const char *line, size_t len, const char *what)
+{
+    sim_trace_parser p;
+    sim_trace_parser_init(&p, 4);
+    sim_trace_line out;
+    char err[256] = "";
+    int32_t rc = sim_trace_parse_line(&p, line, len, &out, err, sizeof(err));
+    sim_trace_parser_free(&p);
+    if (rc == 0)
+        fail_msg("accepted %.*s", (int)len, line);
+    if (strstr(err, what) == NULL)
+        fail_msg("for %.*s: '%s' lacks '%s'", (int)len, line, err, what);
+}
+
+#define LINE_TAIL "\"input_length\": 4, \"output_length\": 2, \"hash_ids\": [1]"
+
+static void test_invalid_json_is_refused_like_the_config_parser(void **state)
+{
+    (void)state;
+    const char *lines[] = {
+        "{\"timestamp\": 0, " LINE_TAIL ",}",
+        "{\"timestamp\":: 0, " LINE_TAIL "}",
+        "{\"timestamp\": 0x10, " LINE_TAIL "}",
+        "{\"timestamp\": 007, " LINE_TAIL "}",
+        "{\"timestamp\": 0, " LINE_TAIL ", \"x\": [1,]}",
+        "{\"timestamp\": 0, " LINE_TAIL ", \"x\": tru}",
+        "{\"timestamp\": 0, " LINE_TAIL ", \"x\": \"\\q\"}",
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        expect_line_refused(lines[i], strlen(lines[i]), "not valid JSON: ");
+    const char nul[] = "{\"timestamp\": 0, " LINE_TAIL "}\0{\"junk\": 1}";
+    expect_line_refused(nul, sizeof(nul) - 1,
+                        "not valid JSON: a NUL byte after the value");
+}
+
+static void test_string_escapes_in_keys_are_decoded(void **state)
+{
+    (void)state;
+    const char line[] = "{\"time\\u0073tamp\": 5, " LINE_TAIL "}";
+    sim_trace_parser p;
+    sim_trace_parser_init(&p, 4);
+    sim_trace_line out;
+    char err[256] = "";
+    assert_int_equal(sim_trace_parse_line(&p, line, strlen(line), &out, err, sizeof(err)),
+                     0);
+    assert_true(out.timestamp_ms == 5.0);
+    sim_trace_parser_free(&p);
+}
+
+/* Issue 13 item 14: limits, named. */
+static void test_deep_nesting_is_refused_naming_the_limit(void **state)
+{
+    (void)state;
+    char line[512];
+    int k = snprintf(line, sizeof(line), "{\"timestamp\": 0, " LINE_TAIL ", \"x\": ");
+    for (int i = 0; i < 40; i++)
+        line[k++] = '[';
+    for (int i = 0; i < 40; i++)
+        line[k++] = ']';
+    line[k++] = '}';
+    expect_line_refused(line, (size_t)k, "nested deeper than 32 levels (limit 32)");
+}
+
+static void test_over_long_line_ends_the_read_naming_the_limit(void **state)
+{
+    (void)state;
+    size_t n = SIM_TRACE_MAX_LINE + 10;
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    memset(text, ' ', n);
+    text[n] = '\0';
+    for (int skip = 0; skip <= 1; skip++) {
+        char err[512];
+        uint64_t count, bad;
+        const char *path;
+        int32_t rc = read_all(text, skip, &count, &bad, err, sizeof(err), &path);
+        assert_true(rc < 0);
+        if (strstr(err,
+                   ":1: line longer than 1048576 bytes (limit SIM_TRACE_MAX_LINE)") ==
+            NULL)
+            fail_msg("got '%s'", err);
+    }
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +292,10 @@ int main(void)
         cmocka_unit_test(test_decreasing_timestamps_are_refused),
         cmocka_unit_test(test_skip_bad_lines_counts_them),
         cmocka_unit_test(test_router_blocks_split_trace_blocks_by_prefix),
+        cmocka_unit_test(test_invalid_json_is_refused_like_the_config_parser),
+        cmocka_unit_test(test_string_escapes_in_keys_are_decoded),
+        cmocka_unit_test(test_deep_nesting_is_refused_naming_the_limit),
+        cmocka_unit_test(test_over_long_line_ends_the_read_naming_the_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * wsel_json.c -- the strict, linear JSON reader (wsel_json.h).
+ *
+ * One pass over the bytes with an explicit stack of open containers (at
+ * most max_depth deep), so every byte is looked at a bounded number of
+ * times and no subtree is ever rescanned: the cost is linear in the input
+ * whatever its nesting or key count. (jsmn, used before, rescanned the
+ * token list at every ',' ':' and closing bracket: quadratic in key count
+ * and nesting, and lenient about commas, colons and primitives.)
+ */
+#include "wsel_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsel.h"
+
+#define WSEL_JSON_DEPTH_CEILING 1024u
+
+void wsel_json_doc_free(wsel_json_doc *doc)
+{
+    free(doc->tokens);
+    doc->tokens = NULL;
+    doc->count = doc->capacity = 0;
+}
+
+typedef struct reader {
+    const char *s;
+    size_t len;
+    size_t pos;
+    wsel_json_doc *doc;
+    const wsel_json_limits *lim;
+    char *err;
+    size_t err_size;
+} reader;
+
+static int32_t fail(reader *r, const char *what)
+{
+    if (r->pos >= r->len)
+        snprintf(r->err, r->err_size, "%s at the end of the text", what);
+    else
+        snprintf(r->err, r->err_size, "%s at byte %zu", what, r->pos);
+    return WSEL_EINVAL;
+}
+
+static void skip_space(reader *r)
+{
+    while (r->pos < r->len) {
+        char c = r->s[r->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            return;
+        r->pos++;
+    }
+}
+
+/* Append a token; returns its index or a negative code. */
+static int64_t push(reader *r, uint32_t type, int32_t parent)
+{
+    wsel_json_doc *d = r->doc;
+    if (d->count >= r->lim->max_tokens) {
+        snprintf(r->err, r->err_size, "more than %u JSON values (limit %u) at byte %zu",
+                 r->lim->max_tokens, r->lim->max_tokens, r->pos);
+        return WSEL_ERANGE;
+    }
+    if (d->count == d->capacity) {
+        uint32_t cap = d->capacity ? d->capacity * 2u : 16u;
+        if (cap > r->lim->max_tokens)
+            cap = r->lim->max_tokens;
+        wsel_json_token *grown = realloc(d->tokens, (size_t)cap * sizeof(*grown));
+        if (grown == NULL) {
+            snprintf(r->err, r->err_size, "out of memory for %u JSON values", cap);
+            return WSEL_ENOMEM;
+        }
+        d->tokens = grown;
+        d->capacity = cap;
+    }
+    wsel_json_token *t = &d->tokens[d->count];
+    t->type = type;
+    t->start = (uint32_t)r->pos;
+    t->end = (uint32_t)r->pos;
+    t->size = 0;
+    t->parent = parent;
+    t->next = d->count + 1;
+    return d->count++;
+}
+
+/* Length of the UTF-8 sequence at s[i] (1..4), or 0 if malformed. */
+static size_t utf8_length(const unsigned char *s, size_t i, size_t len)
+{
+    unsigned c = s[i];
+    size_t n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, min = 0x10000;
+    else
+        return 0;
+    if (len - i < n)
+        return 0;
+    unsigned cp = c & (0x7fu >> n);
+    for (size_t k = 1; k < n; k++) {
+        if ((s[i + k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i + k] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+static int is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* A string starting at the '"' under pos. */
+static int32_t read_string(reader *r, int32_t parent)
+{
+    r->pos++;
+    int64_t i = push(r, WSEL_JSON_STRING, parent);
+    if (i < 0)
+        return (int32_t)i;
+    const unsigned char *s = (const unsigned char *)r->s;
+    while (r->pos < r->len) {
+        unsigned char c = s[r->pos];
+        if (c == '"') {
+            r->doc->tokens[i].end = (uint32_t)r->pos;
+            r->pos++;
+            return 0;
+        }
+        if (c < 0x20)
+            return fail(r, c == 0 ? "a NUL byte in a string"
+                                  : "an unescaped control character in a string");
+        if (c == '\\') {
+            if (r->pos + 1 >= r->len)
+                return fail(r, "an unfinished escape");
+            char e = r->s[r->pos + 1];
+            if (e == 'u') {
+                if (r->len - r->pos < 6 || !is_hex(r->s[r->pos + 2]) ||
+                    !is_hex(r->s[r->pos + 3]) || !is_hex(r->s[r->pos + 4]) ||
+                    !is_hex(r->s[r->pos + 5]))
+                    return fail(r, "a \\u escape without four hex digits");
+                r->pos += 6;
+            } else if (strchr("\"\\/bfnrt", e) != NULL && e != '\0') {
+                r->pos += 2;
+            } else {
+                return fail(r, "an invalid escape");
+            }
+            continue;
+        }
+        size_t n = utf8_length(s, r->pos, r->len);
+        if (n == 0)
+            return fail(r, "invalid UTF-8 in a string");
+        r->pos += n;
+    }
+    return fail(r, "an unterminated string");
+}
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? then a delimiter. */
+static int32_t read_number(reader *r, int32_t parent)
+{
+    int64_t i = push(r, WSEL_JSON_NUMBER, parent);
+    if (i < 0)
+        return (int32_t)i;
+    const char *s = r->s;
+    size_t p = r->pos, n = r->len;
+    if (p < n && s[p] == '-')
+        p++;
+    if (p < n && s[p] == '0') {
+        p++;
+        if (p < n && is_digit(s[p])) {
+            r->pos = p;
+            return fail(r, "a number with a leading zero");
+        }
+    } else if (p < n && is_digit(s[p])) {
+        while (p < n && is_digit(s[p]))
+            p++;
+    } else {
+        r->pos = p;
+        return fail(r, "a '-' without digits");
+    }
+    if (p < n && s[p] == '.') {
+        p++;
+        if (p >= n || !is_digit(s[p])) {
+            r->pos = p;
+            return fail(r, "a '.' without digits after it");
+        }
+        while (p < n && is_digit(s[p]))
+            p++;
+    }
+    if (p < n && (s[p] == 'e' || s[p] == 'E')) {
+        p++;
+        if (p < n && (s[p] == '+' || s[p] == '-'))
+            p++;
+        if (p >= n || !is_digit(s[p])) {
+            r->pos = p;
+            return fail(r, "an exponent without digits");
+        }
+        while (p < n && is_digit(s[p]))
+            p++;
+    }
+    if (p < n && strchr(" \t\r\n,]}", s[p]) == NULL) {
+        r->pos = p;
+        return fail(r, s[p] == 'x' || s[p] == 'X'
+                           ? "a hex number (JSON numbers are decimal)"
+                           : "an unexpected character after a number");
+    }
+    r->doc->tokens[i].end = (uint32_t)p;
+    r->pos = p;
+    return 0;
+}
+
+static int32_t read_literal(reader *r, int32_t parent, const char *word, uint32_t type)
+{
+    size_t k = strlen(word);
+    if (r->len - r->pos < k || memcmp(r->s + r->pos, word, k) != 0 ||
+        (r->len - r->pos > k && strchr(" \t\r\n,]}", r->s[r->pos + k]) == NULL))
+        return fail(r, "an unknown word (only true, false and null are JSON)");
+    int64_t i = push(r, type, parent);
+    if (i < 0)
+        return (int32_t)i;
+    r->pos += k;
+    r->doc->tokens[i].end = (uint32_t)r->pos;
+    return 0;
+}
+
+int32_t wsel_json_parse(wsel_json_doc *doc, const char *text, size_t len,
+                        const wsel_json_limits *limits, char *err, size_t err_size)
+{
+    reader r = {text, len, 0, doc, limits, err, err_size};
+    doc->count = 0;
+    if (len > limits->max_bytes) {
+        snprintf(err, err_size, "text is %zu bytes, over the limit of %zu", len,
+                 limits->max_bytes);
+        return WSEL_ERANGE;
+    }
+    if (len > UINT32_MAX - 1) {
+        snprintf(err, err_size, "text is %zu bytes, over the limit of %u", len,
+                 UINT32_MAX - 1);
+        return WSEL_ERANGE;
+    }
+    uint32_t max_depth = limits->max_depth < WSEL_JSON_DEPTH_CEILING
+                             ? limits->max_depth
+                             : WSEL_JSON_DEPTH_CEILING;
+    int32_t stack[WSEL_JSON_DEPTH_CEILING]; /* open containers */
+    uint32_t depth = 0;
+    /* What comes next: a value, a key (objects), or, after a value, a ','
+     * or the container's closing bracket. `first` allows an immediate
+     * close of an empty container. */
+    enum { VALUE, KEY, AFTER } want = VALUE;
+    int first = 0;
+    int32_t rc;
+    for (;;) {
+        skip_space(&r);
+        if (depth == 0 && want == AFTER) {
+            if (r.pos < len)
+                return fail(&r, text[r.pos] == '\0' ? "a NUL byte after the value"
+                                                    : "text after the value");
+            break;
+        }
+        if (r.pos >= len)
+            return fail(&r, "truncated text");
+        char c = text[r.pos];
+        int32_t parent = depth ? stack[depth - 1] : -1;
+        wsel_json_token *top = depth ? &doc->tokens[parent] : NULL;
+        if (want == AFTER || (first && (c == '}' || c == ']'))) {
+            if (c == ',' && !first) {
+                r.pos++;
+                want = top->type == WSEL_JSON_OBJECT ? KEY : VALUE;
+                first = 0;
+                continue;
+            }
+            char close = top->type == WSEL_JSON_OBJECT ? '}' : ']';
+            if (c != close)
+                return fail(&r, top->type == WSEL_JSON_OBJECT ? "expected ',' or '}'"
+                                                              : "expected ',' or ']'");
+            r.pos++;
+            top->end = (uint32_t)r.pos;
+            top->next = doc->count;
+            depth--;
+            want = AFTER;
+            first = 0;
+            continue;
+        }
+        if (want == KEY) {
+            if (c != '"')
+                return fail(&r, first ? "expected a key string or '}'"
+                                      : "expected a key string (no trailing comma)");
+            if ((rc = read_string(&r, parent)) < 0)
+                return rc;
+            doc->tokens[parent].size++; /* read_string may have moved it */
+            skip_space(&r);
+            if (r.pos >= len || text[r.pos] != ':')
+                return fail(&r, "expected ':' after a key");
+            r.pos++;
+            want = VALUE;
+            first = 0;
+            continue;
+        }
+        /* want == VALUE */
+        if (top != NULL && top->type == WSEL_JSON_ARRAY)
+            top->size++;
+        first = 0;
+        switch (c) {
+        case '{':
+        case '[': {
+            if (depth >= max_depth) {
+                snprintf(err, err_size,
+                         "JSON nested deeper than %u levels (limit %u) at byte %zu",
+                         max_depth, max_depth, r.pos);
+                return WSEL_ERANGE;
+            }
+            int64_t i = push(&r, c == '{' ? WSEL_JSON_OBJECT : WSEL_JSON_ARRAY, parent);
+            if (i < 0)
+                return (int32_t)i;
+            r.pos++;
+            stack[depth++] = (int32_t)i;
+            want = c == '{' ? KEY : VALUE;
+            first = 1;
+            continue;
+        }
+        case '"':
+            rc = read_string(&r, parent);
+            break;
+        case 't':
+            rc = read_literal(&r, parent, "true", WSEL_JSON_TRUE);
+            break;
+        case 'f':
+            rc = read_literal(&r, parent, "false", WSEL_JSON_FALSE);
+            break;
+        case 'n':
+            rc = read_literal(&r, parent, "null", WSEL_JSON_NULL);
+            break;
+        default:
+            if (c == '-' || is_digit(c))
+                rc = read_number(&r, parent);
+            else if (c == ',' || c == ':' || c == '}' || c == ']')
+                rc = fail(&r, c == ':' ? "an extra ':'" : "a missing value");
+            else
+                rc = fail(&r, c == '\0' ? "a NUL byte" : "an unexpected character");
+        }
+        if (rc < 0)
+            return rc;
+        want = AFTER;
+    }
+    if (doc->count == 0)
+        return fail(&r, "no value");
+    return 0;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return c - 'A' + 10;
+}
+
+static unsigned read_hex4(const char *s)
+{
+    return (unsigned)(hex_value(s[0]) << 12 | hex_value(s[1]) << 8 |
+                      hex_value(s[2]) << 4 | hex_value(s[3]));
+}
+
+long wsel_json_string(const char *text, const wsel_json_token *t, char *out,
+                      size_t out_size)
+{
+    size_t k = 0;
+    for (uint32_t i = t->start; i < t->end;) {
+        unsigned char buf[4];
+        size_t n = 0;
+        if (text[i] != '\\') {
+            buf[n++] = (unsigned char)text[i++];
+        } else {
+            char e = text[i + 1];
+            i += 2;
+            switch (e) {
+            case 'b':
+                buf[n++] = '\b';
+                break;
+            case 'f':
+                buf[n++] = '\f';
+                break;
+            case 'n':
+                buf[n++] = '\n';
+                break;
+            case 'r':
+                buf[n++] = '\r';
+                break;
+            case 't':
+                buf[n++] = '\t';
+                break;
+            case 'u': {
+                unsigned cp = read_hex4(text + i);
+                i += 4;
+                if (cp >= 0xdc00 && cp <= 0xdfff)
+                    return -1; /* a lone low surrogate */
+                if (cp >= 0xd800 && cp <= 0xdbff) {
+                    if (i + 6 > t->end || text[i] != '\\' || text[i + 1] != 'u')
+                        return -1;
+                    unsigned lo = read_hex4(text + i + 2);
+                    if (lo < 0xdc00 || lo > 0xdfff)
+                        return -1;
+                    i += 6;
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                }
+                if (cp == 0)
+                    return -1;
+                if (cp < 0x80) {
+                    buf[n++] = (unsigned char)cp;
+                } else if (cp < 0x800) {
+                    buf[n++] = (unsigned char)(0xc0 | cp >> 6);
+                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
+                } else if (cp < 0x10000) {
+                    buf[n++] = (unsigned char)(0xe0 | cp >> 12);
+                    buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
+                } else {
+                    buf[n++] = (unsigned char)(0xf0 | cp >> 18);
+                    buf[n++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+                    buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
+                }
+                break;
+            }
+            default: /* '"', '\\', '/' */
+                buf[n++] = (unsigned char)e;
+            }
+        }
+        if (k + n + 1 > out_size)
+            return -1;
+        memcpy(out + k, buf, n);
+        k += n;
+    }
+    if (out_size == 0)
+        return -1;
+    out[k] = '\0';
+    return (long)k;
+}
+
+int wsel_json_string_is(const char *text, const wsel_json_token *t, const char *s)
+{
+    size_t want = strlen(s);
+    /* Fast path: no escape in the raw text. */
+    if (memchr(text + t->start, '\\', t->end - t->start) == NULL)
+        return t->end - t->start == want && memcmp(text + t->start, s, want) == 0;
+    char buf[512];
+    long n = wsel_json_string(text, t, buf, sizeof(buf));
+    return n >= 0 && (size_t)n == want && memcmp(buf, s, want) == 0;
+}
