@@ -259,6 +259,11 @@ typedef struct wsel_table {
  *
  * The host zeroes the struct and sets struct_size before calling select.
  * On success the plugin writes `row`; it writes nothing on failure.
+ * Write only fields that lie within choice->struct_size: a plugin built
+ * against a later minor must check struct_size before writing a field
+ * appended after the host's version. The host follows the struct with
+ * guard bytes and checks them after every call; a write past struct_size
+ * is a bad answer (the host answers with its fallback and counts it).
  * OWNERSHIP: host-owned, valid during select.
  */
 typedef struct wsel_choice {
@@ -298,7 +303,8 @@ typedef struct wsel_host_api {
      * Log a message through the host. [any thread]
      * `level` is a WSEL_LOG_*; `msg` is NUL-terminated UTF-8, copied before
      * return (OWNERSHIP: caller). Must not be called from select more than
-     * rarely: the host may rate-limit it.
+     * rarely: the host rate-limits it per plugin instance (libwsel-host:
+     * 100 messages a second), dropping and counting the rest.
      */
     void (*log)(const struct wsel_host_api *host, int32_t level, const char *msg);
 

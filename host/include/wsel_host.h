@@ -286,7 +286,9 @@ typedef struct wsel_host_options {
      * policy answers it, counted as WSEL_FALLBACK_CRASHED / _TIMEOUT) and
      * the helper is restarted. 0: plugins load into this process. */
     uint32_t isolated;
-    /* Deadline of one isolated select, microseconds; 0 = 1000. A helper
+    /* Deadline of one isolated select, microseconds; 0 = 5000 (1000 in
+     * 1.0: on two busy cores 2 % of answers missed 1 ms, 0 % missed 5 ms,
+     * docs/isolated.md). A helper
      * that misses it costs that select only (WSEL_FALLBACK_TIMEOUT): it is
      * kept, its late answer is discarded, and the next select waits for it
      * (within its own deadline) before posting. Only a helper silent for

@@ -22,7 +22,7 @@ typedef struct wsel_isolated_options {
 } wsel_isolated_options;
 
 /* Defaults for the zero fields of wsel_host_options' isolated tail. */
-#define WSEL_ISOLATED_DEFAULT_DEADLINE_US 1000u
+#define WSEL_ISOLATED_DEFAULT_DEADLINE_US 5000u
 #define WSEL_ISOLATED_DEFAULT_BACKOFF_US  10000u
 #define WSEL_ISOLATED_DEFAULT_AS_MB       1024u
 #define WSEL_ISOLATED_DEFAULT_CPU_S       3600u

@@ -10,7 +10,16 @@
  *    over, and a crash loop, bounded by the backoff (10 ms and 1 ms) and a
  *    helper's start-up.
  * 3. Concurrency: 1, 2 and 4 threads selecting through one helper.
+ * 4. Deadlines under load: 2,000 selects of iso_good with two busy-looping
+ *    processes on the machine, at the default 1 ms deadline, once killing
+ *    the helper at its first miss (hang timeout = deadline, the 1.0
+ *    behaviour) and once keeping it (the default 1 s hang timeout).
+ *
+ *   build/tests/isolated/bench_isolated --load [selects [deadline_us]]   part 4 only
  */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,8 +207,70 @@ static void concurrency(const char *good, uint32_t n)
     wsel_host_destroy(iso);
 }
 
+static void count_kills(void *user, int32_t level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "(killed)") != NULL)
+        (*(uint64_t *)user)++;
+}
+
+static void deadlines_under_load(const char *good, uint32_t n, uint32_t deadline_us)
+{
+    pid_t busy[2];
+    for (int i = 0; i < 2; i++) {
+        busy[i] = fork();
+        if (busy[i] == 0)
+            for (volatile uint64_t x = 0;; x++)
+                ;
+    }
+    printf("deadlines under load (two busy processes, %u selects, deadline %u us):\n", n,
+           deadline_us);
+    const uint32_t hangs[] = {deadline_us, 0};
+    for (size_t h = 0; h < 2; h++) {
+        uint64_t kills = 0;
+        wsel_host_options opts;
+        iso_options(&opts, deadline_us, 0);
+        opts.hang_timeout_us = hangs[h];
+        opts.max_consecutive_failures = WSEL_HOST_NEVER_EJECT;
+        opts.log = count_kills;
+        opts.log_user = &kills;
+        wsel_host *host = NULL;
+        char err[512];
+        if (wsel_host_create(&opts, &host) != 0 ||
+            wsel_host_switch(host, good, NULL, err, sizeof(err)) != 0) {
+            fprintf(stderr, "bench_isolated: %s\n", err);
+            exit(1);
+        }
+        iso_table t;
+        if (iso_table_init(&t, 8, 1, 1) != 0)
+            exit(1);
+        for (uint32_t i = 0; i < n; i++)
+            one_select(host, &t, i);
+        wsel_host_counters c;
+        wsel_host_read_counters(host, &c, sizeof(c));
+        printf("  %-34s %5llu fallbacks (%.2f %%: timeout %llu, crashed %llu), %llu "
+               "helpers killed\n",
+               h == 0 ? "killed at first miss (1.0):" : "late kept, 1 s hang timeout:",
+               (unsigned long long)c.fallbacks, 100.0 * (double)c.fallbacks / n,
+               (unsigned long long)c.fallback_by_reason[WSEL_FALLBACK_TIMEOUT],
+               (unsigned long long)c.fallback_by_reason[WSEL_FALLBACK_CRASHED],
+               (unsigned long long)kills);
+        iso_table_free(&t);
+        wsel_host_destroy(host);
+    }
+    for (int i = 0; i < 2; i++) {
+        kill(busy[i], SIGKILL);
+        waitpid(busy[i], NULL, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    int load_only = argc > 1 && strcmp(argv[1], "--load") == 0;
+    if (load_only) {
+        argc--;
+        argv++;
+    }
     uint32_t n = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 20000;
     char *dir = iso_temp_dir();
     char *good = dir ? iso_install(dir, "iso_good") : NULL;
@@ -207,6 +278,14 @@ int main(int argc, char **argv)
     if (good == NULL || segv == NULL) {
         fprintf(stderr, "bench_isolated: cannot install the fixtures\n");
         return 1;
+    }
+    if (load_only) {
+        uint32_t deadline = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1000;
+        deadlines_under_load(good, n, deadline);
+        free(good);
+        free(segv);
+        iso_remove_dir(dir);
+        return 0;
     }
     round_trip(good, n);
     printf("recovery:\n");

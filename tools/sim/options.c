@@ -117,7 +117,7 @@ static const option options[] = {
     {"--isolated", NULL, "off",
      "run every policy in its own wsel-isolated-helper process (docs/isolated.md)",
      K_FLAG, OFF(isolated)},
-    {"--isolated-deadline-us", "US", "1000",
+    {"--isolated-deadline-us", "US", "5000",
      "isolated select deadline; a late answer falls back, the helper is kept", K_U32,
      OFF(isolated_deadline_us)},
     {"--json", NULL, "off", "print JSON instead of the table", K_FLAG, OFF(json)},
