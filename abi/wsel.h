@@ -394,6 +394,39 @@ typedef struct wsel_param_def {
     const char *const *choices;
 } wsel_param_def;
 
+/*
+ * Limits: everything the host's loader enforces before a plugin runs (a
+ * plugin over any of them is refused, the message naming the rule). This
+ * is the one list; `wsel validate` checks the same rules.
+ *
+ *   File     a regular file owned by root or the host's user, not group-
+ *            or world-writable; every folder from "/" down to it likewise,
+ *            except that a folder writable by others with the sticky bit
+ *            (like /tmp) is accepted; symbolic links on the way are
+ *            followed only inside such folders and, in sticky ones, only
+ *            when owned by root or the host's user; at most 40 links, 256
+ *            folders, PATH_MAX bytes.
+ *   ELF      a shared object (ET_DYN) for the host's class, byte order and
+ *            machine; at most 256 program headers, every one and every
+ *            loaded segment inside the file; at most 4,096 dynamic entries.
+ *   Libraries every DT_RPATH / DT_RUNPATH folder ($ORIGIN is the plugin's
+ *            folder; no other $-substitution, no relative or empty entry)
+ *            and every DT_NEEDED given as a path must pass the file and
+ *            folder rules above.
+ *   Descriptor abi_major == WSEL_ABI_MAJOR, struct_size >=
+ *            WSEL_PLUGIN_SIZE_1_0 and no larger than the exported symbol;
+ *            create, destroy and select set; name 1 to 64 characters of
+ *            [a-z0-9_-].
+ *   Parameters at most 256; param_def_size >= WSEL_PARAM_DEF_SIZE_1_0;
+ *            names 1 to 64 characters of [a-z0-9_], unique, with a doc;
+ *            min <= default <= max, finite, integral for INT/BOOL/ENUM;
+ *            ENUM: 1 to 256 choices of [a-z0-9_-], unique.
+ *   Configuration one JSON object (RFC 8259, strict: no trailing comma,
+ *            no hex or leading zeros, escapes decoded) of at most 65,536
+ *            bytes, nesting 16, 4,096 values; numbers at most 64
+ *            characters and finite.
+ */
+
 /* ===================================================================== */
 /* 8. The plugin descriptor: what the plugin implements                   */
 /* ===================================================================== */

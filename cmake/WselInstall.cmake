@@ -13,6 +13,9 @@
 #   P/lib/pkgconfig/wsel.pc              pkg-config: cflags, libs, plugindir
 #   P/bin/wsel-isolated-helper           isolated mode's helper process
 #   P/share/doc/wsel/LICENSE             the licence (Apache-2.0)
+#   P/share/doc/wsel/README.md, *.md     the README and docs/ (figures in img/)
+#   P/share/wsel/examples/plugin-template the out-of-tree plugin template
+#                                        (docs/writing-a-plugin.md)
 #
 # Everything installed is relocatable: the CMake package and the .pc file
 # locate the prefix from their own location, so `cmake --install build
@@ -36,6 +39,17 @@ install(FILES ${PROJECT_SOURCE_DIR}/abi/wsel.h ${PROJECT_SOURCE_DIR}/host/includ
 # --- the licence -----------------------------------------------------------------
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/wsel
         COMPONENT runtime)
+
+# --- the documentation and the plugin template ----------------------------------
+# An installed wsel documents itself: the README and docs/ beside the
+# licence, and the template a plugin author copies to start (it builds
+# against the installed package alone; tests/install builds it so).
+install(FILES ${PROJECT_SOURCE_DIR}/README.md
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/wsel COMPONENT runtime)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/wsel COMPONENT runtime)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/plugin-template
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/wsel/examples COMPONENT dev)
 
 # --- the ABI and the host library, exported as wsel::abi and wsel::host ------
 set_target_properties(wsel_abi PROPERTIES EXPORT_NAME abi)
