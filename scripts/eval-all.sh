@@ -9,8 +9,9 @@
 #   scripts/eval-all.sh [BUILD_DIR [OUT]]      (BUILD_DIR: build-eval)
 #   TRACES=/path/to/traces JOBS=2 SEEDS=5 scripts/eval-all.sh
 #
-# Each file starts with the command that produced it. Takes about ten
-# minutes on 2 cores; the traces are skipped when TRACES has no copy.
+# Each file starts with the command that produced it; summary.md counts
+# the issue-12 targets met per input, shape and policy. The traces are
+# skipped when TRACES has no copy.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build-eval}
@@ -36,6 +37,7 @@ run() { # NAME INPUT-OPTIONS...
         file=$out/$name-$shape.md
         # shellcheck disable=SC2086
         cmd="wsel eval $* $cl --seeds $seeds --jobs $jobs --metrics $metrics"
+        cmd=$(printf '%s' "$cmd" | sed "s|$traces/|../shared/traces/|g")
         echo "eval-all: $cmd" >&2
         start=$(date +%s)
         {
@@ -57,3 +59,28 @@ if [ -f "$traces/mooncake_synthetic_trace.jsonl" ]; then
 fi
 run conversation --workload conversation
 run shared-prefix --workload shared-prefix
+
+# One line per input and shape: saturation and the targets met (of those
+# checked at 60, 80 and 95 % of saturation) per policy.
+{
+    echo "| input | shape | saturation (speedup) | hysteresis | dpgroup | chash |"
+    echo "|---|---|---:|---|---|---|"
+    for f in "$out"/*-*.md; do
+        [ -f "$f" ] || continue
+        base=$(basename "$f" .md)
+        awk -v name="${base%-*}" -v shape="${base##*-}" '
+            /^saturation: speedup/ { sat = $3 }
+            /^\| [0-9]+ % \| (hysteresis|dpgroup|chash) \|/ {
+                split($0, c, "|"); p = c[3]; gsub(/ /, "", p)
+                n[p]++; if ($0 !~ /not met/) m[p]++
+            }
+            END {
+                line = "| " name " | " shape " | " sat
+                split("hysteresis dpgroup chash", ps, " ")
+                for (i = 1; i <= 3; i++)
+                    line = line " | " (n[ps[i]] ? (m[ps[i]] + 0) "/" n[ps[i]] : "-")
+                print line " |"
+            }' "$f"
+    done
+} >"$out/summary.md"
+cat "$out/summary.md"
