@@ -204,6 +204,16 @@ static void check_params(const vcontext *ctx, vcheck_result *res)
     const wsel_plugin *p = raw_descriptor(ctx, res);
     if (p == NULL)
         return;
+    /* The loader's own limits first: one source of truth (abi/wsel.h,
+     * "Limits"), then the details one by one. */
+    char err[512] = "";
+    wsel_library *lib = NULL;
+    int32_t rc = wsel_library_open(ctx->path, NULL, &lib, err, sizeof(err));
+    if (rc == WSEL_EABI) {
+        vfail(res, "the loader refuses it: %s", err);
+        return;
+    }
+    wsel_library_close(lib);
     if (p->struct_size < WSEL_PLUGIN_SIZE_1_0) {
         vfail(res, "descriptor too short to hold a parameter table");
         return;

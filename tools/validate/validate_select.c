@@ -86,18 +86,98 @@ static int judge(const vexpect *ex, const wsel_table *t, const vrequest *vr, int
     return 1;
 }
 
+/* FNV-1a over `n` bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+#define VCOLUMNS 12
+
+/* One checksum per column of the table (and its header), so a write
+ * names the column it hit. The host snapshots or checksums the same
+ * columns after each select (host/select.c): a plugin must not write any. */
+static void table_sums(const wsel_table *t, uint64_t sums[VCOLUMNS])
+{
+    const uint64_t seed = 0xcbf29ce484222325ull;
+    size_t n = t->num_rows, g = t->num_groups;
+    sums[0] = fnv(seed, t, sizeof(*t));
+    sums[1] = fnv(seed, t->worker_id, n * sizeof(*t->worker_id));
+    sums[2] = fnv(seed, t->dp_rank, n * sizeof(*t->dp_rank));
+    sums[3] = fnv(seed, t->overlap_blocks, n * sizeof(*t->overlap_blocks));
+    sums[4] = fnv(seed, t->prefill_tokens, n * sizeof(*t->prefill_tokens));
+    sums[5] = fnv(seed, t->decode_blocks, n * sizeof(*t->decode_blocks));
+    sums[6] = fnv(seed, t->cost, n * sizeof(*t->cost));
+    sums[7] = fnv(seed, t->kv_capacity_blocks, n * sizeof(*t->kv_capacity_blocks));
+    sums[8] = fnv(seed, t->active_requests, n * sizeof(*t->active_requests));
+    sums[9] = fnv(seed, t->flags, n * sizeof(*t->flags));
+    sums[10] = fnv(seed, t->group_first_row, g * sizeof(*t->group_first_row));
+    sums[11] = fnv(seed, t->group_row_count, g * sizeof(*t->group_row_count));
+}
+
+static const char *const column_names[VCOLUMNS] = {
+    "header",         "worker_id",          "dp_rank",
+    "overlap_blocks", "prefill_tokens",     "decode_blocks",
+    "cost",           "kv_capacity_blocks", "active_requests",
+    "flags",          "group_first_row",    "group_row_count"};
+
+/* Room after the choice that select must leave alone: a plugin writes
+ * only fields within choice->struct_size (abi/wsel.h). */
+#define VGUARD_BYTES 256
+#define VGUARD_BYTE  0xa5
+
+typedef struct vguarded_choice {
+    wsel_choice c;
+    unsigned char guard[VGUARD_BYTES];
+} vguarded_choice;
+
+/* Bytes written past the choice (the furthest one), or 0. */
+static size_t guard_written(const vguarded_choice *g)
+{
+    for (size_t i = VGUARD_BYTES; i > 0; i--) {
+        if (g->guard[i - 1] != VGUARD_BYTE)
+            return i;
+    }
+    return 0;
+}
+
 static int select_many(const wsel_plugin *plugin, void *instance, const wsel_table *table,
                        const vcontext *ctx, uint32_t count, const char *what,
                        const vexpect *ex, vcheck_result *res)
 {
+    uint64_t before[VCOLUMNS], after[VCOLUMNS];
+    table_sums(table, before);
     for (uint32_t r = 1; r <= count; r++) {
         vrequest vr;
         vrequest_make(&vr, ctx->seed, r, ex->num_hashes, (r & 1) ? 0.0 : 0.7);
-        wsel_choice c;
-        memset(&c, 0, sizeof(c));
-        c.struct_size = sizeof(c);
-        int32_t rc = plugin->select(instance, &vr.req, table, &c);
-        if (!judge(ex, table, &vr, rc, &c, what, res))
+        vguarded_choice g;
+        memset(&g.c, 0, sizeof(g.c));
+        memset(g.guard, VGUARD_BYTE, sizeof(g.guard));
+        g.c.struct_size = sizeof(g.c);
+        int32_t rc = plugin->select(instance, &vr.req, table, &g.c);
+        size_t past = guard_written(&g);
+        if (past > 0) {
+            vfail(res,
+                  "request %llu on %s: select wrote %zu bytes past the wsel_choice "
+                  "(struct_size %u); a plugin may write only fields within "
+                  "choice->struct_size",
+                  (unsigned long long)r, what, past, g.c.struct_size);
+            return 0;
+        }
+        table_sums(table, after);
+        for (int k = 0; k < VCOLUMNS; k++) {
+            if (after[k] != before[k]) {
+                vfail(res,
+                      "request %llu on %s: select wrote the table's %s column; the "
+                      "table is read-only to plugins",
+                      (unsigned long long)r, what, column_names[k]);
+                return 0;
+            }
+        }
+        if (!judge(ex, table, &vr, rc, &g.c, what, res))
             return 0;
     }
     return 1;
