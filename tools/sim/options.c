@@ -230,6 +230,10 @@ static int parse_special(sim_options *o, const char *name, const char *val,
         *last = 2;
         return sim_parse_switch(o, val, err, err_size);
     } else if (strcmp(name, "--config") == 0) {
+        /* Only whitespace means the defaults, as for the host; stored as ""
+         * so the JSON report never pastes it as a value. */
+        if (val[strspn(val, " \t\r\n")] == '\0')
+            val = "";
         if (*last == 1 && !o->plugins[o->num_plugins - 1].config)
             o->plugins[o->num_plugins - 1].config = val;
         else if (*last == 2 && !o->switches[o->num_switches - 1].config)

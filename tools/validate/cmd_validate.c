@@ -5,6 +5,7 @@
  * validate_state.c in its own child process and prints one line per check,
  * then a summary; exit 0 when every check passed (skips count as passes).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -32,16 +33,46 @@ static void usage(FILE *out)
             "  --timeout S    seconds before a hung check is killed (default 60)\n");
 }
 
+/* --config is parsed once, before the suite: a refused configuration is
+ * one failure, not one per check that creates an instance. In a child,
+ * like every check, since it loads the plugin. */
+static void check_config(const vcontext *ctx, vcheck_result *res)
+{
+    char err[512] = "";
+    wsel_library *lib = NULL;
+    int32_t rc = wsel_library_open(ctx->path, NULL, &lib, err, sizeof(err));
+    if (rc < 0) {
+        vfail(res, "cannot load: %s", err);
+        return;
+    }
+    double *values = calloc(wsel_library_plugin(lib)->num_params + 1u, sizeof(double));
+    if (values == NULL) {
+        vfail(res, "out of memory");
+        goto out_close_lib;
+    }
+    rc = wsel_config_parse(lib, ctx->config, values, err, sizeof(err));
+    if (rc < 0)
+        vfail(res, "%s", err);
+    free(values);
+out_close_lib:
+    wsel_library_close(lib);
+}
+
 typedef struct vsuite {
     const vcheck *checks;
     unsigned count;
 } vsuite;
 
+/* A decimal (or 0x) number and nothing else: strtoull alone would skip
+ * leading space and take ' -1' as 2^64 - 1. */
 static int parse_u64(const char *s, uint64_t *out)
 {
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
     char *end = NULL;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 0);
-    if (end == s || *end != '\0' || s[0] == '-')
+    if (end == s || *end != '\0' || errno != 0)
         return -1;
     *out = v;
     return 0;
@@ -128,18 +159,28 @@ int wsel_cmd_validate(int argc, char **argv)
         wsel_json_write_string(stdout, path);
         printf(",\"seed\":%" PRIu64 ",\"checks\":[", ctx.seed);
     }
-    if (fd < 0) {
+    vcheck_result config_res = {.status = VCHECK_PASS};
+    if (fd >= 0 && ctx.config != NULL) {
+        static const vcheck config_check = {"config", check_config};
+        vcheck_run_isolated(&config_check, &ctx, (unsigned)timeout_s, &config_res);
+        if (config_res.status == VCHECK_FAIL)
+            snprintf(refusal, sizeof(refusal), "%s", config_res.detail);
+    }
+    if (fd < 0 || config_res.status == VCHECK_FAIL) {
+        const char *name = fd < 0 ? "trust_rules" : "config";
+        const char *why =
+            fd < 0 ? "the host refuses this file" : "the host refuses this configuration";
         if (json) {
-            printf("{\"name\":\"trust_rules\",\"passed\":false,\"skipped\":false,"
-                   "\"detail\":");
+            printf("{\"name\":\"%s\",\"passed\":false,\"skipped\":false,"
+                   "\"detail\":",
+                   name);
             wsel_json_write_string(stdout, refusal);
             printf(",\"seed\":%" PRIu64 "}],\"passed\":0,\"failed\":1,\"skipped\":0,"
                    "\"refused\":true}\n",
                    ctx.seed);
         } else {
-            printf("FAIL trust_rules: %s\n"
-                   "0 passed, 1 failed: the host refuses this file; no other check ran\n",
-                   refusal);
+            printf("FAIL %s: %s\n0 passed, 1 failed: %s; no other check ran\n", name,
+                   refusal, why);
         }
         return WSEL_EXIT_FAILURE;
     }
