@@ -199,7 +199,10 @@ static double small_to_double(uint64_t x)
 }
 
 /*
- * cost = weight * prefill / bs + decode, saturated at DBL_MAX: the ABI
+ * cost = weight * (prefill / bs) + decode, in that order as Dynamo computes
+ * it (prefill blocks first, then the weight: the last bit differs from
+ * (weight * prefill) / bs for most weights and block sizes, and at T = 0
+ * that makes or breaks exact ties). Saturated at DBL_MAX: the ABI
  * promises finite costs, and an absurd weight (say 1e300) would overflow
  * to infinity. `all` is the OR of every prefill and decode value, so no
  * value exceeds it. Below 2^52 (any real load) the loads convert exactly
@@ -219,15 +222,15 @@ compute_costs(const columns *c, uint32_t n, uint32_t bs, double weight, uint64_t
     const uint64_t *restrict decode = c->decode_blocks;
     double *restrict cost = c->cost;
     const double dbs = (double)bs;
-    const double bound = weight * (double)all / dbs + (double)all;
+    const double bound = weight * ((double)all / dbs) + (double)all;
     if (all < (1ull << 52) && bound < DBL_MAX) {
         for (uint32_t i = 0; i < n; i++)
             cost[i] =
-                weight * small_to_double(prefill[i]) / dbs + small_to_double(decode[i]);
+                weight * (small_to_double(prefill[i]) / dbs) + small_to_double(decode[i]);
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
-        double x = weight * (double)prefill[i] / dbs + (double)decode[i];
+        double x = weight * ((double)prefill[i] / dbs) + (double)decode[i];
         cost[i] = x < DBL_MAX ? x : DBL_MAX;
     }
 }
