@@ -319,17 +319,42 @@ typedef struct wsel_host_api {
      * Dynamo's softmax_sample over the eligible rows of `costs`. [any thread]
      *
      * Rows i with (flags[i] & skip_mask) != 0 are not candidates; `flags`
-     * may be NULL (every row a candidate). Among candidates, in row order:
-     *   - temperature == 0: the minimum cost; exact ties broken uniformly at
-     *     random using `u`;
-     *   - all candidate costs equal: uniform, using `u`;
-     *   - otherwise s_i = -(c_i / (max - min)) / temperature,
-     *     p_i = exp(s_i - max_j s_j) / sum, and the answer is the first
-     *     candidate whose running sum of p reaches `u` (the last candidate
-     *     if rounding leaves the sum short).
+     * may be NULL (every row a candidate). Candidates are taken in row
+     * order (Dynamo's order when its candidates are sorted by worker id,
+     * then dp rank), and the answer is the row Dynamo's current selector
+     * (kv-router selector/default.rs, softmax_sample_index) gives for the
+     * same costs, temperature and draw u, except where its arithmetic
+     * overflows (below):
+     *   - temperature == 0: the minimum cost. Exact ties: the k-th tied
+     *     candidate in row order with k = floor(u * ties), so ties are
+     *     uniform (Dynamo breaks them uniformly from its own random stream).
+     *   - all candidate costs equal (T > 0): each candidate has p = 1/n,
+     *     divided by the running sum of the n values 1/n, and the answer is
+     *     the first candidate whose running sum of p reaches u (u <= sum):
+     *     a u exactly on a boundary k/n belongs to the earlier candidate.
+     *   - otherwise, with m = 1 when max - min is finite and
+     *     m = max(|min|, |max|) when it is infinite (costs spanning more
+     *     than DBL_MAX, e.g. -DBL_MAX and DBL_MAX):
+     *       scale = -1 / ((max / m - min / m) * temperature)
+     *       w_i   = exp(c_i / m * scale - min / m * scale)
+     *     evaluated in that order; p_i = w_i / sum(w), and the answer is the
+     *     first candidate whose running sum of p reaches u (u <= sum), or
+     *     the last candidate if rounding leaves the sum short of u. Tied
+     *     costs get equal weights (the earlier row owns the lower slice),
+     *     and the cheapest candidates have w = 1 exactly.
+     *   - overflow: where Dynamo's own arithmetic breaks, namely
+     *     (max / m - min / m) * temperature overflows (Dynamo: every w = 1,
+     *     uniform) or scale or min / m * scale is infinite (Dynamo: NaN
+     *     weights, the last candidate), the weights are
+     *       w_i = exp(-((c_i / m - min / m) / (max / m - min / m)) / temperature)
+     *     instead, which cannot overflow and keeps the cheapest candidates
+     *     the most likely, the odds of best to worst at e^(1/temperature).
+     *     Costs near DBL_MAX at a large temperature, or a range near the
+     *     smallest double at a small one, take this path.
      * `u` must be in [0, 1). Writes the chosen row to *out_row.
      * Returns 0, WSEL_EINVAL (NULL pointer, non-finite or negative
-     * temperature, u outside [0,1)) or WSEL_ENOCANDIDATE.
+     * temperature, non-finite candidate cost, u outside [0,1)) or
+     * WSEL_ENOCANDIDATE.
      * No allocation. OWNERSHIP: all pointers caller's, read during the call.
      */
     int32_t (*softmax_sample)(const double *costs, const uint8_t *flags, uint32_t n,

@@ -2,6 +2,11 @@
  * sample.c -- the selection helpers offered to plugins: Dynamo's
  * softmax_sample and argmin with a uniform random tie-break.
  *
+ * softmax_sample gives the row Dynamo's current selector gives for the same
+ * costs (in row order), temperature and draw; tests/host/
+ * test_softmax_parity.c checks it against a reference written from
+ * Dynamo's source. Where Dynamo's arithmetic overflows, see weight_terms.
+ *
  * Both start with one scan of the cost column (count, min, max of the
  * candidates, ties at the minimum and the first of them); a second scan for
  * the k-th tie runs only when the answer is a tie other than the first.
@@ -116,6 +121,169 @@ int32_t wsel_argmin(const double *costs, const uint8_t *flags, uint32_t n,
     return 0;
 }
 
+/*
+ * How the weights of one softmax_sample call are computed. Dynamo
+ * (lib/kv-router/src/scheduling/selector/default.rs, softmax_sample_index)
+ * works on c / magnitude, where magnitude is 1 when max - min is finite and
+ * max(|min|, |max|) when it is not:
+ *   scale = -1 / ((max / m - min / m) * T),  w = exp(c / m * scale - min / m * scale)
+ * and wsel repeats those operations in that order. Where Dynamo's own
+ * arithmetic breaks (the denominator overflows, and Dynamo samples
+ * uniformly; or scale or min / m * scale is infinite, and its NaN weights
+ * make it answer the last candidate), wsel computes
+ *   w = exp(-((c / m - min / m) / (max / m - min / m)) / T)
+ * instead: no intermediate can overflow, the cheapest rows keep weight 1
+ * and the odds best / worst stay e^(1/T).
+ */
+typedef enum weight_mode {
+    WEIGHT_DYNAMO,           /* magnitude 1: exp(c * scale - max_scaled) */
+    WEIGHT_DYNAMO_MAGNITUDE, /* exp(c / m * scale - max_scaled) */
+    WEIGHT_FALLBACK          /* exp(-((c / m - min / m) / range_n) / T) */
+} weight_mode;
+
+typedef struct weight_terms {
+    weight_mode mode;
+    double magnitude, scale, max_scaled; /* the Dynamo modes */
+    double min_n, range_n, temperature;  /* the fallback */
+} weight_terms;
+
+static weight_terms weight_terms_for(double min, double max, double temperature)
+{
+    weight_terms t = {WEIGHT_DYNAMO, 1.0, 0, 0, 0, 0, temperature};
+    double range = max - min;
+    if (!isfinite(range)) {
+        t.mode = WEIGHT_DYNAMO_MAGNITUDE;
+        t.magnitude = fmax(fabs(min), fabs(max));
+    }
+    double min_n = min / t.magnitude, max_n = max / t.magnitude;
+    t.scale = -1.0 / ((max_n - min_n) * temperature);
+    t.max_scaled = min_n * t.scale;
+    t.min_n = min_n;
+    t.range_n = max_n - min_n;
+    /* Dynamo's weights are sound when scale is finite and not 0 and the
+     * cheapest cost's exponent term min / m * scale is finite: every other
+     * c / m * scale is then <= it, so each exponent is finite or -inf and
+     * <= 0. Otherwise the cheapest row's exponent is inf - inf (NaN) or
+     * every exponent is 0 (scale -0: the denominator overflowed). */
+    if (!(t.scale < 0.0 && isfinite(t.scale) && isfinite(t.max_scaled)))
+        t.mode = WEIGHT_FALLBACK;
+    return t;
+}
+
+/* The argument of exp for cost c. */
+static inline double exponent_of(const weight_terms *t, weight_mode mode, double c)
+{
+    switch (mode) {
+    case WEIGHT_DYNAMO:
+        return c * t->scale - t->max_scaled;
+    case WEIGHT_DYNAMO_MAGNITUDE:
+        return c / t->magnitude * t->scale - t->max_scaled;
+    case WEIGHT_FALLBACK:
+    default:
+        return -((c / t->magnitude - t->min_n) / t->range_n) / t->temperature;
+    }
+}
+
+static inline double weight_of(const weight_terms *t, weight_mode mode, double c)
+{
+    return exp(exponent_of(t, mode, c));
+}
+
+/*
+ * exp(c * scale - shift) for candidate rows [0, m), m <= SOFTMAX_STACK_ROWS,
+ * into `weights`; returns their sum in row order. The common case of
+ * softmax_sample (WEIGHT_DYNAMO), in a function of its own: in a loop
+ * around a call, only a small function keeps its counters in callee-saved
+ * registers and its doubles as memory operands instead of spilling and
+ * reloading them on every row.
+ */
+__attribute__((noinline)) static double
+sum_dynamo_weights(const double *costs, const uint8_t *flags, uint32_t m,
+                   uint8_t skip_mask, double scale, double shift, double *weights)
+{
+    double sum = 0.0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (!is_candidate(flags, i, skip_mask))
+            continue;
+        double w = exp(costs[i] * scale - shift);
+        weights[i] = w;
+        sum += w;
+    }
+    return sum;
+}
+
+/* Sum the candidates' weights in row order, keeping the first
+ * SOFTMAX_STACK_ROWS rows' in `weights`. `mode` is a constant at each call
+ * site, so the switch in exponent_of folds away. */
+static inline double sum_weights(const double *costs, const uint8_t *flags, uint32_t n,
+                                 uint8_t skip_mask, const weight_terms *t,
+                                 weight_mode mode, double *weights)
+{
+    uint32_t buffered = n < SOFTMAX_STACK_ROWS ? n : SOFTMAX_STACK_ROWS;
+    double sum;
+    if (mode == WEIGHT_DYNAMO) {
+        sum = sum_dynamo_weights(costs, flags, buffered, skip_mask, t->scale,
+                                 t->max_scaled, weights);
+    } else {
+        sum = 0.0;
+        for (uint32_t i = 0; i < buffered; i++) {
+            if (!is_candidate(flags, i, skip_mask))
+                continue;
+            weights[i] = weight_of(t, mode, costs[i]);
+            sum += weights[i];
+        }
+    }
+    for (uint32_t i = buffered; i < n; i++)
+        if (is_candidate(flags, i, skip_mask))
+            sum += weight_of(t, mode, costs[i]);
+    return sum;
+}
+
+/* The first candidate whose running sum of w / sum reaches u (Dynamo:
+ * `sample <= cumulative`), or the last candidate if rounding leaves the
+ * running sum short of u. */
+static inline uint32_t walk_weights(const double *costs, const uint8_t *flags, uint32_t n,
+                                    uint8_t skip_mask, const weight_terms *t,
+                                    weight_mode mode, const double *weights, double sum,
+                                    double u)
+{
+    double cumulative = 0.0;
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!is_candidate(flags, i, skip_mask))
+            continue;
+        double w = i < SOFTMAX_STACK_ROWS ? weights[i] : weight_of(t, mode, costs[i]);
+        cumulative += w / sum;
+        last = i;
+        if (u <= cumulative)
+            return i;
+    }
+    return last;
+}
+
+/* All candidates at one cost, T > 0: Dynamo gives each probability 1 / count,
+ * normalises by their running sum, and walks the running sum of the
+ * normalised values; same operations here, without storing them. */
+static uint32_t walk_uniform(const uint8_t *flags, uint32_t n, uint8_t skip_mask,
+                             uint32_t count, double u)
+{
+    double p = 1.0 / (double)count, sum = 0.0;
+    for (uint32_t k = 0; k < count; k++)
+        sum += p;
+    p /= sum;
+    double cumulative = 0.0;
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!is_candidate(flags, i, skip_mask))
+            continue;
+        cumulative += p;
+        last = i;
+        if (u <= cumulative)
+            return i;
+    }
+    return last;
+}
+
 int32_t wsel_softmax_sample(const double *costs, const uint8_t *flags, uint32_t n,
                             uint8_t skip_mask, double temperature, double u,
                             uint32_t *out_row)
@@ -127,45 +295,40 @@ int32_t wsel_softmax_sample(const double *costs, const uint8_t *flags, uint32_t 
     int32_t rc = scan(costs, flags, n, skip_mask, &s);
     if (rc < 0)
         return rc;
-    double min = s.min, max = s.max;
 
-    /* Temperature 0: the minimum, ties uniform. All equal: uniform. */
-    if (temperature == 0.0 || min == max) {
+    /* Temperature 0: the minimum, exact ties split by u into equal slices
+     * (Dynamo breaks them uniformly at random from its own stream). */
+    if (temperature == 0.0) {
         uint32_t k = scale_uniform(u, s.at_min);
-        *out_row = k == 0 ? s.first_min : nth_equal(costs, flags, n, skip_mask, min, k);
+        *out_row = k == 0 ? s.first_min : nth_equal(costs, flags, n, skip_mask, s.min, k);
+        return 0;
+    }
+    if (s.min == s.max) {
+        *out_row = walk_uniform(flags, n, skip_mask, s.count, u);
         return 0;
     }
 
-    /* Dynamo: s_i = -(c_i / range) / T; p_i = exp(s_i - max s) / sum. The
-     * largest s belongs to the smallest cost. Same operations, same order,
-     * so the same doubles as Dynamo's f64 code. */
-    double range = max - min;
-    double s_max = -(min / range) / temperature;
+    weight_terms t = weight_terms_for(s.min, s.max, temperature);
     double weights[SOFTMAX_STACK_ROWS];
-    double sum = 0.0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!is_candidate(flags, i, skip_mask))
-            continue;
-        double w = exp(-(costs[i] / range) / temperature - s_max);
-        if (i < SOFTMAX_STACK_ROWS)
-            weights[i] = w;
-        sum += w;
+    double sum;
+    switch (t.mode) {
+    case WEIGHT_DYNAMO:
+        sum = sum_weights(costs, flags, n, skip_mask, &t, WEIGHT_DYNAMO, weights);
+        *out_row =
+            walk_weights(costs, flags, n, skip_mask, &t, WEIGHT_DYNAMO, weights, sum, u);
+        break;
+    case WEIGHT_DYNAMO_MAGNITUDE:
+        sum =
+            sum_weights(costs, flags, n, skip_mask, &t, WEIGHT_DYNAMO_MAGNITUDE, weights);
+        *out_row = walk_weights(costs, flags, n, skip_mask, &t, WEIGHT_DYNAMO_MAGNITUDE,
+                                weights, sum, u);
+        break;
+    case WEIGHT_FALLBACK:
+    default:
+        sum = sum_weights(costs, flags, n, skip_mask, &t, WEIGHT_FALLBACK, weights);
+        *out_row = walk_weights(costs, flags, n, skip_mask, &t, WEIGHT_FALLBACK, weights,
+                                sum, u);
+        break;
     }
-    double cumulative = 0.0;
-    uint32_t last = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!is_candidate(flags, i, skip_mask))
-            continue;
-        double w = i < SOFTMAX_STACK_ROWS
-                       ? weights[i]
-                       : exp(-(costs[i] / range) / temperature - s_max);
-        cumulative += w / sum;
-        last = i;
-        if (cumulative >= u) {
-            *out_row = i;
-            return 0;
-        }
-    }
-    *out_row = last; /* rounding left the running sum short of u */
     return 0;
 }
