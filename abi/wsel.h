@@ -1,5 +1,5 @@
 /*
- * wsel.h -- the worker-selection plugin ABI, version 1.0.
+ * wsel.h -- the worker-selection plugin ABI, version 1.1.
  *
  * This header is the whole contract between a router ("the host") and a
  * worker-selection policy ("the plugin"). A plugin is a shared object built
@@ -66,7 +66,7 @@ extern "C" {
  * end of this file.
  */
 #define WSEL_ABI_MAJOR 1
-#define WSEL_ABI_MINOR 0
+#define WSEL_ABI_MINOR 1
 
 /* ===================================================================== */
 /* 2. Error codes and log levels                                          */
@@ -128,6 +128,12 @@ typedef struct wsel_rng {
     uint64_t state[4];
 } wsel_rng;
 
+/* Request override bits (wsel_request.overrides, ABI 1.1). */
+/* `temperature` is this request's own override (Dynamo's per-request
+ * router_temperature) and applies as it is, 0 included: 0 asks for the
+ * cheapest row on this request whatever the plugin is configured with. */
+#define WSEL_OVERRIDE_TEMPERATURE 0x1u
+
 /*
  * wsel_request: the request being routed. [select thread]
  *
@@ -161,9 +167,15 @@ typedef struct wsel_request {
     /* Effective weight of prefill in the default cost, after the request's
      * own overrides (Dynamo's overlap_score_weight; default 1.0). */
     double overlap_score_weight;
-    /* Effective softmax temperature after overrides (default 0.0).
-     * A plugin may have its own temperature parameter; when this is the
-     * request's override it wins (see the plugin's docs). */
+    /* Softmax temperature (>= 0, finite; default 0.0, Dynamo's). Which
+     * temperature a plugin with its own temperature parameter uses, first
+     * match wins:
+     *   1. `overrides` has WSEL_OVERRIDE_TEMPERATURE: this value, 0 included;
+     *   2. this value when it is not 0 (the 1.0 rule: a 1.0 router can only
+     *      override with a non-zero temperature);
+     *   3. the plugin's parameter as configured;
+     *   4. the parameter's default, 0.0 (Dynamo's router_temperature).
+     * A plugin without a temperature parameter uses this value. */
     double temperature;
     /* One uniform draw in [0, 1) taken for this request: enough for one
      * softmax_sample. */
@@ -172,6 +184,15 @@ typedef struct wsel_request {
      * than one draw. Never NULL. OWNERSHIP: host; valid during select; the
      * plugin may advance it (through rng_u64 / rng_uniform) but not keep it. */
     wsel_rng *rng;
+
+    /* --- appended in 1.1: read them only when struct_size covers them
+     * (a 1.0 router's request ends before them; they are then 0) --- */
+    /* WSEL_OVERRIDE_* bits: which fields above hold this request's own
+     * override. 0 (also what a 1.0 router means): none beyond the 1.0 rule
+     * for `temperature`. */
+    uint32_t overrides;
+    /* Reserved, zero. */
+    uint32_t reserved2;
 } wsel_request;
 
 /* ===================================================================== */
@@ -577,6 +598,8 @@ WSEL_PLUGIN_EXTERN_ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry;
 #define WSEL_CHOICE_SIZE_1_0    32u
 #define WSEL_HOST_API_SIZE_1_0  64u
 #define WSEL_PARAM_DEF_SIZE_1_0 56u
+/* Sizes of the structs that grew, as of the minor that grew them. */
+#define WSEL_REQUEST_SIZE_1_1   96u
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
 #if defined(__cplusplus)
@@ -604,7 +627,9 @@ WSEL_PIN_(wsel_request, overlap_score_weight, 56);
 WSEL_PIN_(wsel_request, temperature, 64);
 WSEL_PIN_(wsel_request, uniform, 72);
 WSEL_PIN_(wsel_request, rng, 80);
-WSEL_STATIC_ASSERT_(sizeof(wsel_request) == WSEL_REQUEST_SIZE_1_0, "wsel_request");
+WSEL_PIN_(wsel_request, overrides, 88);
+WSEL_PIN_(wsel_request, reserved2, 92);
+WSEL_STATIC_ASSERT_(sizeof(wsel_request) == WSEL_REQUEST_SIZE_1_1, "wsel_request");
 
 WSEL_PIN_(wsel_table, num_rows, 4);
 WSEL_PIN_(wsel_table, num_groups, 8);

@@ -4,14 +4,19 @@
  * What it does: hands the table's default `cost` column to the host's
  * softmax_sample with the request's uniform draw. At temperature 0 that is
  * the cheapest row (exact ties broken by the draw); above 0 it samples rows
- * with p ~ exp(-(c / (max - min)) / T), exactly as Dynamo does.
+ * with p ~ exp(-(c - min) / ((max - min) T)), with the row Dynamo's
+ * selector gives for the same draw (abi/wsel.h, softmax_sample, says how
+ * an infinite range, equal costs and ties are handled).
  *
  * Why: it is the reference every other policy is measured against, and it
  * shows the smallest useful plugin that reuses a host helper instead of
  * reimplementing it.
  *
- * Temperature rule: the request's temperature wins when it is non-zero;
- * otherwise the `temperature` parameter applies.
+ * Temperature, first match wins (abi/wsel.h, wsel_request.temperature):
+ * the request's override when it carries WSEL_OVERRIDE_TEMPERATURE (0
+ * included: a greedy pick on that request), the request's temperature when
+ * it is not 0 (a 1.0 router's override), the `temperature` parameter, whose
+ * default 0 is Dynamo's.
  *
  * Rows flagged WSEL_ROW_EXCLUDED are never candidates; rows flagged
  * WSEL_ROW_BUSY are candidates only when every eligible row is busy.
@@ -19,6 +24,7 @@
  * Stateless and safe to call concurrently: the instance holds only the
  * host table and the configured temperature, both read-only after create.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "wsel.h"
@@ -31,8 +37,8 @@ typedef struct softmax {
 static const wsel_param_def softmax_params[] = {
     {
         .name = "temperature",
-        .doc = "softmax temperature (0 = cheapest row); a non-zero request "
-               "temperature overrides it",
+        .doc = "softmax temperature (0 = cheapest row); a request's "
+               "temperature override (0 included) or non-zero temperature wins",
         .type = WSEL_PARAM_DOUBLE,
         .default_value = 0.0,
         .min_value = 0.0,
@@ -64,12 +70,29 @@ static void softmax_destroy(void *instance)
     free(instance);
 }
 
+/* The temperature for `request`: its override if it says it has one (a 1.1
+ * field, read only when the router's struct_size covers it), else its
+ * temperature if not 0, else the parameter. When the parameter is 0 the
+ * request's temperature is the answer whatever the bit says, and so is a
+ * non-zero one: the bit is looked at only when it can change the answer.
+ * [select thread] */
+static double effective_temperature(const softmax *s, const wsel_request *request)
+{
+    if (s->temperature == 0.0 || request->temperature != 0.0)
+        return request->temperature;
+    int has_overrides = request->struct_size >=
+                        offsetof(wsel_request, overrides) + sizeof(request->overrides);
+    if (has_overrides && (request->overrides & WSEL_OVERRIDE_TEMPERATURE))
+        return 0.0;
+    return s->temperature;
+}
+
 /* [select thread, concurrent] No allocation: the host helper uses none. */
 static int32_t softmax_select(void *instance, const wsel_request *request,
                               const wsel_table *table, wsel_choice *choice)
 {
     const softmax *s = instance;
-    double t = request->temperature != 0.0 ? request->temperature : s->temperature;
+    double t = effective_temperature(s, request);
     uint32_t row;
 
     /* First among rows that are neither excluded nor busy; if none is left,
@@ -92,9 +115,9 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
     .name = "softmax",
-    .version = "1.0.0",
+    .version = "1.1.0",
     .description = "Dynamo's selection: softmax over the default cost (argmin at "
-                   "T=0); a non-zero request temperature overrides the parameter",
+                   "T=0); a request's temperature override wins over the parameter",
     .params = softmax_params,
     .num_params = SOFTMAX_NUM_PARAMS,
     .param_def_size = sizeof(wsel_param_def),

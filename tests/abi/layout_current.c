@@ -4,3 +4,4 @@
 #include "layout_fields.h"
 
 ABI_DEFINE_FACTS_(abi_facts_current)
+ABI_DEFINE_FACTS_V1_1_(abi_facts_current_v1_1)

@@ -1,10 +1,13 @@
 /*
  * layout_fields.h -- every struct, field and constant of ABI v1.0, listed
- * once. layout_v1_0.c expands the lists against the frozen v1.0 header and
- * layout_current.c against abi/wsel.h; test_abi_layout.c compares the two.
+ * once, then what v1.1 appended. layout_v1_0.c expands the v1.0 lists
+ * against the frozen v1.0 header, layout_v1_1.c the v1.0 and v1.1 lists
+ * against the frozen v1.1 header, and layout_current.c both against
+ * abi/wsel.h; test_abi_layout.c compares each frozen header with the
+ * current one.
  *
- * Only ever append to these lists in a later minor: they name what v1.0
- * promised, and every 1.x header must keep it.
+ * Only ever append to these lists in a later minor: they name what each
+ * minor promised, and every later 1.x header must keep it.
  */
 #ifndef WSEL_TESTS_ABI_LAYOUT_FIELDS_H
 #define WSEL_TESTS_ABI_LAYOUT_FIELDS_H
@@ -119,6 +122,16 @@
     X(WSEL_HOST_API_SIZE_1_0)                                                            \
     X(WSEL_PARAM_DEF_SIZE_1_0)
 
+/* X(struct type, field) for every field ABI 1.1 appended. */
+#define ABI_V1_1_FIELDS(X)                                                               \
+    X(wsel_request, overrides)                                                           \
+    X(wsel_request, reserved2)
+
+/* X(constant) for every constant ABI 1.1 added. */
+#define ABI_V1_1_CONSTANTS(X)                                                            \
+    X(WSEL_OVERRIDE_TEMPERATURE)                                                         \
+    X(WSEL_REQUEST_SIZE_1_1)
+
 /* One measured fact: a field's offset and size, a struct's size (offset 0),
  * or a constant's value (in `value`). */
 typedef struct abi_fact {
@@ -154,6 +167,11 @@ int abi_count_mismatches(const char *what, const abi_fact *old, size_t num_old,
 const abi_facts *abi_facts_v1_0(void);
 /* Facts measured against abi/wsel.h (layout_current.c). */
 const abi_facts *abi_facts_current(void);
+/* The v1.0 lists followed by the v1.1 ones, measured against
+ * tests/abi/v1.1/wsel.h (layout_v1_1.c) and against abi/wsel.h
+ * (layout_current.c). */
+const abi_facts *abi_facts_v1_1(void);
+const abi_facts *abi_facts_current_v1_1(void);
 
 /* The body of both: expands the lists against whichever wsel.h was
  * included before. */
@@ -169,6 +187,25 @@ const abi_facts *abi_facts_current(void);
         static const abi_fact fields[] = {ABI_V1_0_FIELDS(ABI_FACT_FIELD_)};             \
         static const abi_fact structs[] = {ABI_V1_0_STRUCTS(ABI_FACT_STRUCT_)};          \
         static const abi_fact constants[] = {ABI_V1_0_CONSTANTS(ABI_FACT_CONSTANT_)};    \
+        static const abi_fact errors[] = {WSEL_ERRNO_MAP(ABI_FACT_ERROR_)};              \
+        static const abi_facts facts = {                                                 \
+            fields,         sizeof(fields) / sizeof(fields[0]),                          \
+            structs,        sizeof(structs) / sizeof(structs[0]),                        \
+            constants,      sizeof(constants) / sizeof(constants[0]),                    \
+            errors,         sizeof(errors) / sizeof(errors[0]),                          \
+            WSEL_ABI_MINOR, WSEL_PLUGIN_ENTRY_SYMBOL};                                   \
+        return &facts;                                                                   \
+    }
+
+/* The same for the v1.1 lists: every v1.0 fact, then 1.1's additions. */
+#define ABI_DEFINE_FACTS_V1_1_(function)                                                 \
+    const abi_facts *function(void)                                                      \
+    {                                                                                    \
+        static const abi_fact fields[] = {ABI_V1_0_FIELDS(ABI_FACT_FIELD_)               \
+                                              ABI_V1_1_FIELDS(ABI_FACT_FIELD_)};         \
+        static const abi_fact structs[] = {ABI_V1_0_STRUCTS(ABI_FACT_STRUCT_)};          \
+        static const abi_fact constants[] = {ABI_V1_0_CONSTANTS(                         \
+            ABI_FACT_CONSTANT_) ABI_V1_1_CONSTANTS(ABI_FACT_CONSTANT_)};                 \
         static const abi_fact errors[] = {WSEL_ERRNO_MAP(ABI_FACT_ERROR_)};              \
         static const abi_facts facts = {                                                 \
             fields,         sizeof(fields) / sizeof(fields[0]),                          \

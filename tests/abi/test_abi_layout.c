@@ -1,5 +1,5 @@
 /*
- * test_abi_layout.c -- abi/wsel.h keeps every promise of ABI v1.0.
+ * test_abi_layout.c -- abi/wsel.h keeps every promise of ABI v1.0 and v1.1.
  *
  * The same lists (layout_fields.h) are measured on the frozen v1.0 header
  * and on the current one, in two translation units; every mismatch is
@@ -20,8 +20,8 @@ static void test_every_v1_0_field_keeps_its_offset_and_size(void **state)
     (void)state;
     const abi_facts *old = abi_facts_v1_0();
     const abi_facts *now = abi_facts_current();
-    assert_int_equal(abi_count_mismatches("fields", old->fields, old->num_fields, now->fields,
-                                      now->num_fields),
+    assert_int_equal(abi_count_mismatches("fields", old->fields, old->num_fields,
+                                          now->fields, now->num_fields),
                      0);
 }
 
@@ -31,7 +31,7 @@ static void test_structs_only_grow_and_fixed_ones_keep_their_size(void **state)
     const abi_facts *old = abi_facts_v1_0();
     const abi_facts *now = abi_facts_current();
     assert_int_equal(abi_count_mismatches("structs", old->structs, old->num_structs,
-                                      now->structs, now->num_structs),
+                                          now->structs, now->num_structs),
                      0);
 }
 
@@ -41,7 +41,7 @@ static void test_every_v1_0_constant_keeps_its_value(void **state)
     const abi_facts *old = abi_facts_v1_0();
     const abi_facts *now = abi_facts_current();
     assert_int_equal(abi_count_mismatches("constants", old->constants, old->num_constants,
-                                      now->constants, now->num_constants),
+                                          now->constants, now->num_constants),
                      0);
 }
 
@@ -53,7 +53,7 @@ static void test_every_v1_0_error_code_keeps_its_name_and_value(void **state)
     /* A minor may append codes: compare the v1.0 prefix of the list. */
     assert_true(now->num_errors >= old->num_errors);
     assert_int_equal(abi_count_mismatches("error codes", old->errors, old->num_errors,
-                                      now->errors, old->num_errors),
+                                          now->errors, old->num_errors),
                      0);
 }
 
@@ -89,6 +89,53 @@ static void test_v1_0_sizes_match_the_literal_pins(void **state)
     }
 }
 
+/* ABI 1.1 appended wsel_request.overrides (and reserved2) and two constants:
+ * the frozen v1.1 header and the current one agree on every v1.0 and v1.1
+ * fact. */
+static void test_every_v1_1_fact_keeps_its_offset_size_and_value(void **state)
+{
+    (void)state;
+    const abi_facts *old = abi_facts_v1_1();
+    const abi_facts *now = abi_facts_current_v1_1();
+    int bad = abi_count_mismatches("fields", old->fields, old->num_fields, now->fields,
+                                   now->num_fields);
+    bad += abi_count_mismatches("structs", old->structs, old->num_structs, now->structs,
+                                now->num_structs);
+    bad += abi_count_mismatches("constants", old->constants, old->num_constants,
+                                now->constants, now->num_constants);
+    assert_true(now->num_errors >= old->num_errors);
+    bad += abi_count_mismatches("error codes", old->errors, old->num_errors, now->errors,
+                                old->num_errors);
+    assert_int_equal(bad, 0);
+    assert_int_equal(old->abi_minor, 1);
+    assert_true(now->abi_minor >= old->abi_minor);
+}
+
+static void test_v1_1_request_tail_matches_the_literal_pins(void **state)
+{
+    (void)state;
+    /* The 1.1 request: the 88 bytes of 1.0, then overrides and reserved2. */
+    static const struct {
+        const char *name;
+        uint64_t offset, size;
+    } pinned[] = {
+        {"wsel_request.overrides", 88, 4},
+        {"wsel_request.reserved2", 92, 4},
+    };
+    const abi_facts *v1_0 = abi_facts_v1_0();
+    const abi_facts *v1_1 = abi_facts_v1_1();
+    size_t first = v1_0->num_fields; /* the v1.1 fields follow the v1.0 ones */
+    assert_int_equal(v1_1->num_fields, first + sizeof(pinned) / sizeof(pinned[0]));
+    for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) {
+        assert_string_equal(v1_1->fields[first + i].name, pinned[i].name);
+        assert_int_equal(v1_1->fields[first + i].offset, pinned[i].offset);
+        assert_int_equal(v1_1->fields[first + i].size, pinned[i].size);
+    }
+    for (size_t i = 0; i < v1_1->num_structs; i++)
+        if (strcmp(v1_1->structs[i].name, "sizeof(wsel_request)") == 0)
+            assert_int_equal(v1_1->structs[i].size, 96);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -98,6 +145,8 @@ int main(void)
         cmocka_unit_test(test_every_v1_0_error_code_keeps_its_name_and_value),
         cmocka_unit_test(test_minor_version_never_goes_back_and_entry_symbol_stays),
         cmocka_unit_test(test_v1_0_sizes_match_the_literal_pins),
+        cmocka_unit_test(test_every_v1_1_fact_keeps_its_offset_size_and_value),
+        cmocka_unit_test(test_v1_1_request_tail_matches_the_literal_pins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

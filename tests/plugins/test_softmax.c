@@ -3,9 +3,10 @@
  *
  * Every expected row below is derived by hand from Dynamo's rule (see
  * abi/wsel.h, softmax_sample): at T = 0 the cheapest row, exact ties split
- * by u into equal slices; at T > 0, s_i = -(c_i / (max - min)) / T,
- * p_i = exp(s_i - max s) / sum, and the first row whose running sum of p
- * reaches u.
+ * by u into equal slices; at T > 0, p_i ~ exp(-(c_i - min) / ((max - min) T))
+ * and the first row whose running sum of p reaches u. The exact arithmetic,
+ * bit for bit, is checked against a reference written from Dynamo's source
+ * in tests/host/test_softmax_parity.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -77,8 +78,9 @@ static void test_ties_at_zero_temperature_are_split_by_u_in_row_order(void **sta
 static void test_equal_costs_are_uniform_at_positive_temperature(void **state)
 {
     (void)state;
-    /* Four equal costs: max - min = 0, so uniform: u in [k/4, (k+1)/4) ->
-     * row k, whatever the temperature. */
+    /* Four equal costs: max - min = 0, so uniform: u in (k/4, (k+1)/4] ->
+     * row k, whatever the temperature (u = 0 -> row 0). A u exactly on a
+     * boundary belongs to the earlier row, as in Dynamo's running sum. */
     const double costs[] = {7, 7, 7, 7};
     harness_table *t = table_with_costs(costs, 4);
     assert_int_equal(pick(t, 1.0, 0, 0.0), 0);
@@ -89,6 +91,9 @@ static void test_equal_costs_are_uniform_at_positive_temperature(void **state)
     assert_int_equal(pick(t, 50.0, 0, 0.749), 2);
     assert_int_equal(pick(t, 50.0, 0, 0.751), 3);
     assert_int_equal(pick(t, 50.0, 0, 0.999), 3);
+    assert_int_equal(pick(t, 1.0, 0, 0.25), 0);
+    assert_int_equal(pick(t, 1.0, 0, 0.5), 1);
+    assert_int_equal(pick(t, 1.0, 0, 0.75), 2);
     harness_table_free(t);
 }
 
@@ -230,6 +235,55 @@ static void test_request_temperature_overrides_the_parameter_when_nonzero(void *
     harness_table_free(t);
 }
 
+/* Choose with a request temperature given as a 1.1 override (the
+ * WSEL_OVERRIDE_TEMPERATURE bit), in a request of `struct_size` bytes. */
+static uint32_t pick_override(harness_table *t, double param_t, double request_t,
+                              uint32_t struct_size, double u)
+{
+    static const char *const names[] = {"temperature"};
+    void *instance = harness_create(names, &param_t, 1);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 1, 1, 0, NULL, 0);
+    req.struct_size = struct_size;
+    req.overrides = WSEL_OVERRIDE_TEMPERATURE;
+    req.temperature = request_t;
+    req.uniform = u;
+    uint32_t row = harness_select(instance, &req, t);
+    wsel_plugin_entry.destroy(instance);
+    return row;
+}
+
+static void test_request_override_of_zero_forces_the_cheapest_row(void **state)
+{
+    (void)state;
+    /* costs {12, 10, 14}, u = 0.9: row 2 at T = 1, row 1 (cheapest) at T = 0. */
+    const double costs[] = {12, 10, 14};
+    harness_table *t = table_with_costs(costs, 3);
+    /* Precedence: the override, 0 included, beats the parameter. */
+    assert_int_equal(pick_override(t, 1.0, 0.0, sizeof(wsel_request), 0.9), 1);
+    assert_int_equal(pick_override(t, 0.0, 1.0, sizeof(wsel_request), 0.9), 2);
+    /* A 1.0 router's request ends before `overrides`: the bit is not read,
+     * and the 1.0 rule gives the parameter for a temperature of 0. */
+    assert_int_equal(pick_override(t, 1.0, 0.0, WSEL_REQUEST_SIZE_1_0, 0.9), 2);
+    assert_int_equal(pick_override(t, 0.0, 1.0, WSEL_REQUEST_SIZE_1_0, 0.9), 2);
+    harness_table_free(t);
+}
+
+static void test_infinite_range_keeps_the_cheapest_row_favoured(void **state)
+{
+    (void)state;
+    /* costs {-DBL_MAX, DBL_MAX}: max - min is infinite, so costs are divided
+     * by DBL_MAX first (Dynamo): {-1, 1}, range 2, T = 1: p(row 0) =
+     * 1 / (1 + e^-1) = 0.7310585786. */
+    const double costs[] = {-1.7976931348623157e308, 1.7976931348623157e308};
+    harness_table *t = table_with_costs(costs, 2);
+    assert_int_equal(pick(t, 1.0, 0, 0.6), 0);
+    assert_int_equal(pick(t, 1.0, 0, 0.73105857), 0);
+    assert_int_equal(pick(t, 1.0, 0, 0.73105859), 1);
+    harness_table_free(t);
+}
+
 static void test_create_refuses_a_wrong_parameter_count(void **state)
 {
     (void)state;
@@ -255,6 +309,8 @@ int main(void)
         cmocka_unit_test(test_busy_rows_are_used_when_every_eligible_row_is_busy),
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
         cmocka_unit_test(test_request_temperature_overrides_the_parameter_when_nonzero),
+        cmocka_unit_test(test_request_override_of_zero_forces_the_cheapest_row),
+        cmocka_unit_test(test_infinite_range_keeps_the_cheapest_row_favoured),
         cmocka_unit_test(test_create_refuses_a_wrong_parameter_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
