@@ -1,63 +1,113 @@
 /*
- * hysteresis -- sticky selection with a dead band: the fix for flicker.
+ * hysteresis -- sticky selection with a dead band and a load bound: the fix
+ * for flicker that does not herd.
  *
  * When every rank's cost is nearly the same (high cache-hit rates), the
  * argmin flips on any tiny load change and the softmax magnifies the noise,
- * so one session's requests jump between workers and lose their cache.
- * This policy remembers, per affinity key, the (worker_id, dp_rank) it chose
- * last and keeps it while it stays eligible and its cost is within a dead
- * band of the best candidate's:
+ * so requests that share a prefix jump between ranks and copy it into
+ * several caches. This policy remembers, for the prefix blocks it routed,
+ * the (worker_id, dp_rank) that most recently received each one (its
+ * owner), in a bounded, lock-free table (sticky_table.h). A request's owner
+ * is the owner of its DEEPEST block routed before: its own prefix, however
+ * long, not a fixed number of leading blocks (which real traffic fills with
+ * a system prompt every request shares). The owner keeps the request while
  *
- *     keep  iff  cost_incumbent <= cost_best + rel_margin * |cost_best|
- *                                            + abs_margin
+ *   1. it is eligible (not excluded; not busy unless every eligible row is);
+ *   2. its cost is inside the dead band around the best candidate's:
+ *          cost_owner <= cost_best + rel_margin * |cost_best| + abs_margin
+ *   3. its load is inside a bound of the least-loaded candidate's (never
+ *      herd: a prefix every request shares cannot pile them onto one rank):
+ *          load_owner <= load_min + load_slack * (load_mean - load_min)
+ *      where load = prefill_tokens, the tokens the rank must prefill before
+ *      this request's first token (its queued prefill plus this request's
+ *      uncached tokens), and min and mean are over the candidates. With the
+ *      default load_slack = 0.5 the owner must sit in the less loaded half
+ *      of the spread: when every rank is equally idle (the flicker case)
+ *      the owner always stays; once it is busier than its peers by more
+ *      than half the cluster's average excess it gives the request up. 1
+ *      is "never above the mean" (bounded loads with c = 1); 0 is "only a
+ *      least-loaded owner stays".
  *
- * Without an incumbent (or when it must move) it answers like the softmax
- * policy. The memory is a bounded LRU table behind one instance lock, so
- * select is safe from many threads at once.
+ * Otherwise it answers like softmax (the host's softmax_sample over the
+ * default cost). Either way every block of the request (at the depths of
+ * grid_step below) now names the chosen rank as its owner.
  *
- * Cost of a select: one pass over the rows for the best candidate cost,
- * then, for a key whose incumbent stays, two binary searches; the softmax
- * (a second pass, and an exp per row at T > 0) runs only for fresh
- * choices.
+ * Cost of a select: one pass over the rows (best cost), a binary search of
+ * O(log n) table probes over the request's n blocks, and, when an owner is
+ * found, one pass over the rows to find it and the loads; then O(64 + 32
+ * log2(n / 64)) table writes. No lock, no allocation.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sticky_table.h"
 #include "wsel.h"
 
-/* Parameter indices, in the order of the table below. */
-enum { P_KEY_BLOCKS, P_REL_MARGIN, P_ABS_MARGIN, P_TEMPERATURE, P_CAPACITY, P_COUNT };
+/* Parameter indices, in the order of the table below: append, never insert. */
+enum {
+    P_REL_MARGIN,
+    P_ABS_MARGIN,
+    P_LOAD_SLACK,
+    P_TEMPERATURE,
+    P_CAPACITY,
+    P_AFFINITY,
+    P_COUNT
+};
 
 static const wsel_param_def hysteresis_params[P_COUNT] = {
-    [P_KEY_BLOCKS] = {"key_blocks",
-                      "without an affinity key, key on the hash of the first N blocks",
-                      WSEL_PARAM_INT, 0, 4.0, 1.0, 1048576.0, NULL},
-    [P_REL_MARGIN] =
-        {"rel_margin",
-         "dead band: stay while cost <= best * (1 + rel_margin) + abs_margin",
-         WSEL_PARAM_DOUBLE, 0, 1.0, 0.0, 100.0, NULL},
-    [P_ABS_MARGIN] = {"abs_margin", "dead band: absolute slack, in cost units (blocks)",
-                      WSEL_PARAM_DOUBLE, 0, 64.0, 0.0, 1e9, NULL},
-    [P_TEMPERATURE] = {"temperature",
-                       "softmax temperature for fresh choices; a request's own "
-                       "temperature > 0 wins",
-                       WSEL_PARAM_DOUBLE, 0, 0.0, 0.0, 100.0, NULL},
-    [P_CAPACITY] = {"capacity", "keys remembered; the least recently used is forgotten",
-                    WSEL_PARAM_INT, 0, 65536.0, 1.0, 16777216.0, NULL},
+    [P_REL_MARGIN] = {.name = "rel_margin",
+                      .doc = "dead band: keep the owner while cost <= best * (1 + "
+                             "rel_margin) + abs_margin",
+                      .type = WSEL_PARAM_DOUBLE,
+                      .default_value = 1.0,
+                      .min_value = 0.0,
+                      .max_value = 100.0},
+    [P_ABS_MARGIN] = {.name = "abs_margin",
+                      .doc = "dead band: absolute slack, in cost units (blocks)",
+                      .type = WSEL_PARAM_DOUBLE,
+                      .default_value = 64.0,
+                      .min_value = 0.0,
+                      .max_value = 1e9},
+    [P_LOAD_SLACK] = {.name = "load_slack",
+                      .doc = "load bound: keep the owner while its prefill_tokens <= "
+                             "least + load_slack * (mean - least) over candidates",
+                      .type = WSEL_PARAM_DOUBLE,
+                      .default_value = 0.5,
+                      .min_value = 0.0,
+                      .max_value = 1e6},
+    [P_TEMPERATURE] = {.name = "temperature",
+                       .doc = "softmax temperature for fresh choices; a request's own "
+                              "temperature > 0 wins",
+                       .type = WSEL_PARAM_DOUBLE,
+                       .default_value = 0.0,
+                       .min_value = 0.0,
+                       .max_value = 100.0},
+    [P_CAPACITY] = {.name = "capacity",
+                    .doc = "prefix blocks remembered (rounded up to a power of two; "
+                           "8 bytes each); older blocks are overwritten",
+                    .type = WSEL_PARAM_INT,
+                    .default_value = 262144.0,
+                    .min_value = 1.0,
+                    .max_value = 16777216.0},
+    [P_AFFINITY] = {.name = "use_affinity_key",
+                    .doc = "key on the request's affinity_key (a session id) instead "
+                           "of its prefix blocks; off: the affinity key is used only "
+                           "by requests without block hashes",
+                    .type = WSEL_PARAM_BOOL,
+                    .default_value = 0.0,
+                    .min_value = 0.0,
+                    .max_value = 1.0},
 };
 
 typedef struct hysteresis {
     const wsel_host_api *host;
-    uint32_t key_blocks;
     double rel_margin;
     double abs_margin;
+    double load_slack;
     double temperature;
-    /* Guards `memory`; held only for a lookup, a binary search and a put. */
-    pthread_mutex_t lock;
-    sticky_table memory;
+    uint32_t use_affinity_key;
+    sticky_table owners;
 } hysteresis;
 
 static int32_t hysteresis_create(const wsel_host_api *host, const double *params,
@@ -69,26 +119,18 @@ static int32_t hysteresis_create(const wsel_host_api *host, const double *params
     if (h == NULL)
         return WSEL_ENOMEM;
     h->host = host;
-    h->key_blocks = (uint32_t)params[P_KEY_BLOCKS];
     h->rel_margin = params[P_REL_MARGIN];
     h->abs_margin = params[P_ABS_MARGIN];
+    h->load_slack = params[P_LOAD_SLACK];
     h->temperature = params[P_TEMPERATURE];
-
-    int32_t rc = sticky_table_init(&h->memory, (uint32_t)params[P_CAPACITY]);
-    if (rc != 0)
-        goto out_free_instance;
-    if (pthread_mutex_init(&h->lock, NULL) != 0) {
-        rc = WSEL_ENOMEM;
-        goto out_free_memory;
+    h->use_affinity_key = params[P_AFFINITY] != 0.0;
+    int32_t rc = sticky_table_init(&h->owners, (uint32_t)params[P_CAPACITY]);
+    if (rc != 0) {
+        free(h);
+        return rc;
     }
     *out_instance = h;
     return 0;
-
-out_free_memory:
-    sticky_table_free(&h->memory);
-out_free_instance:
-    free(h);
-    return rc;
 }
 
 static void hysteresis_destroy(void *instance)
@@ -96,50 +138,98 @@ static void hysteresis_destroy(void *instance)
     hysteresis *h = instance;
     if (h == NULL)
         return;
-    pthread_mutex_destroy(&h->lock);
-    sticky_table_free(&h->memory);
+    sticky_table_free(&h->owners);
     free(h);
 }
 
-/* The stickiness key: the affinity key, else the hash standing for the first
- * key_blocks blocks, else 0 (no stickiness). */
-static uint64_t request_key(const wsel_request *req, uint32_t key_blocks)
+/* --- which blocks are remembered ------------------------------------------ */
+
+/*
+ * The depths (1-based: depth d is block_hashes[d - 1]) whose owner is
+ * recorded: every depth up to 64, then 32 evenly spaced depths per doubling
+ * (every 2nd up to 128, every 4th up to 256, ...), plus the request's last
+ * block. So a request of n blocks writes at most 64 + 32 log2(n / 64) + 1
+ * slots, and the deepest shared block is found to within 1/32 of its depth.
+ * grid_floor(d) is the deepest recorded depth <= d on that grid; it does
+ * not depend on the request, so two requests sharing a prefix probe the
+ * same slots.
+ */
+static uint32_t grid_step(uint32_t d)
 {
-    if (req->affinity_key != 0)
-        return req->affinity_key;
-    if (req->num_block_hashes == 0 || req->block_hashes == NULL)
-        return 0;
-    uint32_t n = key_blocks < req->num_block_hashes ? key_blocks : req->num_block_hashes;
-    return req->block_hashes[n - 1];
+    if (d <= 64)
+        return 1;
+    uint32_t log2 = 31u - (uint32_t)__builtin_clz(d);
+    return 1u << (log2 - 5);
 }
 
-/* Row of (worker_id, dp_rank) in `t`, or STICKY_NIL if it is gone: binary
- * search over the group view, then over that worker's ranks. */
-static uint32_t find_row(const wsel_table *t, uint64_t worker_id, uint32_t dp_rank)
+static uint32_t grid_floor(uint32_t d)
 {
-    uint32_t lo = 0, hi = t->num_groups;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (t->worker_id[t->group_first_row[mid]] < worker_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == t->num_groups || t->worker_id[t->group_first_row[lo]] != worker_id)
-        return STICKY_NIL;
-    uint32_t first = t->group_first_row[lo];
-    uint32_t rlo = first, rhi = first + t->group_row_count[lo];
-    while (rlo < rhi) {
-        uint32_t mid = rlo + (rhi - rlo) / 2;
-        if (t->dp_rank[mid] < dp_rank)
-            rlo = mid + 1;
-        else
-            rhi = mid;
-    }
-    if (rlo == first + t->group_row_count[lo] || t->dp_rank[rlo] != dp_rank)
-        return STICKY_NIL;
-    return rlo;
+    return d - d % grid_step(d);
 }
+
+/* A key for the affinity key, kept apart from block hashes of equal value. */
+static uint64_t affinity_slot_key(uint64_t affinity_key)
+{
+    return affinity_key ^ 0xa0761d6478bd642full;
+}
+
+/*
+ * The owner of the request's deepest remembered block, 0 when none. Blocks
+ * are remembered for every request routed, so "depth d was routed before"
+ * holds for a whole leading run of depths: a binary search over the grid
+ * finds its end. (A slot overwritten by another key can break the run; the
+ * search then settles on a shallower block, which is still a block this
+ * request shares.)
+ */
+static uint32_t find_owner(const hysteresis *h, const wsel_request *req)
+{
+    if (h->use_affinity_key && req->affinity_key != 0)
+        return sticky_table_get(&h->owners, affinity_slot_key(req->affinity_key));
+    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
+    if (n == 0)
+        return req->affinity_key != 0
+                   ? sticky_table_get(&h->owners, affinity_slot_key(req->affinity_key))
+                   : 0;
+    const uint64_t *b = req->block_hashes;
+    /* The whole prompt routed before (a retry, or a repeated prompt). */
+    uint32_t owner = sticky_table_get(&h->owners, b[n - 1]);
+    if (owner != 0)
+        return owner;
+    /* Largest d in [1, n] whose grid_floor(d) is remembered. */
+    uint32_t lo = 0, hi = n; /* invariant: answer in [lo, hi] */
+    uint32_t found = 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        uint32_t o = sticky_table_get(&h->owners, b[grid_floor(mid) - 1]);
+        if (o != 0) {
+            lo = mid;
+            found = o;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found; /* set whenever lo moved; 0 if it never did */
+}
+
+/* Name `owner` the owner of every recorded depth of the request. */
+static void record(hysteresis *h, const wsel_request *req, uint32_t owner)
+{
+    if (h->use_affinity_key && req->affinity_key != 0) {
+        sticky_table_put(&h->owners, affinity_slot_key(req->affinity_key), owner);
+        return;
+    }
+    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
+    if (n == 0) {
+        if (req->affinity_key != 0)
+            sticky_table_put(&h->owners, affinity_slot_key(req->affinity_key), owner);
+        return;
+    }
+    for (uint32_t d = 1; d <= n; d += grid_step(d))
+        sticky_table_put(&h->owners, req->block_hashes[d - 1], owner);
+    sticky_table_put(&h->owners, req->block_hashes[n - 1], owner);
+}
+
+/* --- the candidates ------------------------------------------------------- */
 
 /* The bits of c - c: zero when c is finite, a NaN's otherwise (x - x is
  * +0.0 for every finite x), so OR-ing them over many costs is one
@@ -155,13 +245,7 @@ static uint64_t nonfinite_bits(double c)
 /* What one pass over the rows learns: which rows are not candidates
  * (excluded always, busy unless every non-excluded row is busy) and the best
  * candidate cost. Returns 0, WSEL_ENOCANDIDATE, or WSEL_EINVAL when a
- * candidate cost is not finite (as softmax_sample would).
- *
- * Each row feeds one set, free (neither busy nor excluded, the common case,
- * one test) or busy; the non-excluded rows are their union. The minimum is
- * written `best < c ? best : c`, the operand order of x86's minsd, so it
- * updates in place; on a tie it takes c, which differs from best at most in
- * the sign of a zero, and the dead band is the same for both. */
+ * candidate cost is not finite (as softmax_sample would). */
 static int32_t scan_candidates(const wsel_table *t, uint8_t *out_skip, double *out_best)
 {
     double best_free = INFINITY, best_busy = INFINITY;
@@ -198,20 +282,38 @@ static int32_t scan_candidates(const wsel_table *t, uint8_t *out_skip, double *o
     return 0;
 }
 
-/* The row of the incumbent remembered for `key` if it stays: present in
- * `t`, a candidate, its cost within `limit`. Returns 1 with *out_row set,
- * else 0. The caller holds h->lock. */
-static int incumbent_stays(const hysteresis *h, const wsel_table *t, uint64_t key,
-                           uint8_t skip, double limit, uint32_t *out_row)
+/*
+ * The row whose owner fingerprint is `owner`, if it is a candidate, and the
+ * least and mean load over candidates, the load being prefill_tokens: the
+ * tokens a rank must prefill before this request's first token (its queued
+ * prefill plus this request's uncached tokens), which is what a request's
+ * time to first token grows with. Returns the row or UINT32_MAX.
+ */
+static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip,
+                          double *out_owner_load, double *out_min_load,
+                          double *out_mean_load)
 {
-    const sticky_entry *e = sticky_table_find(&h->memory, key);
-    if (e == NULL)
-        return 0;
-    uint32_t inc = find_row(t, e->worker_id, e->dp_rank);
-    if (inc == STICKY_NIL || (t->flags[inc] & skip) != 0 || !(t->cost[inc] <= limit))
-        return 0;
-    *out_row = inc;
-    return 1;
+    uint32_t row = UINT32_MAX, n = 0;
+    double min_load = INFINITY, sum = 0.0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        uint64_t wm = sticky_worker_mix(t->worker_id[first]);
+        for (uint32_t i = first; i < end; i++) {
+            if (t->flags[i] & skip)
+                continue;
+            double load = (double)t->prefill_tokens[i];
+            min_load = load < min_load ? load : min_load;
+            sum += load;
+            n++;
+            if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == owner) {
+                row = i;
+                *out_owner_load = load;
+            }
+        }
+    }
+    *out_min_load = min_load;
+    *out_mean_load = n > 0 ? sum / (double)n : 0.0;
+    return row;
 }
 
 static int32_t hysteresis_select(void *instance, const wsel_request *req,
@@ -223,43 +325,32 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     int32_t rc = scan_candidates(t, &skip, &best);
     if (rc != 0)
         return rc;
-    /* softmax_sample's own argument checks, so that keeping an incumbent
+    /* softmax_sample's own argument checks, so that keeping an owner
      * (which skips it) fails exactly where a fresh choice would. */
     double temperature = req->temperature > 0.0 ? req->temperature : h->temperature;
     if (!isfinite(temperature) || temperature < 0.0 ||
-        !(req->uniform >= 0.0 && req->uniform < 1.0))
+        !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;
 
-    uint64_t key = request_key(req, h->key_blocks);
-    double limit = best + h->rel_margin * (best < 0.0 ? -best : best) + h->abs_margin;
-    uint32_t row;
-    if (key != 0) {
-        pthread_mutex_lock(&h->lock);
-        int stays = incumbent_stays(h, t, key, skip, limit, &row);
-        if (stays)
-            sticky_table_put(&h->memory, key, t->worker_id[row], t->dp_rank[row]);
-        pthread_mutex_unlock(&h->lock);
-        if (stays) {
+    uint32_t owner = find_owner(h, req);
+    if (owner != 0) {
+        double owner_load = 0.0, min_load = 0.0, mean_load = 0.0;
+        uint32_t row = owner_row(t, owner, skip, &owner_load, &min_load, &mean_load);
+        double limit = best + h->rel_margin * fabs(best) + h->abs_margin;
+        double bound = min_load + h->load_slack * (mean_load - min_load);
+        if (row != UINT32_MAX && t->cost[row] <= limit && owner_load <= bound) {
             choice->row = row;
+            record(h, req, owner);
             return 0;
         }
     }
 
-    /* A fresh choice, computed outside the lock. */
+    uint32_t row;
     rc = h->host->softmax_sample(t->cost, t->flags, t->num_rows, skip, temperature,
                                  req->uniform, &row);
     if (rc != 0)
         return rc;
-    if (key != 0) {
-        /* Another thread may have chosen for this key meanwhile: its choice,
-         * if it stays, wins, so one key never splits across rows. */
-        pthread_mutex_lock(&h->lock);
-        uint32_t inc;
-        if (incumbent_stays(h, t, key, skip, limit, &inc))
-            row = inc;
-        sticky_table_put(&h->memory, key, t->worker_id[row], t->dp_rank[row]);
-        pthread_mutex_unlock(&h->lock);
-    }
+    record(h, req, sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]));
     choice->row = row;
     return 0;
 }
@@ -270,9 +361,9 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "hysteresis",
-    .version = "1.0.0",
-    .description = "sticky per-key choice, kept until it leaves a dead band around "
-                   "the best cost",
+    .version = "2.0.0",
+    .description = "keeps a request on the owner of its deepest routed prefix block "
+                   "while inside a dead band and a load bound",
     .params = hysteresis_params,
     .num_params = P_COUNT,
     .param_def_size = sizeof(wsel_param_def),

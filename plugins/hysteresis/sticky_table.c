@@ -7,7 +7,7 @@
 
 #include "wsel.h"
 
-/* splitmix64's finaliser: a well-mixed bucket index from any key. */
+/* splitmix64's finaliser: a well-mixed, bijective 64-bit hash. */
 static uint64_t mix64(uint64_t x)
 {
     x ^= x >> 30;
@@ -18,127 +18,66 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-static uint32_t bucket_of(const sticky_table *table, uint64_t key)
-{
-    return (uint32_t)(mix64(key) & table->bucket_mask);
-}
-
 int32_t sticky_table_init(sticky_table *table, uint32_t capacity)
 {
     if (capacity == 0 || capacity > (1u << 30))
         return WSEL_EINVAL;
-    uint32_t buckets = 1;
-    while (buckets < capacity)
-        buckets <<= 1;
-
-    sticky_entry *entries = malloc((size_t)capacity * sizeof(*entries));
-    if (entries == NULL)
-        goto out_fail;
-    uint32_t *heads = malloc((size_t)buckets * sizeof(*heads));
-    if (heads == NULL)
-        goto out_free_entries;
-    for (uint32_t b = 0; b < buckets; b++)
-        heads[b] = STICKY_NIL;
-
-    table->entries = entries;
-    table->buckets = heads;
-    table->capacity = capacity;
-    table->used = 0;
-    table->bucket_mask = buckets - 1;
-    table->oldest = STICKY_NIL;
-    table->newest = STICKY_NIL;
+    uint64_t slots = 1;
+    while (slots < capacity)
+        slots <<= 1;
+    _Atomic uint64_t *s = calloc((size_t)slots, sizeof(*s));
+    if (s == NULL)
+        return WSEL_ENOMEM;
+    /* calloc's zero bits are a valid 0 for a lock-free atomic word, but
+     * initialise explicitly so no reader depends on that. */
+    for (uint64_t i = 0; i < slots; i++)
+        atomic_init(&s[i], 0);
+    table->slots = s;
+    table->mask = slots - 1;
     return 0;
-
-out_free_entries:
-    free(entries);
-out_fail:
-    return WSEL_ENOMEM;
 }
 
 void sticky_table_free(sticky_table *table)
 {
-    free(table->entries);
-    free(table->buckets);
-    table->entries = NULL;
-    table->buckets = NULL;
-    table->capacity = 0;
-    table->used = 0;
+    free(table->slots);
+    table->slots = NULL;
+    table->mask = 0;
 }
 
-static uint32_t find_index(const sticky_table *table, uint64_t key)
+/* The slot index comes from the low bits of the mixed key, the tag from its
+ * high 32 bits with the lowest forced to 1, so an empty slot (0) never
+ * matches and a 2^k-slot table tells keys apart by k + 31 bits. */
+static uint32_t tag_of(uint64_t mixed)
 {
-    if (table->used == 0)
-        return STICKY_NIL;
-    uint32_t i = table->buckets[bucket_of(table, key)];
-    while (i != STICKY_NIL && table->entries[i].key != key)
-        i = table->entries[i].chain;
-    return i;
+    return (uint32_t)(mixed >> 32) | 1u;
 }
 
-const sticky_entry *sticky_table_find(const sticky_table *table, uint64_t key)
+uint32_t sticky_table_get(const sticky_table *table, uint64_t key)
 {
-    uint32_t i = find_index(table, key);
-    return i == STICKY_NIL ? NULL : &table->entries[i];
+    uint64_t m = mix64(key);
+    uint64_t v =
+        atomic_load_explicit(&table->slots[m & table->mask], memory_order_relaxed);
+    return (uint32_t)(v >> 32) == tag_of(m) ? (uint32_t)v : 0;
 }
 
-static void lru_unlink(sticky_table *table, uint32_t i)
+void sticky_table_put(sticky_table *table, uint64_t key, uint32_t owner)
 {
-    sticky_entry *e = &table->entries[i];
-    if (e->older != STICKY_NIL)
-        table->entries[e->older].newer = e->newer;
-    else
-        table->oldest = e->newer;
-    if (e->newer != STICKY_NIL)
-        table->entries[e->newer].older = e->older;
-    else
-        table->newest = e->older;
+    uint64_t m = mix64(key);
+    uint64_t v = (uint64_t)tag_of(m) << 32 | owner;
+    _Atomic uint64_t *slot = &table->slots[m & table->mask];
+    /* Skip the store (and the cache line's invalidation on other cores)
+     * when the slot already says so: the common case for a hot prefix. */
+    if (atomic_load_explicit(slot, memory_order_relaxed) != v)
+        atomic_store_explicit(slot, v, memory_order_relaxed);
 }
 
-static void lru_push_newest(sticky_table *table, uint32_t i)
+uint64_t sticky_worker_mix(uint64_t worker_id)
 {
-    sticky_entry *e = &table->entries[i];
-    e->older = table->newest;
-    e->newer = STICKY_NIL;
-    if (table->newest != STICKY_NIL)
-        table->entries[table->newest].newer = i;
-    else
-        table->oldest = i;
-    table->newest = i;
+    return mix64(worker_id ^ 0x6a09e667f3bcc909ull);
 }
 
-static void chain_unlink(sticky_table *table, uint32_t i)
+uint32_t sticky_owner(uint64_t worker_mix, uint32_t dp_rank)
 {
-    uint32_t *link = &table->buckets[bucket_of(table, table->entries[i].key)];
-    while (*link != i)
-        link = &table->entries[*link].chain;
-    *link = table->entries[i].chain;
-}
-
-/* A free slot for a new key: a never-used one, else the oldest, forgotten. */
-static uint32_t take_slot(sticky_table *table)
-{
-    if (table->used < table->capacity)
-        return table->used++;
-    uint32_t i = table->oldest;
-    lru_unlink(table, i);
-    chain_unlink(table, i);
-    return i;
-}
-
-void sticky_table_put(sticky_table *table, uint64_t key, uint64_t worker_id,
-                      uint32_t dp_rank)
-{
-    uint32_t i = find_index(table, key);
-    if (i != STICKY_NIL) {
-        lru_unlink(table, i);
-    } else {
-        i = take_slot(table);
-        uint32_t b = bucket_of(table, key);
-        table->entries[i].key = key;
-        table->entries[i].chain = table->buckets[b];
-        table->buckets[b] = i;
-    }
-    table->entries[i].worker_id = worker_id;
-    table->entries[i].dp_rank = dp_rank;
-    lru_push_newest(table, i);
+    uint32_t fp = (uint32_t)(mix64(worker_mix + dp_rank) >> 32);
+    return fp != 0 ? fp : 1u;
 }

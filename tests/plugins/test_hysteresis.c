@@ -1,7 +1,9 @@
 /*
- * test_hysteresis.c -- the hysteresis plugin: keys stay put inside the dead
- * band, move at once outside it, are forgotten least recently used first,
- * leave excluded, busy or removed rows, and survive 8 threads at once.
+ * test_hysteresis.c -- the hysteresis plugin: a request follows the owner of
+ * its deepest routed prefix block (not a shared system prompt), stays put
+ * inside the dead band, moves at once outside it or when the owner's load
+ * leaves the bound, forgets when its table is full, leaves excluded, busy or
+ * removed rows, and survives 8 threads at once.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -107,46 +109,130 @@ static void pin(void *h, harness_table *t, uint64_t key, uint32_t row)
     assert_int_equal(pick(h, t, key * 100, key), row);
 }
 
-static void test_a_full_table_forgets_the_least_recently_used_key(void **state)
+/* One select for a request made of `hashes` (no affinity key). */
+static uint32_t pick_blocks(void *h, const harness_table *t, uint64_t request_id,
+                            const uint64_t *hashes, uint32_t n)
+{
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, request_id, 0, hashes, n);
+    return harness_select(h, &req, t);
+}
+
+static void test_a_request_follows_the_owner_of_its_deepest_routed_block(void **state)
 {
     (void)state;
-    const char *names[] = {"capacity", "rel_margin", "abs_margin"};
-    const double values[] = {4, 0.10, 4.0};
-    void *h = harness_create(names, values, 3);
-    harness_table *t = harness_table_uniform(5, 1);
+    void *h = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(6, 1);
+    /* A system prompt (blocks 1 2) every request shares, then each
+     * conversation's own blocks. */
+    const uint64_t a1[] = {1, 2, 10, 11};
+    const uint64_t b1[] = {1, 2, 20, 21, 22};
+    const uint64_t a2[] = {1, 2, 10, 11, 12, 13}; /* a1's next turn */
+    const uint64_t c1[] = {1, 2, 30};             /* shares only the prompt */
+    fill_costs(t, 100.0);
+    t->cost[4] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 1, a1, 4), 4);
+    fill_costs(t, 100.0);
+    t->cost[1] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 2, b1, 5), 1);
 
-    for (uint32_t k = 1; k <= 4; k++)
-        pin(h, t, k, k - 1); /* LRU order: 1 2 3 4 */
-
-    /* From here on row 4 is the best by 2 and every row within the band:
-     * a remembered key stays on its row, a forgotten one goes to row 4. */
-    fill_costs(t, 12.0);
-    t->cost[4] = 10.0;
-    assert_int_equal(pick(h, t, 11, 1), 0); /* touch 1:  2 3 4 1 */
-    assert_int_equal(pick(h, t, 12, 5), 4); /* new 5 evicts 2: 3 4 1 5 */
-    assert_int_equal(pick(h, t, 13, 4), 3); /* touch 4:  3 1 5 4 */
-    assert_int_equal(pick(h, t, 14, 2), 4); /* 2 forgotten; evicts 3: 1 5 4 2 */
-    assert_int_equal(pick(h, t, 15, 1), 0); /* 1 remembered: 5 4 2 1 */
-    assert_int_equal(pick(h, t, 16, 3), 4); /* 3 forgotten; evicts 5: 4 2 1 3 */
-    assert_int_equal(pick(h, t, 17, 4), 3); /* 4 remembered */
-    assert_int_equal(pick(h, t, 18, 1), 0); /* 1 remembered */
+    /* Now row 2 is the cheapest by a little (inside the default band) and
+     * every load is equal: a2's deepest routed block is a1's 11, owned by
+     * row 4, so it goes there although the first blocks were last sent to
+     * row 1 (b1); c1's deepest routed block is the prompt, owned by row 1. */
+    fill_costs(t, 10.0);
+    t->cost[2] = 9.0;
+    assert_int_equal(pick_blocks(h, t, 3, a2, 6), 4);
+    assert_int_equal(pick_blocks(h, t, 4, c1, 3), 4); /* a2 took the prompt last */
+    /* A prompt nobody sent before has no owner: the cheapest row. */
+    const uint64_t d1[] = {7, 8, 9};
+    assert_int_equal(pick_blocks(h, t, 5, d1, 3), 2);
     harness_table_free(t);
     wsel_plugin_entry.destroy(h);
 }
 
-static void test_a_capacity_of_one_remembers_only_the_last_key(void **state)
+/*
+ * The bound: load = prefill_tokens; with rows [x, 0, 0, 400] the least load
+ * is 0 and the mean (x + 400) / 4, so the default load_slack 0.5 keeps the
+ * owner (row 0) iff x <= (x + 400) / 8, i.e. x <= 57.14. The costs stay
+ * inside the dead band throughout: only the load bound moves the request.
+ */
+static void test_an_owner_whose_load_leaves_the_bound_is_released(void **state)
 {
     (void)state;
-    const char *names[] = {"capacity", "rel_margin", "abs_margin"};
-    const double values[] = {1, 0.10, 4.0};
-    void *h = harness_create(names, values, 3);
+    void *h = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(4, 1);
+    const uint64_t p[] = {5, 6, 7};
+    fill_costs(t, 100.0);
+    t->cost[0] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 1, p, 3), 0);
+
+    fill_costs(t, 10.0);
+    t->cost[0] = 11.0; /* 11 <= 10 * 2 + 64: inside the band */
+    t->prefill_tokens[3] = 400;
+    t->prefill_tokens[0] = 57;
+    assert_int_equal(pick_blocks(h, t, 2, p, 3), 0);
+    t->prefill_tokens[0] = 58;
+    uint32_t moved = pick_blocks(h, t, 3, p, 3);
+    assert_true(moved == 1 || moved == 2);
+    /* The new rank owns the prefix from then on. */
+    memset(t->prefill_tokens, 0, 4 * sizeof(t->prefill_tokens[0]));
+    fill_costs(t, 10.0);
+    t->cost[3] = 9.0;
+    assert_int_equal(pick_blocks(h, t, 4, p, 3), moved);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(h);
+}
+
+/*
+ * Never herd: requests that share only a system prompt arrive while every
+ * routed request adds its tokens to its rank's prefill load. The owner of
+ * the prompt is always the last rank it went to; the bound hands the next
+ * request to another rank as soon as that rank has more queued than the
+ * less loaded half of the spread, so the 16 ranks share the traffic: after
+ * 1,600 requests no rank may hold more than twice its share.
+ */
+static void test_a_shared_system_prompt_does_not_pile_onto_one_rank(void **state)
+{
+    (void)state;
+    void *h = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(16, 1);
+    uint32_t count[16] = {0};
+    for (uint64_t i = 0; i < 1600; i++) {
+        const uint64_t prompt[] = {1, 2, 3, 1000 + i};
+        for (uint32_t r = 0; r < 16; r++) {
+            t->prefill_tokens[r] = 16 * count[r] + 16;
+            t->cost[r] = (double)t->prefill_tokens[r] / 16.0;
+        }
+        uint32_t row = pick_blocks(h, t, i, prompt, 4);
+        count[row]++;
+    }
+    for (uint32_t r = 0; r < 16; r++)
+        assert_true(count[r] <= 200);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(h);
+}
+
+static void test_a_capacity_of_one_remembers_only_the_last_block_written(void **state)
+{
+    (void)state;
+    const char *names[] = {"capacity"};
+    const double values[] = {1};
+    void *h = harness_create(names, values, 1);
     harness_table *t = harness_table_uniform(3, 1);
-    pin(h, t, 1, 0);
-    pin(h, t, 2, 1);
+    const uint64_t a[] = {1, 2};
+    const uint64_t b[] = {3, 4};
+    fill_costs(t, 100.0);
+    t->cost[0] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 1, a, 2), 0);
+    fill_costs(t, 100.0);
+    t->cost[1] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 2, b, 2), 1); /* overwrites a's slot */
     fill_costs(t, 12.0);
     t->cost[2] = 10.0;
-    assert_int_equal(pick(h, t, 5, 2), 1);
-    assert_int_equal(pick(h, t, 6, 1), 2);
+    assert_int_equal(pick_blocks(h, t, 3, a, 2), 2); /* a forgotten */
+    assert_int_equal(pick_blocks(h, t, 4, a, 2), 2); /* ... and now on row 2 */
     harness_table_free(t);
     wsel_plugin_entry.destroy(h);
 }
@@ -209,27 +295,38 @@ static void test_a_removed_incumbent_is_replaced_and_a_moved_one_followed(void *
     wsel_plugin_entry.destroy(h);
 }
 
-static void test_block_hashes_key_a_request_without_affinity(void **state)
+static void test_the_affinity_key_is_used_only_without_blocks_or_when_asked(void **state)
 {
     (void)state;
-    void *h = create_with_band();
+    void *h = harness_create(NULL, NULL, 0);
     harness_table *t = harness_table_uniform(6, 1);
-    /* key_blocks = 4: two prompts sharing their first 4 blocks share a key. */
-    const uint64_t a[] = {11, 12, 13, 14, 15, 16};
-    const uint64_t b[] = {11, 12, 13, 14, 99};
-    const uint64_t c[] = {11, 12, 77};
+    const uint64_t a[] = {11, 12, 13};
+    const uint64_t b[] = {21, 22};
     wsel_request req;
     wsel_rng rng;
+    /* Same affinity key, different prompts: by default the prompts decide. */
     fill_costs(t, 100.0);
     t->cost[4] = 0.0;
-    harness_request(&req, &rng, SEED, 1, 0, a, 6);
+    harness_request(&req, &rng, SEED, 1, 77, a, 3);
     assert_int_equal(harness_select(h, &req, t), 4);
     fill_costs(t, 10.0);
     t->cost[1] = 9.0;
-    harness_request(&req, &rng, SEED, 2, 0, b, 5);
-    assert_int_equal(harness_select(h, &req, t), 4);
-    harness_request(&req, &rng, SEED, 3, 0, c, 3); /* a shorter prompt: its own key */
+    harness_request(&req, &rng, SEED, 2, 77, b, 2);
     assert_int_equal(harness_select(h, &req, t), 1);
+    wsel_plugin_entry.destroy(h);
+
+    /* use_affinity_key: the session decides. */
+    const char *names[] = {"use_affinity_key"};
+    const double values[] = {1};
+    h = harness_create(names, values, 1);
+    fill_costs(t, 100.0);
+    t->cost[4] = 0.0;
+    harness_request(&req, &rng, SEED, 1, 77, a, 3);
+    assert_int_equal(harness_select(h, &req, t), 4);
+    fill_costs(t, 10.0);
+    t->cost[1] = 9.0;
+    harness_request(&req, &rng, SEED, 2, 77, b, 2);
+    assert_int_equal(harness_select(h, &req, t), 4);
 
     /* Neither an affinity key nor hashes: no memory, every tie is fresh. */
     fill_costs(t, 10.0);
@@ -249,6 +346,7 @@ static void test_block_hashes_key_a_request_without_affinity(void **state)
 #define ROUNDS      40
 
 typedef struct worker_arg {
+    pthread_barrier_t *after_first_round;
     void *instance;
     const harness_table *table;
     uint32_t thread;
@@ -263,6 +361,8 @@ static void *select_many(void *p)
     worker_arg *a = p;
     uint64_t id = (uint64_t)a->thread << 32;
     for (uint32_t round = 0; round < ROUNDS; round++) {
+        if (round == 1)
+            pthread_barrier_wait(a->after_first_round);
         for (uint32_t k = 0; k < OWN_KEYS + SHARED_KEYS; k++) {
             int own = k < OWN_KEYS;
             uint64_t key = own ? 1000000u * (a->thread + 1) + k : 1 + (k - OWN_KEYS);
@@ -274,9 +374,9 @@ static void *select_many(void *p)
             if (wsel_plugin_entry.select(a->instance, &req, &a->table->table, &choice) !=
                 0)
                 a->changes++;
-            else if (round == 0)
+            else if (round == (own ? 0u : 1u))
                 *slot = choice.row;
-            else
+            else if (round > (own ? 0u : 1u))
                 a->changes += *slot != choice.row;
         }
     }
@@ -289,13 +389,20 @@ static void test_eight_threads_at_once_keep_every_key_on_one_row(void **state)
     assert_true(wsel_plugin_entry.capabilities & WSEL_CAP_CONCURRENT_SELECT);
     void *h = create_with_band();
     /* All costs equal: every first choice is a random tie-break, so a key
-     * keeps one row only if every thread sees the same memory. */
+     * keeps one row only if every thread sees the same memory. A shared
+     * key's first choices race (each thread's fresh answer is written as
+     * the owner, the last write wins), so shared keys are compared from
+     * the second round on, after a barrier: from then on every thread
+     * must answer the one owner left. */
+    pthread_barrier_t barrier;
+    assert_int_equal(pthread_barrier_init(&barrier, NULL, THREADS), 0);
     harness_table *t = harness_table_uniform(8, 2);
     fill_costs(t, 5.0);
     pthread_t threads[THREADS];
     worker_arg args[THREADS];
     memset(args, 0, sizeof(args));
     for (uint32_t i = 0; i < THREADS; i++) {
+        args[i].after_first_round = &barrier;
         args[i].instance = h;
         args[i].table = t;
         args[i].thread = i;
@@ -303,6 +410,7 @@ static void test_eight_threads_at_once_keep_every_key_on_one_row(void **state)
     }
     for (uint32_t i = 0; i < THREADS; i++)
         assert_int_equal(pthread_join(threads[i], NULL), 0);
+    pthread_barrier_destroy(&barrier);
 
     uint32_t spread = 0;
     for (uint32_t i = 0; i < THREADS; i++) {
@@ -329,11 +437,13 @@ int main(void)
         cmocka_unit_test(test_jitter_inside_the_dead_band_never_moves_a_key),
         cmocka_unit_test(
             test_an_overload_beyond_the_band_moves_the_key_on_the_first_decision),
-        cmocka_unit_test(test_a_full_table_forgets_the_least_recently_used_key),
-        cmocka_unit_test(test_a_capacity_of_one_remembers_only_the_last_key),
+        cmocka_unit_test(test_a_request_follows_the_owner_of_its_deepest_routed_block),
+        cmocka_unit_test(test_an_owner_whose_load_leaves_the_bound_is_released),
+        cmocka_unit_test(test_a_shared_system_prompt_does_not_pile_onto_one_rank),
+        cmocka_unit_test(test_a_capacity_of_one_remembers_only_the_last_block_written),
         cmocka_unit_test(test_an_excluded_or_busy_incumbent_is_replaced),
         cmocka_unit_test(test_a_removed_incumbent_is_replaced_and_a_moved_one_followed),
-        cmocka_unit_test(test_block_hashes_key_a_request_without_affinity),
+        cmocka_unit_test(test_the_affinity_key_is_used_only_without_blocks_or_when_asked),
         cmocka_unit_test(test_eight_threads_at_once_keep_every_key_on_one_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
