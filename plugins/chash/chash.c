@@ -1,6 +1,7 @@
 /*
  * chash -- consistent hashing with bounded loads (Mirrokni, Thorup,
- * Zadimoghaddam; as in HAProxy, Envoy and SGLang).
+ * Zadimoghaddam; as in HAProxy, Envoy and SGLang), keyed on the request's
+ * own prefix.
  *
  * A request's key is hashed onto a ring holding `vnodes` points per worker;
  * walking clockwise, the first eligible worker whose load stays within
@@ -10,49 +11,93 @@
  *
  * (load = active_requests summed over the worker's ranks; total and
  * n_workers over the workers with an eligible rank), and inside it the
- * eligible rank with the fewest requests, then the lowest cost. The same
- * key keeps landing on the same worker (cache affinity) until that worker is
- * overloaded, adding or removing a worker moves only about 1/n of the keys,
- * and no randomness is involved, so router replicas agree without talking.
+ * eligible rank with the lowest default cost (the one holding the prefix),
+ * then the fewest requests. The key is the request's shallowest prefix
+ * block that is not common, common meaning in more than 1 / n_workers of
+ * recent requests (request_key), counted in a decaying sketch
+ * (sketch.h): a system prompt every request shares never becomes the key,
+ * a conversation's turns all key on its first own block.
  *
  * The ring depends on the worker set only; it is rebuilt in place when the
  * set changes (no allocation after create). Selects share a reader lock;
- * a rebuild takes it exclusively.
+ * a rebuild takes it exclusively. The sketch is lock-free.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ring.h"
+#include "sketch.h"
 #include "wsel.h"
 
-enum { P_VNODES, P_EPSILON, P_KEY_BLOCKS, P_MAX_WORKERS, P_COUNT };
+/* Parameter indices, in the order of the table below: append, never insert. */
+enum {
+    P_VNODES,
+    P_EPSILON,
+    P_MAX_WORKERS,
+    P_WINDOW,
+    P_SKETCH_WIDTH,
+    P_AFFINITY,
+    P_COUNT
+};
 
 /* Largest max_workers: the walk keeps a visited bit per worker on the stack. */
 #define CHASH_MAX_WORKERS 65536u
 
 static const wsel_param_def chash_params[P_COUNT] = {
-    [P_VNODES] = {"vnodes", "points per worker on the hash ring", WSEL_PARAM_INT, 0,
-                  100.0, 1.0, 1000.0, NULL},
-    [P_EPSILON] = {"epsilon",
-                   "load bound: a worker takes a request while load + 1 <= "
-                   "ceil((1 + epsilon) * mean)",
-                   WSEL_PARAM_DOUBLE, 0, 0.25, 0.0, 10.0, NULL},
-    [P_KEY_BLOCKS] = {"key_blocks",
-                      "without an affinity key, key on the hash of the first N blocks",
-                      WSEL_PARAM_INT, 0, 4.0, 1.0, 1048576.0, NULL},
-    [P_MAX_WORKERS] = {"max_workers",
-                       "ring capacity in workers, reserved at create; more is refused",
-                       WSEL_PARAM_INT, 0, 4096.0, 1.0, (double)CHASH_MAX_WORKERS, NULL},
+    [P_VNODES] = {.name = "vnodes",
+                  .doc = "points per worker on the hash ring",
+                  .type = WSEL_PARAM_INT,
+                  .default_value = 100.0,
+                  .min_value = 1.0,
+                  .max_value = 1000.0},
+    [P_EPSILON] = {.name = "epsilon",
+                   .doc = "load bound: a worker takes a request while load + 1 <= "
+                          "ceil((1 + epsilon) * mean)",
+                   .type = WSEL_PARAM_DOUBLE,
+                   .default_value = 0.25,
+                   .min_value = 0.0,
+                   .max_value = 10.0},
+    [P_MAX_WORKERS] = {.name = "max_workers",
+                       .doc = "ring capacity in workers, reserved at create; more is "
+                              "refused",
+                       .type = WSEL_PARAM_INT,
+                       .default_value = 4096.0,
+                       .min_value = 1.0,
+                       .max_value = (double)CHASH_MAX_WORKERS},
+    [P_WINDOW] = {.name = "window",
+                  .doc = "requests over which a block's share of recent traffic is "
+                         "counted (half-life; rounded down to a power of two)",
+                  .type = WSEL_PARAM_INT,
+                  .default_value = 1024.0,
+                  .min_value = 1.0,
+                  .max_value = 16777216.0},
+    [P_SKETCH_WIDTH] = {.name = "sketch_width",
+                        .doc = "counters of recent block shares (4 bytes each; rounded "
+                               "up to a power of two)",
+                        .type = WSEL_PARAM_INT,
+                        .default_value = 262144.0,
+                        .min_value = 1.0,
+                        .max_value = 16777216.0},
+    [P_AFFINITY] = {.name = "use_affinity_key",
+                    .doc = "key on the request's affinity_key (a session id) instead of "
+                           "its prefix blocks; off: only requests without block hashes "
+                           "use it",
+                    .type = WSEL_PARAM_BOOL,
+                    .default_value = 0.0,
+                    .min_value = 0.0,
+                    .max_value = 1.0},
 };
 
 typedef struct chash {
     const wsel_host_api *host;
     double epsilon;
-    uint32_t key_blocks;
+    uint32_t use_affinity_key;
     /* Readers: selects on a current ring. Writer: a rebuild. */
     pthread_rwlock_t lock;
     chash_ring ring;
+    /* Recent traffic per prefix block; lock-free, outside `lock`. */
+    chash_sketch recent;
 } chash;
 
 static int32_t chash_create(const wsel_host_api *host, const double *params,
@@ -65,12 +110,16 @@ static int32_t chash_create(const wsel_host_api *host, const double *params,
         return WSEL_ENOMEM;
     c->host = host;
     c->epsilon = params[P_EPSILON];
-    c->key_blocks = (uint32_t)params[P_KEY_BLOCKS];
+    c->use_affinity_key = params[P_AFFINITY] != 0.0;
 
     int32_t rc = chash_ring_init(&c->ring, (uint32_t)params[P_MAX_WORKERS],
                                  (uint32_t)params[P_VNODES]);
     if (rc != 0)
         goto out_free_instance;
+    rc = chash_sketch_init(&c->recent, (uint32_t)params[P_SKETCH_WIDTH],
+                           (uint32_t)params[P_WINDOW]);
+    if (rc != 0)
+        goto out_free_ring_only;
     /* Prefer the writer: a rebuild must not starve behind a stream of
      * selects. */
     pthread_rwlockattr_t attr;
@@ -89,6 +138,8 @@ static int32_t chash_create(const wsel_host_api *host, const double *params,
     return 0;
 
 out_free_ring:
+    chash_sketch_free(&c->recent);
+out_free_ring_only:
     chash_ring_free(&c->ring);
 out_free_instance:
     free(c);
@@ -101,20 +152,86 @@ static void chash_destroy(void *instance)
     if (c == NULL)
         return;
     pthread_rwlock_destroy(&c->lock);
+    chash_sketch_free(&c->recent);
     chash_ring_free(&c->ring);
     free(c);
 }
 
-/* The affinity key, else the hash standing for the first key_blocks blocks,
- * else the request id. */
-static uint64_t request_key(const wsel_request *req, uint32_t key_blocks)
+/* --- the key ------------------------------------------------------------ */
+
+/*
+ * The depths (1-based: depth d is block_hashes[d - 1]) the sketch counts and
+ * the key search probes: every depth up to 64, then 32 evenly spaced ones
+ * per doubling, so a request of n blocks costs at most 64 + 32 log2(n / 64)
+ * counter updates. grid_floor(d) is the deepest such depth <= d; it does
+ * not depend on the request, so requests sharing a prefix probe the same
+ * blocks.
+ */
+static uint32_t grid_step(uint32_t d)
 {
-    if (req->affinity_key != 0)
+    if (d <= 64)
+        return 1;
+    uint32_t log2 = 31u - (uint32_t)__builtin_clz(d);
+    return 1u << (log2 - 5);
+}
+
+static uint32_t grid_floor(uint32_t d)
+{
+    return d - d % grid_step(d);
+}
+
+/*
+ * The request's own prefix: its shallowest block that is NOT common, a
+ * block being common when more than one worker's share (1 / n_workers) of
+ * recent requests contained it. A prefix that common cannot live on one
+ * worker anyway (it is more than that worker's whole share of the
+ * traffic), so keying on it would only pile requests onto one worker and
+ * leave the bound to scatter them; the first block past it is where the
+ * request's own content (a conversation, a document, an agent's task)
+ * starts, and every later request extending that content maps to the same
+ * worker. Shares only shrink with depth (a request containing block d
+ * contains every block before it), so a binary search over the grid finds
+ * the boundary in O(log n) sketch reads. A request whose every block is
+ * common (a prompt many requests repeat whole) keys on its last block.
+ *
+ * Without block hashes: the affinity key, else the request id. With
+ * use_affinity_key: the affinity key whenever it is set.
+ */
+static uint64_t request_key(const chash *c, const wsel_request *req, uint32_t n_workers)
+{
+    if (c->use_affinity_key && req->affinity_key != 0)
         return req->affinity_key;
-    if (req->num_block_hashes == 0 || req->block_hashes == NULL)
-        return req->request_id;
-    uint32_t n = key_blocks < req->num_block_hashes ? key_blocks : req->num_block_hashes;
-    return req->block_hashes[n - 1];
+    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
+    if (n == 0)
+        return req->affinity_key != 0 ? req->affinity_key : req->request_id;
+    const uint64_t *b = req->block_hashes;
+    double common = 1.0 / (double)(n_workers > 0 ? n_workers : 1);
+    /* Smallest d in [1, n] whose grid_floor(d) is not common; n + 1: none. */
+    uint32_t lo = 1, hi = n + 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (chash_sketch_share(&c->recent, b[grid_floor(mid) - 1]) > common)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo <= n ? b[grid_floor(lo) - 1] : b[n - 1];
+}
+
+/* Count the request's blocks (at the grid depths and its last) in the
+ * sketch of recent traffic. */
+static void count_request(chash *c, const wsel_request *req)
+{
+    if (c->use_affinity_key && req->affinity_key != 0)
+        return;
+    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
+    if (n == 0)
+        return;
+    for (uint32_t d = 1; d <= n; d += grid_step(d))
+        chash_sketch_add(&c->recent, req->block_hashes[d - 1]);
+    if (grid_floor(n) != n)
+        chash_sketch_add(&c->recent, req->block_hashes[n - 1]);
+    chash_sketch_request(&c->recent);
 }
 
 /* Not candidates: excluded rows, and busy rows unless every non-excluded row
@@ -216,18 +333,19 @@ static uint64_t load_cap(double epsilon, uint64_t total, uint32_t n)
     return (double)c < x ? c + 1 : c;
 }
 
-/* Group g's eligible rank with the fewest active requests, then the lowest
- * cost, then the lowest row. g has at least one eligible rank. */
-static uint32_t least_loaded_rank(const wsel_table *t, uint32_t g, uint8_t skip)
+/* Group g's eligible rank with the lowest default cost (the rank holding
+ * most of the request's prefix, unless its load outweighs that), then the
+ * fewest active requests, then the lowest row. g has an eligible rank. */
+static uint32_t cheapest_rank(const wsel_table *t, uint32_t g, uint8_t skip)
 {
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
     uint32_t best = UINT32_MAX;
     for (uint32_t i = first; i < first + count; i++) {
         if (t->flags[i] & skip)
             continue;
-        if (best == UINT32_MAX || t->active_requests[i] < t->active_requests[best] ||
-            (t->active_requests[i] == t->active_requests[best] &&
-             t->cost[i] < t->cost[best]))
+        if (best == UINT32_MAX || t->cost[i] < t->cost[best] ||
+            (t->cost[i] == t->cost[best] &&
+             t->active_requests[i] < t->active_requests[best]))
             best = i;
     }
     return best;
@@ -255,7 +373,7 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     uint64_t visited[CHASH_MAX_WORKERS / 64];
     memset(visited, 0, ((size_t)t->num_groups + 63) / 64 * sizeof(visited[0]));
     const chash_ring *ring = &c->ring;
-    uint32_t start = chash_ring_find(ring, chash_mix64(request_key(req, c->key_blocks)));
+    uint32_t start = chash_ring_find(ring, chash_mix64(request_key(c, req, n_eligible)));
     uint32_t chosen = UINT32_MAX, lightest = UINT32_MAX, judged = 0;
     uint64_t lightest_load = 0;
     for (uint32_t k = 0; k < ring->num_points && judged < ring->num_workers; k++) {
@@ -282,7 +400,7 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     }
     if (chosen == UINT32_MAX)
         chosen = lightest;
-    *out_row = least_loaded_rank(t, chosen, skip);
+    *out_row = cheapest_rank(t, chosen, skip);
     return 0;
 }
 
@@ -306,6 +424,7 @@ static int32_t chash_select(void *instance, const wsel_request *req, const wsel_
     }
     if (rc != 0)
         return rc;
+    count_request(c, req);
     choice->row = row;
     return 0;
 }
@@ -324,9 +443,9 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .abi_major = WSEL_ABI_MAJOR,
     .abi_minor = WSEL_ABI_MINOR,
     .struct_size = sizeof(wsel_plugin),
-    .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
+    .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "chash",
-    .version = "1.0.0",
+    .version = "2.0.0",
     .description = "consistent hashing with bounded loads: sticky keys, no worker "
                    "above (1 + epsilon) x mean",
     .params = chash_params,

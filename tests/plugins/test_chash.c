@@ -1,8 +1,8 @@
 /*
  * test_chash.c -- the chash plugin: keys stick to their worker while loads
- * are in bound, no worker ever exceeds the MTZ bound, removing one of n
- * workers moves only that worker's keys (about 1/n of them), and selects
- * from several threads agree with a single-threaded run.
+ * are in bound, a shared system prompt does not collapse the keys, no worker ever exceeds
+ * the MTZ bound, removing one of n workers moves only that worker's keys (about 1/n of
+ * them), and selects from several threads agree with a single-threaded run.
  */
 #include <math.h>
 #include <pthread.h>
@@ -69,34 +69,97 @@ static void test_a_key_stays_on_its_worker_while_loads_are_in_bound(void **state
     }
     assert_int_equal(spread, 0x3ff);
 
-    /* Without an affinity key the first key_blocks hashes stand in; without
-     * hashes, the request id. */
-    const uint64_t a[] = {7, 8, 9, 10, 11, 12};
-    const uint64_t b[] = {7, 8, 9, 10, 99};
-    wsel_request req;
-    wsel_rng rng;
-    harness_request(&req, &rng, SEED, 1, 0, a, 6);
-    uint32_t ra = harness_select(c, &req, t);
-    harness_request(&req, &rng, SEED, 2, 0, b, 5);
-    assert_int_equal(harness_select(c, &req, t), ra);
+    /* Without hashes and without an affinity key: the request id. */
     assert_int_equal(pick(c, t, 123, 0), pick(c, t, 123, 0));
     harness_table_free(t);
     wsel_plugin_entry.destroy(c);
 }
 
-static void test_the_least_loaded_eligible_rank_of_the_worker_is_chosen(void **state)
+/*
+ * A system prompt every request opens with must not become everyone's key
+ * (the collapse on real traces, where 45 % of requests share their first
+ * block). 400 requests share blocks 1..8 and then have 3 blocks of their
+ * own: after the first, the prompt's blocks are in far more than 1 / 10 of
+ * recent requests, so each request keys on its first own block and the
+ * keys spread over the ring like 400 random ones. Loads stay 0, so the
+ * bound never interferes: each of the 10 workers' share is Binomial(400,
+ * about 1/10), and with 100 vnodes a worker's ring share is within 10 % of
+ * 1/10, so none may be empty and none above 3 times its share. A
+ * conversation's next turn (its prompt extended) lands where the turn
+ * before it did, because it keys on the same first own block.
+ */
+static void test_a_shared_system_prompt_does_not_collapse_the_keys(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(10, 1);
+    uint32_t count[10] = {0};
+    wsel_request req;
+    wsel_rng rng;
+    for (uint64_t i = 0; i < 400; i++) {
+        uint64_t p[11] = {1, 2, 3, 4, 5, 6, 7, 8};
+        for (uint32_t j = 0; j < 3; j++)
+            p[8 + j] = 1000 * (i + 1) + j;
+        harness_request(&req, &rng, SEED, i, 0, p, 11);
+        uint32_t row = harness_select(c, &req, t);
+        count[row]++;
+        if (i % 50 == 49) {
+            /* The next turn of conversation i. */
+            uint64_t q[14] = {1, 2, 3, 4, 5, 6, 7, 8};
+            for (uint32_t j = 0; j < 6; j++)
+                q[8 + j] = 1000 * (i + 1) + j;
+            harness_request(&req, &rng, SEED, 100000 + i, 0, q, 14);
+            assert_int_equal(harness_select(c, &req, t), row);
+        }
+    }
+    for (uint32_t w = 0; w < 10; w++) {
+        assert_true(count[w] > 0);
+        assert_true(count[w] <= 120);
+    }
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+/* A prompt repeated whole by every request keys on its last block: they
+ * all land on one worker while loads allow (the bound spreads them). Loads
+ * stay 0 here, so the bound never interferes. */
+static void test_a_prompt_everyone_repeats_keys_on_its_last_block(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(10, 1);
+    const uint64_t p[] = {1, 2, 3};
+    wsel_request req;
+    wsel_rng rng;
+    /* The first time, nothing is common yet: it keys on its first block.
+     * From the second on every block is in every recent request. */
+    harness_request(&req, &rng, SEED, 1, 0, p, 3);
+    harness_select(c, &req, t);
+    harness_request(&req, &rng, SEED, 2, 0, p, 3);
+    uint32_t first = harness_select(c, &req, t);
+    for (uint64_t i = 3; i < 50; i++) {
+        harness_request(&req, &rng, SEED, i, 0, p, 3);
+        assert_int_equal(harness_select(c, &req, t), first);
+    }
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+static void test_the_cheapest_eligible_rank_of_the_worker_is_chosen(void **state)
 {
     (void)state;
     void *c = harness_create(NULL, NULL, 0);
     harness_table *t = harness_table_uniform(1, 4);
-    const uint32_t active[4] = {0, 5, 2, 2};
-    const double cost[4] = {1, 1, 9, 4};
+    const uint32_t active[4] = {0, 5, 2, 1};
+    const double cost[4] = {1, 3, 2, 2};
     memcpy(t->active_requests, active, sizeof(active));
     memcpy(t->cost, cost, sizeof(cost));
     t->flags[0] = WSEL_ROW_EXCLUDED;
-    assert_int_equal(pick(c, t, 1, 77), 3);
+    assert_int_equal(pick(c, t, 1, 77), 3); /* cost 2, then fewer requests */
     t->flags[3] = WSEL_ROW_BUSY;
     assert_int_equal(pick(c, t, 2, 77), 2);
+    t->flags[2] = WSEL_ROW_BUSY;
+    assert_int_equal(pick(c, t, 3, 77), 1);
     harness_table_free(t);
     wsel_plugin_entry.destroy(c);
 }
@@ -328,7 +391,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
-        cmocka_unit_test(test_the_least_loaded_eligible_rank_of_the_worker_is_chosen),
+        cmocka_unit_test(test_a_shared_system_prompt_does_not_collapse_the_keys),
+        cmocka_unit_test(test_a_prompt_everyone_repeats_keys_on_its_last_block),
+        cmocka_unit_test(test_the_cheapest_eligible_rank_of_the_worker_is_chosen),
         cmocka_unit_test(test_an_excluded_worker_passes_its_keys_clockwise),
         cmocka_unit_test(test_more_workers_than_max_workers_are_refused),
         cmocka_unit_test(test_no_worker_exceeds_the_bound_under_a_skewed_load),
