@@ -19,6 +19,14 @@
 
 #define SEED 77u
 
+/* A two-level instance (the default before lockstep became it). */
+static void *two_level_create(void)
+{
+    const char *names[] = {"mode"};
+    const double values[] = {0.0};
+    return harness_create(names, values, 1);
+}
+
 /* 0 = the rank-level baseline (softmax at T = 0 on the default cost),
  * otherwise a dpgroup instance. */
 static uint32_t decide(void *d, const harness_table *t, uint64_t request_id)
@@ -129,7 +137,7 @@ static void test_a_wide_worker_gets_its_fair_share_but_never_while_its_busiest_r
     print_message("rank-level: wide worker %u/16000, %u while its busiest rank led\n",
                   rank_level.to_wide, rank_level.while_it_leads);
 
-    void *d = harness_create(NULL, NULL, 0);
+    void *d = two_level_create();
     stream_result group = run_stream(d);
     wsel_plugin_entry.destroy(d);
     print_message("dpgroup max: wide worker %u/16000, %u while its busiest rank led, "
@@ -139,9 +147,9 @@ static void test_a_wide_worker_gets_its_fair_share_but_never_while_its_busiest_r
     assert_true(group.widest_spread <= 2);
     assert_in_range(group.to_wide, 8000 - 8, 8000 + 8);
 
-    const char *names[] = {"aggregate"};
-    const double sum[] = {2};
-    d = harness_create(names, sum, 1);
+    const char *names[] = {"mode", "aggregate"};
+    const double sum[] = {0, 2};
+    d = harness_create(names, sum, 2);
     stream_result summed = run_stream(d);
     wsel_plugin_entry.destroy(d);
     print_message("dpgroup sum: wide worker %u/16000\n", summed.to_wide);
@@ -156,7 +164,7 @@ test_a_worker_with_one_saturated_rank_is_avoided_though_its_others_idle(void **s
     harness_table *t = harness_table_new(5, dp);
     uint64_t load[12] = {1000, 0, 0, 0, 0, 0, 0, 0, 100, 100, 100, 100};
     set_loads(t, load);
-    void *d = harness_create(NULL, NULL, 0);
+    void *d = two_level_create();
     for (uint64_t n = 0; n < 200; n++) {
         assert_in_range(decide(NULL, t, n), 1, 7); /* the baseline walks in */
         assert_in_range(decide(d, t, n), 8, 11);
@@ -186,7 +194,7 @@ static void test_the_worker_score_adds_the_prefill_of_its_best_overlap_rank(void
         t->overlap_blocks[i] = overlap[i];
     }
     harness_table_default_costs(t, 1.0, 16);
-    void *d = harness_create(NULL, NULL, 0);
+    void *d = two_level_create();
     assert_int_equal(decide(d, t, 1), 1);
     /* Without the prefix, worker 0 scores 20 + 16 = 36 > 26. */
     t->overlap_blocks[1] = 0;
@@ -204,10 +212,10 @@ static void test_the_mean_aggregate_lets_one_hot_rank_hide_among_idle_ones(void 
     harness_table *t = harness_table_new(2, dp);
     uint64_t load[5] = {49, 0, 0, 0, 19}; /* worker 0: max 50, mean 12.5; worker 1: 20 */
     set_loads(t, load);
-    const char *names[] = {"aggregate"};
-    const double mean[] = {1};
-    void *by_max = harness_create(NULL, NULL, 0);
-    void *by_mean = harness_create(names, mean, 1);
+    const char *names[] = {"mode", "aggregate"};
+    const double mean[] = {0, 1};
+    void *by_max = two_level_create();
+    void *by_mean = harness_create(names, mean, 2);
     assert_int_equal(decide(by_max, t, 1), 4);
     assert_in_range(decide(by_mean, t, 1), 1, 3);
     wsel_plugin_entry.destroy(by_max);
@@ -405,7 +413,8 @@ static void test_token_budget_is_accepted_at_both_bounds(void **state)
     assert_int_equal(p->num_params, 4);
     assert_string_equal(p->params[0].choices[2], "lockstep");
     assert_null(p->params[0].choices[3]);
-    assert_true(p->params[0].default_value == 0.0 && p->params[0].max_value == 2.0);
+    /* lockstep (2) is the default: see docs/policies.md, "Which mode". */
+    assert_true(p->params[0].default_value == 2.0 && p->params[0].max_value == 2.0);
     const wsel_param_def *budget = &p->params[3];
     assert_string_equal(budget->name, "token_budget");
     assert_int_equal(budget->type, WSEL_PARAM_INT);
@@ -429,7 +438,7 @@ static void test_excluded_and_busy_ranks_are_skipped(void **state)
     harness_table *t = harness_table_new(3, dp);
     uint64_t load[5] = {0, 0, 5, 5, 9};
     set_loads(t, load);
-    void *two_level = harness_create(NULL, NULL, 0);
+    void *two_level = two_level_create();
     const char *names[] = {"mode"};
     const double blend[] = {1};
     void *blended = harness_create(names, blend, 1);
@@ -472,7 +481,7 @@ static void test_ties_between_workers_are_broken_at_random_and_reproducibly(void
     harness_table *t = harness_table_uniform(4, 2);
     uint64_t load[8] = {3, 3, 3, 3, 3, 3, 3, 3};
     set_loads(t, load);
-    void *modes[2] = {harness_create(NULL, NULL, 0), lockstep_create(0)};
+    void *modes[2] = {two_level_create(), lockstep_create(0)};
     for (size_t m = 0; m < 2; m++) {
         uint32_t seen = 0;
         for (uint64_t n = 0; n < 200; n++) {
