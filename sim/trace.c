@@ -191,6 +191,13 @@ int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
                 snprintf(err, err_size, "\"timestamp\" is negative");
                 return WSEL_EINVAL;
             }
+            if (v.timestamp_ms > SIM_TRACE_MAX_TIMESTAMP_MS) {
+                snprintf(err, err_size,
+                         "\"timestamp\" %.17g ms is out of range [0, %g] (ms since the "
+                         "trace's start)",
+                         v.timestamp_ms, SIM_TRACE_MAX_TIMESTAMP_MS);
+                return WSEL_EINVAL;
+            }
         } else if (f == F_INPUT || f == F_OUTPUT) {
             rc = parse_length(line, val, field_names[f],
                               f == F_INPUT ? &v.input_length : &v.output_length, err,
@@ -210,6 +217,10 @@ int32_t sim_trace_parse_line(sim_trace_parser *p, const char *line, size_t len,
             snprintf(err, err_size, "missing field \"%s\"", field_names[f]);
             return WSEL_EINVAL;
         }
+    }
+    if (v.input_length == 0) {
+        snprintf(err, err_size, "\"input_length\" is 0; a request has at least 1 token");
+        return WSEL_EINVAL;
     }
     if (v.input_length > UINT32_MAX || v.output_length > UINT32_MAX) {
         snprintf(err, err_size, "\"%s\" is over 2^32 tokens",

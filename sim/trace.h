@@ -31,6 +31,10 @@ typedef struct sim_trace_line {
 #define SIM_TRACE_MAX_LINE   (1u << 20) /* bytes, newline excluded */
 #define SIM_TRACE_MAX_DEPTH  32u        /* nested objects and arrays */
 #define SIM_TRACE_MAX_TOKENS (1u << 18) /* JSON values, keys included */
+/* Field ranges: timestamp 0..1e9 ms (11.6 days: divided by the smallest
+ * --speedup, 1e-3, it stays inside the int64 nanosecond clock);
+ * input_length 1..2^32-1 tokens; output_length 0..2^32-1. */
+#define SIM_TRACE_MAX_TIMESTAMP_MS 1e9
 
 /* Reusable parse buffers (tokens, hash ids); grow as lines demand. */
 typedef struct sim_trace_parser {

@@ -279,6 +279,20 @@ static void test_over_long_line_ends_the_read_naming_the_limit(void **state)
     free(text);
 }
 
+/* Issue 13 item 15: trace fields have ranges; a timestamp past 9.22e12 ms
+ * overflowed the nanosecond clock and was reported as out of order, and
+ * input_length 0 reached memcpy with NULL. */
+static void test_fields_out_of_range_are_refused_by_name(void **state)
+{
+    (void)state;
+    const char far[] = "{\"timestamp\": 9.3e12, " LINE_TAIL "}";
+    expect_line_refused(far, strlen(far),
+                        "\"timestamp\" 9300000000000 ms is out of range");
+    const char empty[] = "{\"timestamp\": 0, \"input_length\": 0, \"output_length\": 2, "
+                         "\"hash_ids\": []}";
+    expect_line_refused(empty, strlen(empty), "\"input_length\" is 0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_string_escapes_in_keys_are_decoded),
         cmocka_unit_test(test_deep_nesting_is_refused_naming_the_limit),
         cmocka_unit_test(test_over_long_line_ends_the_read_naming_the_limit),
+        cmocka_unit_test(test_fields_out_of_range_are_refused_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

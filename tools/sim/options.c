@@ -132,6 +132,78 @@ static const option options[] = {
 };
 #define NUM_OPTIONS (sizeof(options) / sizeof(options[0]))
 
+/*
+ * The documented range of every numeric option (--help prints it). A value
+ * outside is refused naming the option and the range, before it can
+ * overflow a nanosecond clock (times), wrap a 32-bit token count, collide
+ * with a "not set" marker (--kv-blocks) or size an allocation past reason.
+ * Times stay below 1e9 s = 1e18 ns, inside int64 nanoseconds.
+ */
+typedef struct option_range {
+    const char *name;
+    double min, max;
+} option_range;
+
+static const option_range ranges[] = {
+    {"--trace-block-size", 1, 1u << 20},
+    {"--requests", 1, 1e8},
+    {"--rate", 1e-3, 1e9},
+    {"--groups", 1, 1e6},
+    {"--prompts", 1, 1e6},
+    {"--prefix-tokens", 0, 1u << 24},
+    {"--question-tokens", 0, 1u << 24},
+    {"--output-tokens", 0, 1u << 24},
+    {"--tools", 0, 1e4},
+    {"--tool-tokens", 0, 1u << 24},
+    {"--system-tokens", 0, 1u << 24},
+    {"--agent-share", 0, 1},
+    {"--burst", 1, 1e6},
+    {"--speedup", 1e-3, 1e6},
+    {"--jitter-ms", 0, 1e9},
+    {"--kv-blocks", 1, 1u << 28},
+    {"--block-size", 1, 1u << 16},
+    {"--max-running", 1, 1u << 20},
+    {"--token-budget", 1, 1u << 24},
+    {"--step-fixed-ms", 0, 1e6},
+    {"--prefill-token-ms", 0, 1e6},
+    {"--decode-seq-ms", 0, 1e6},
+    {"--kv-event-delay-ms", 0, 1e9},
+    {"--overlap-weight", 0, 1e6},
+    {"--temperature", 0, 1e6},
+    {"--affinity-blocks", 0, 1u << 20},
+    {"--busy-decode-blocks", 0, 1},
+    {"--busy-prefill-tokens", 0, 1e15},
+};
+#define NUM_RANGES (sizeof(ranges) / sizeof(ranges[0]))
+
+/* Most KV blocks over all ranks (--kv-blocks x ranks): the caches are
+ * allocated up front. */
+#define SIM_MAX_TOTAL_KV_BLOCKS (1u << 27)
+
+static const option_range *range_of(const char *name)
+{
+    for (size_t i = 0; i < NUM_RANGES; i++)
+        if (strcmp(ranges[i].name, name) == 0)
+            return &ranges[i];
+    return NULL;
+}
+
+/* 2 with a message naming the option and its range, or 0. */
+static int check_range(const char *name, const char *val, char *err, size_t err_size)
+{
+    const option_range *r = range_of(name);
+    if (r == NULL)
+        return 0;
+    char *end;
+    double v = strtod(val, &end);
+    if (*end != '\0' || !(v >= r->min && v <= r->max)) {
+        snprintf(err, err_size, "%s '%s': out of range [%.17g, %.17g]", name, val, r->min,
+                 r->max);
+        return 2;
+    }
+    return 0;
+}
+
 void sim_options_usage(FILE *out)
 {
     fprintf(out,
@@ -145,6 +217,9 @@ void sim_options_usage(FILE *out)
         fprintf(out, "  %-28s %s", left, options[i].help);
         if (options[i].def)
             fprintf(out, " [default: %s]", options[i].def);
+        const option_range *r = range_of(options[i].name);
+        if (r != NULL)
+            fprintf(out, " [range: %g..%g]", r->min, r->max);
         fputc('\n', out);
     }
     fprintf(out, "\nExit status: 0 success, 1 failure, 2 bad usage. See docs/sim.md.\n");
@@ -327,6 +402,21 @@ static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
             return 2;
         }
     }
+    if ((uint64_t)o->cluster.kv_blocks * ranks > SIM_MAX_TOTAL_KV_BLOCKS) {
+        snprintf(err, err_size,
+                 "--kv-blocks %u x %u ranks = %llu KV blocks, over the limit of %u",
+                 o->cluster.kv_blocks, ranks,
+                 (unsigned long long)o->cluster.kv_blocks * ranks,
+                 SIM_MAX_TOTAL_KV_BLOCKS);
+        return 2;
+    }
+    if (o->cluster.cost_model == SIM_COST_LINEAR && o->cluster.step_fixed_ms == 0 &&
+        o->cluster.prefill_token_ms == 0 && o->cluster.decode_seq_ms == 0) {
+        snprintf(err, err_size,
+                 "--cost-model linear with --step-fixed-ms, --prefill-token-ms and "
+                 "--decode-seq-ms all 0: a step would take no time; set one above 0");
+        return 2;
+    }
     if (o->workload.rate <= 0) {
         snprintf(err, err_size, "--rate must be above 0");
         return 2;
@@ -391,6 +481,8 @@ static int parse_into(sim_options *o, int argc, char **argv, char *err, size_t e
         int rc = opt->kind == K_SPECIAL ? parse_special(o, arg, val, &workers, &dp_count,
                                                         &last, err, err_size)
                                         : store(o, opt, val, err, err_size);
+        if (rc == 0)
+            rc = check_range(arg, val, err, err_size);
         if (rc != 0)
             return rc;
         if (strcmp(arg, "--config") != 0 && strcmp(arg, "--plugin") != 0 &&

@@ -9,9 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Latest switch time: 1e9 s = 1e18 ns, inside the int64 nanosecond clock. */
+#define SIM_MAX_SWITCH_S 1e9
+
 int sim_parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-')
+    /* Digits only: strtoull would skip leading space and take a sign. */
+    if (!s || *s < '0' || *s > '9')
         return 0;
     char *end;
     errno = 0;
@@ -24,7 +28,7 @@ int sim_parse_u64(const char *s, uint64_t *out)
 
 int sim_parse_double(const char *s, double *out)
 {
-    if (!s || !*s)
+    if (!s || !((*s >= '0' && *s <= '9') || *s == '.'))
         return 0;
     char *end;
     errno = 0;
@@ -71,6 +75,11 @@ int sim_parse_switch(sim_options *o, const char *s, char *err, size_t err_size)
     if (!sim_parse_double(num, &at)) {
         snprintf(err, err_size, "--switch-at '%s': '%s' is not a number of seconds", s,
                  num);
+        return 2;
+    }
+    if (at > SIM_MAX_SWITCH_S) {
+        snprintf(err, err_size, "--switch-at '%s': %g s is out of range [0, %g]", s, at,
+                 SIM_MAX_SWITCH_S);
         return 2;
     }
     if (o->num_switches == SIM_MAX_PHASES - 1) {
