@@ -57,7 +57,14 @@
 #endif
 
 static const wsel_param_def fx_params[] = {
-    {"n", "misbehave on every n-th select", WSEL_PARAM_INT, 0, 3, 1, 1000000, NULL},
+    {
+        .name = "n",
+        .doc = "misbehave on every n-th select",
+        .type = WSEL_PARAM_INT,
+        .default_value = 3,
+        .min_value = 1,
+        .max_value = 1000000,
+    },
 };
 
 typedef struct fx_instance {
@@ -172,19 +179,18 @@ static void fx_topology(void *instance, const wsel_table *table)
 }
 
 WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
-    WSEL_ABI_MAJOR,
-    WSEL_ABI_MINOR,
-    sizeof(wsel_plugin),
-    0,
-    FX_NAME,
-    "1.0.0",
-    "isolated-mode fixture",
-    fx_params,
-    1,
-    sizeof(wsel_param_def),
-    fx_create,
-    fx_destroy,
-    fx_select,
-    FX_MODE == FX_HOOKS ? fx_finished : NULL,
-    FX_MODE == FX_HOOKS ? fx_topology : NULL,
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .name = FX_NAME,
+    .version = "1.0.0",
+    .description = "isolated-mode fixture",
+    .params = fx_params,
+    .num_params = 1,
+    .param_def_size = sizeof(wsel_param_def),
+    .create = fx_create,
+    .destroy = fx_destroy,
+    .select = fx_select,
+    .on_request_finished = FX_MODE == FX_HOOKS ? fx_finished : NULL,
+    .on_topology_changed = FX_MODE == FX_HOOKS ? fx_topology : NULL,
 };

@@ -72,19 +72,45 @@ static const char *const pick_choices[] = {"argmin", "first",  "last",
                                            "cycle",  "faulty", NULL};
 
 static const wsel_param_def stress_params[] = {
-    {"pick",
-     "how a row is chosen: argmin of cost, first, last or cycling eligible row, or "
-     "faulty (cycles through an error, an out-of-range row, an excluded row, a good row)",
-     WSEL_PARAM_ENUM, 0, PICK_ARGMIN, PICK_ARGMIN, PICK_FAULTY, pick_choices},
-    {"spin", "busy-loop iterations inside select, to widen race windows", WSEL_PARAM_INT,
-     0, 0, 0, 1000000, NULL},
-    {"create_delay_ms", "milliseconds create() sleeps before returning",
-     WSEL_PARAM_DOUBLE, 0, 0, 0, 10000, NULL},
-    {"log_lifecycle", "log a line through the host on create and destroy",
-     WSEL_PARAM_BOOL, 0, 1, 0, 1, NULL},
-    {"gate_fd",
-     "file descriptor create() reads one byte from before returning (-1: none)",
-     WSEL_PARAM_INT, 0, -1, -1, 1048576, NULL},
+    {
+        .name = "pick",
+        .doc = "how a row is chosen: argmin of cost, first, last or cycling eligible "
+               "row, or "
+               "faulty (cycles through an error, an out-of-range row, an excluded row, a "
+               "good row)",
+        .type = WSEL_PARAM_ENUM,
+        .default_value = PICK_ARGMIN,
+        .min_value = PICK_ARGMIN,
+        .max_value = PICK_FAULTY,
+        .choices = pick_choices,
+    },
+    {
+        .name = "spin",
+        .doc = "busy-loop iterations inside select, to widen race windows",
+        .type = WSEL_PARAM_INT,
+        .max_value = 1000000,
+    },
+    {
+        .name = "create_delay_ms",
+        .doc = "milliseconds create() sleeps before returning",
+        .type = WSEL_PARAM_DOUBLE,
+        .max_value = 10000,
+    },
+    {
+        .name = "log_lifecycle",
+        .doc = "log a line through the host on create and destroy",
+        .type = WSEL_PARAM_BOOL,
+        .default_value = 1,
+        .max_value = 1,
+    },
+    {
+        .name = "gate_fd",
+        .doc = "file descriptor create() reads one byte from before returning (-1: none)",
+        .type = WSEL_PARAM_INT,
+        .default_value = -1,
+        .min_value = -1,
+        .max_value = 1048576,
+    },
 };
 
 /* Report a broken guarantee and crash: the test process dies, the test fails. */
