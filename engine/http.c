@@ -376,7 +376,10 @@ int eng_http_start(eng_http **out, eng *e, uint32_t *port, char *err, size_t err
         free(h);
         return -1;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+    /* poll, not epoll: with libmicrohttpd 0.9.75's edge-triggered epoll,
+     * some of 256 connections opened at once were never read (their
+     * requests sat in the socket); poll is level-triggered. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     struct MHD_OptionItem pool[] = {
         {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)e->opt.http_threads, NULL},

@@ -141,6 +141,8 @@ static flight *start(const replay_options *o, CURLM *multi, const replay_request
     char url[2048];
     snprintf(url, sizeof(url), "%s/v1/completions", o->urls[f->res.url]);
     f->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    /* No "Expect: 100-continue" round trip before the body. */
+    f->headers = curl_slist_append(f->headers, "Expect:");
     curl_easy_setopt(f->easy, CURLOPT_URL, url);
     curl_easy_setopt(f->easy, CURLOPT_POSTFIELDS, f->body);
     curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers);
