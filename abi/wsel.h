@@ -567,11 +567,35 @@ typedef struct wsel_plugin {
 } wsel_plugin;
 
 /*
- * The one symbol a plugin exports. Define it with WSEL_PLUGIN_EXPORT:
+ * The one symbol a plugin exports. Define it with WSEL_PLUGIN_EXPORT and
+ * designated initialisers (fields left out are zero, which is what every
+ * reserved field and absent optional hook must be):
+ *
+ *     static const wsel_param_def mine_params[] = {
+ *         {
+ *             .name = "slack",
+ *             .doc = "what the parameter does, in one line",
+ *             .type = WSEL_PARAM_INT,
+ *             .default_value = 0,
+ *             .min_value = 0,
+ *             .max_value = 1024,
+ *         },
+ *     };
  *
  *     WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
- *         WSEL_ABI_MAJOR, WSEL_ABI_MINOR, sizeof(wsel_plugin), 0,
- *         "mine", "1.0.0", "what it does", ...
+ *         .abi_major = WSEL_ABI_MAJOR,
+ *         .abi_minor = WSEL_ABI_MINOR,
+ *         .struct_size = sizeof(wsel_plugin),
+ *         .capabilities = WSEL_CAP_CONCURRENT_SELECT,
+ *         .name = "mine",
+ *         .version = "1.0.0",
+ *         .description = "what it does, in one line",
+ *         .params = mine_params,
+ *         .num_params = sizeof(mine_params) / sizeof(mine_params[0]),
+ *         .param_def_size = sizeof(wsel_param_def),
+ *         .create = mine_create,
+ *         .destroy = mine_destroy,
+ *         .select = mine_select,
  *     };
  */
 #define WSEL_PLUGIN_ENTRY_SYMBOL "wsel_plugin_entry"
