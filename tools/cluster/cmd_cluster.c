@@ -163,6 +163,9 @@ int wsel_cmd_cluster(int argc, char **argv)
         }
         if (pid == 0) {
             sigprocmask(SIG_SETMASK, &old, NULL);
+            /* The cluster prints every worker's lines itself. */
+            if (!freopen("/dev/null", "w", stdout))
+                _exit(127);
             execv(exe, args);
             fprintf(stderr, "wsel cluster: cannot run %s: %s\n", exe, strerror(errno));
             _exit(127);

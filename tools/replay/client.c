@@ -170,7 +170,8 @@ fail_free:
     return NULL;
 }
 
-static void finish(CURLM *multi, flight *f, CURLcode code, replay_result_fn fn, void *ctx)
+static void finish(CURLM *multi, flight *f, CURLcode code, double scale,
+                   replay_result_fn fn, void *ctx)
 {
     if (f->prev)
         f->prev->next = f->next;
@@ -183,9 +184,11 @@ static void finish(CURLM *multi, flight *f, CURLcode code, replay_result_fn fn, 
     if (code == CURLE_OK)
         curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
     f->res.status = status;
-    f->res.e2e_ms = (t - f->t0) * 1e3;
-    f->res.ttft_ms = f->res.tokens ? (f->first - f->t0) * 1e3 : 0;
-    f->res.itl_ms = f->res.tokens > 1 ? f->gap_sum / (f->res.tokens - 1) * 1e3 : 0;
+    const double ms = 1e3 * scale; /* model ms per wall second */
+    f->res.start_s *= scale;
+    f->res.e2e_ms = (t - f->t0) * ms;
+    f->res.ttft_ms = f->res.tokens ? (f->first - f->t0) * ms : 0;
+    f->res.itl_ms = f->res.tokens > 1 ? f->gap_sum / (f->res.tokens - 1) * ms : 0;
     f->res.protocol_error = status == 200 && !f->done_seen;
     fn(ctx, &f->res);
     curl_multi_remove_handle(multi, f->easy);
@@ -211,7 +214,7 @@ int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
     while (have > 0 || in_flight > 0) {
         double t = now_s() - t_start;
         while (have > 0 && in_flight < o->concurrency &&
-               next.arrival_s / o->speedup <= t) {
+               next.arrival_s / (o->speedup * o->time_scale) <= t) {
             flight *f = start(o, multi, &next, t_start);
             free(next.tokens);
             if (!f) {
@@ -236,12 +239,13 @@ int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
                 continue;
             flight *f;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&f);
-            finish(multi, f, m->data.result, fn, ctx);
+            finish(multi, f, m->data.result, o->time_scale, fn, ctx);
             in_flight--;
         }
         int wait_ms = 100;
         if (have > 0 && in_flight < o->concurrency) {
-            double due = next.arrival_s / o->speedup - (now_s() - t_start);
+            double due =
+                next.arrival_s / (o->speedup * o->time_scale) - (now_s() - t_start);
             wait_ms = due <= 0 ? 0 : due < 0.1 ? (int)(due * 1e3) + 1 : 100;
         }
         if (in_flight > 0 || wait_ms > 0)
@@ -251,7 +255,7 @@ int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
         free(next.tokens);
     /* On a source error, the requests in flight are abandoned. */
     while (flying)
-        finish(multi, flying, CURLE_ABORTED_BY_CALLBACK, fn, ctx);
+        finish(multi, flying, CURLE_ABORTED_BY_CALLBACK, o->time_scale, fn, ctx);
     curl_multi_cleanup(multi);
     return rc;
 }

@@ -28,6 +28,9 @@ static const char usage_text[] =
     "  --requests N            send at most N requests (workloads: how many)\n"
     "  --seed S                workload seed (1)\n"
     "  --speedup X             arrival times divided by X (1)\n"
+    "  --time-scale X          the engines' --time-scale: arrivals come X times\n"
+    "                          sooner still and times are reported x X, in model\n"
+    "                          time, comparable with wsel sim (1)\n"
     "  --concurrency N         requests in flight at most (256)\n"
     "  --model NAME            the \"model\" field (left out by default)\n"
     "  --vocab-size N          token ids below N (32000)\n"
@@ -58,6 +61,7 @@ int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
     memset(o, 0, sizeof(*o));
     o->trace_block_size = 512;
     o->speedup = 1;
+    o->time_scale = 1;
     o->concurrency = 256;
     o->vocab_size = 32000;
     o->progress = -1;
@@ -114,6 +118,8 @@ int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
             rc = num(a, v, 0, 1e18, &seed, err, err_size);
         } else if (strcmp(a, "--speedup") == 0) {
             rc = num(a, v, 1e-6, 1e9, &o->speedup, err, err_size);
+        } else if (strcmp(a, "--time-scale") == 0) {
+            rc = num(a, v, 1e-6, 1e6, &o->time_scale, err, err_size);
         } else if (strcmp(a, "--concurrency") == 0) {
             rc = num(a, v, 1, 1e6, &x, err, err_size);
             o->concurrency = (uint32_t)x;

@@ -30,6 +30,7 @@ typedef struct replay_options {
     sim_workload_config workload;
     int use_workload;
     double speedup;
+    double time_scale; /* the engines' --time-scale: arrivals / it, times x it */
     uint32_t concurrency;
     uint32_t vocab_size;
     uint32_t max_requests; /* 0 = all */
