@@ -260,17 +260,25 @@ void wsel_host_destroy(wsel_host *host)
     free(host);
 }
 
-void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
-                               wsel_rng *rng)
+void wsel_host_prepare_request_sized(const wsel_host *host, wsel_request *request,
+                                     size_t request_size, wsel_rng *rng)
 {
-    if (host == NULL || request == NULL || rng == NULL)
+    if (host == NULL || request == NULL || rng == NULL ||
+        request_size < WSEL_REQUEST_SIZE_1_0)
         return;
     /* Same derivation as the plugin test harness, so a decision can be
      * replayed there from (seed, request_id). */
     wsel_rng_seed(rng, host->seed ^ (request->request_id * 0x9e3779b97f4a7c15ull));
-    request->struct_size = sizeof(*request);
+    request->struct_size =
+        (uint32_t)(request_size < sizeof(*request) ? request_size : sizeof(*request));
     request->uniform = wsel_rng_uniform(rng);
     request->rng = rng;
+}
+
+void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
+                               wsel_rng *rng)
+{
+    wsel_host_prepare_request_sized(host, request, WSEL_REQUEST_SIZE_1_0, rng);
 }
 
 void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,

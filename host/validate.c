@@ -164,6 +164,9 @@ int32_t wsel_request_validate(const wsel_request *r, char *err, size_t err_size)
         why = "uniform is not in [0, 1)";
     else if (r->rng == NULL)
         why = "rng is NULL";
+    else if (r->struct_size >= offsetof(wsel_request, overrides) + sizeof(r->overrides) &&
+             (r->overrides & ~(uint32_t)WSEL_OVERRIDE_TEMPERATURE) != 0)
+        why = "overrides has a bit this host does not know"; /* like unknown row flags */
     if (why == NULL)
         return 0;
     if (r != NULL)

@@ -23,7 +23,7 @@ static int32_t hp_select(void *ctx, wsel_request *request, const wsel_rank_state
                          hp->build_err, sizeof(hp->build_err));
     if (rc != 0)
         return rc;
-    wsel_host_prepare_request(hp->host, request, request->rng);
+    wsel_host_prepare_request_sized(hp->host, request, sizeof(*request), request->rng);
     wsel_choice choice;
     memset(&choice, 0, sizeof(choice));
     choice.struct_size = sizeof(choice);

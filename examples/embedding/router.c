@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     wsel_request req = {
         .request_id = 1, .isl_tokens = 64, .block_size = 16, .overlap_score_weight = 1.0};
     wsel_rng rng;
-    wsel_host_prepare_request(host, &req, &rng);
+    wsel_host_prepare_request_sized(host, &req, sizeof(req), &rng);
     if (wsel_table_build(&buf, &req, ranks, NUM_RANKS, 1, err, sizeof(err)) != 0) {
         fprintf(stderr, "router: %s\n", err);
         goto out_free_table;

@@ -368,9 +368,22 @@ WSEL_HOST_API int32_t wsel_host_switch(wsel_host *host, const char *path,
  */
 WSEL_HOST_API uint32_t wsel_host_reclaim(wsel_host *host);
 
-/* Prepare `request` for select: set struct_size, seed request->rng (caller
- * storage) from (host seed, request_id) and draw request->uniform, so every
- * decision is reproducible from the seed. [any thread] */
+/* Prepare `request` for select: set struct_size from `request_size` (pass
+ * sizeof(*request); at most this library's sizeof(wsel_request) is kept),
+ * seed request->rng (caller storage) from (host seed, request_id) and draw
+ * request->uniform, so every decision is reproducible from the seed.
+ * Fields past `request_size` are neither read nor written. [any thread]
+ * OWNERSHIP: request and rng are the caller's; rng must outlive the select. */
+WSEL_HOST_API void wsel_host_prepare_request_sized(const wsel_host *host,
+                                                   wsel_request *request,
+                                                   size_t request_size, wsel_rng *rng);
+
+/* The 1.0 entry point: wsel_host_prepare_request_sized(host, request,
+ * WSEL_REQUEST_SIZE_1_0, rng). It labels every request as a 1.0 one, because
+ * it cannot know how large the caller's struct is: a program built against
+ * 1.0 and linked to a later library must not have its request read past its
+ * end. A router that sets fields appended after 1.0 (such as `overrides`)
+ * calls wsel_host_prepare_request_sized instead. [any thread] */
 WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host, wsel_request *request,
                                              wsel_rng *rng);
 

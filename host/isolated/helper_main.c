@@ -219,6 +219,7 @@ static void run_select(const wsel_plugin *p, void *instance, wsel_iso_slot *s)
     req.overlap_score_weight = s->overlap_score_weight;
     req.temperature = s->temperature;
     req.uniform = s->uniform;
+    req.overrides = s->overrides;
     req.rng = &rng;
     wsel_table table;
     slot_table(s, &table);

@@ -52,6 +52,10 @@ static void copy_request(wsel_iso_slot *s, const wsel_request *r)
     s->overlap_score_weight = r->overlap_score_weight;
     s->temperature = r->temperature;
     s->uniform = r->uniform;
+    s->overrides =
+        r->struct_size >= offsetof(wsel_request, overrides) + sizeof(r->overrides)
+            ? r->overrides
+            : 0;
     s->rng = *r->rng;
     if (s->num_block_hashes != 0)
         memcpy(s->block_hashes, r->block_hashes, s->num_block_hashes * sizeof(uint64_t));

@@ -89,7 +89,7 @@ typedef struct wsel_iso_slot {
     uint32_t num_block_hashes;
     uint32_t num_rows;
     uint32_t num_groups;
-    uint32_t reserved0;
+    uint32_t overrides; /* wsel_request.overrides; 0 for a 1.0 request */
     uint64_t topology_epoch;
     double overlap_score_weight;
     double temperature;

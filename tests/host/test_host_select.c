@@ -404,7 +404,8 @@ static void test_prepared_requests_are_reproducible_from_seed_and_id(void **stat
     a.request_id = b.request_id = 99;
     wsel_host_prepare_request(f->host, &a, &ra);
     wsel_host_prepare_request(f->host, &b, &rb);
-    assert_int_equal(a.struct_size, sizeof(wsel_request));
+    /* The 1.0 entry point labels a request exactly as it did in 1.0. */
+    assert_int_equal(a.struct_size, WSEL_REQUEST_SIZE_1_0);
     assert_ptr_equal(a.rng, &ra);
     assert_true(a.uniform == b.uniform);
     assert_true(a.uniform >= 0.0 && a.uniform < 1.0);
@@ -412,6 +413,27 @@ static void test_prepared_requests_are_reproducible_from_seed_and_id(void **stat
     b.request_id = 100;
     wsel_host_prepare_request(f->host, &b, &rb);
     assert_true(a.uniform != b.uniform);
+}
+
+/* A program built against 1.0 passes an 88-byte request to a later library:
+ * the 1.0 entry point must not label it larger than that, or a plugin would
+ * read past its end; the sized one labels what the caller says it has. */
+static void test_prepare_request_never_labels_more_than_the_caller_has(void **state)
+{
+    fixture *f = *state;
+    wsel_request r;
+    wsel_rng rng;
+    memset(&r, 0xAB, sizeof(r));
+    r.request_id = 7;
+    wsel_host_prepare_request(f->host, &r, &rng);
+    assert_int_equal(r.struct_size, WSEL_REQUEST_SIZE_1_0);
+    const unsigned char *tail = (const unsigned char *)&r + WSEL_REQUEST_SIZE_1_0;
+    for (size_t i = 0; i < sizeof(r) - WSEL_REQUEST_SIZE_1_0; i++)
+        assert_int_equal(tail[i], 0xAB);
+    wsel_host_prepare_request_sized(f->host, &r, sizeof(r), &rng);
+    assert_int_equal(r.struct_size, sizeof(wsel_request));
+    wsel_host_prepare_request_sized(f->host, &r, sizeof(r) + 64, &rng);
+    assert_int_equal(r.struct_size, sizeof(wsel_request));
 }
 
 static wsel_host_counters all_counters(fixture *f)
@@ -622,6 +644,7 @@ int main(void)
         T(test_bad_arguments_are_refused_without_touching_choice),
         T(test_hooks_reach_the_live_plugin),
         T(test_prepared_requests_are_reproducible_from_seed_and_id),
+        T(test_prepare_request_never_labels_more_than_the_caller_has),
         T0(test_writing_48_bytes_past_the_choice_is_a_bad_answer),
         T0(test_writing_64_bytes_past_the_choice_is_a_bad_answer),
         T0(test_scribbling_over_and_past_the_choice_is_a_bad_answer),

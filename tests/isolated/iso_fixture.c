@@ -20,7 +20,9 @@
  *            never posted, then hangs: a malformed answer;
  *   trigger  a write through NULL when the request id is FX_TRIGGER_ID, so
  *            a test crashes the active helper exactly when it wants;
- *   positive returns 1 (not 0) with no row written: not a success.
+ *   positive returns 1 (not 0) with no row written: not a success;
+ *   overrides answers row = the request's `overrides` bits (ABI 1.1), so a
+ *            test can see them cross into the helper, or not.
  *
  * The counter lives in the instance: the plugin keeps no global state.
  */
@@ -31,18 +33,19 @@
 
 #include "wsel.h"
 
-#define FX_GOOD     0
-#define FX_SEGV     1
-#define FX_ABORT    2
-#define FX_LOOP     3
-#define FX_SLEEP    4
-#define FX_EXIT     5
-#define FX_LEAK     6
-#define FX_STDOUT   7
-#define FX_HOOKS    8
-#define FX_FORGE    9
-#define FX_TRIGGER  10
-#define FX_POSITIVE 11
+#define FX_GOOD      0
+#define FX_SEGV      1
+#define FX_ABORT     2
+#define FX_LOOP      3
+#define FX_SLEEP     4
+#define FX_EXIT      5
+#define FX_LEAK      6
+#define FX_STDOUT    7
+#define FX_HOOKS     8
+#define FX_FORGE     9
+#define FX_TRIGGER   10
+#define FX_POSITIVE  11
+#define FX_OVERRIDES 12
 
 #define FX_TRIGGER_ID (1ull << 40)
 
@@ -154,6 +157,12 @@ static int32_t fx_select(void *instance, const wsel_request *request,
     }
     if (FX_MODE == FX_HOOKS) {
         choice->row = (uint32_t)((fx->finished + fx->epoch) % table->num_rows);
+        return 0;
+    }
+    if (FX_MODE == FX_OVERRIDES) {
+        int covered = request->struct_size >=
+                      offsetof(wsel_request, overrides) + sizeof(request->overrides);
+        choice->row = covered ? request->overrides % table->num_rows : 0;
         return 0;
     }
     if (request->temperature > 0)

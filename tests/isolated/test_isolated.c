@@ -286,6 +286,35 @@ static void test_good_plugin_answers_identically_in_and_out_of_isolation(void **
     finish(&r);
 }
 
+/* A 1.1 request's override bits reach the plugin in its helper; a request
+ * labelled 1.0 forwards none, whatever lies past its end. */
+static void test_request_overrides_cross_into_the_helper_only_when_labelled(void **state)
+{
+    (void)state;
+    fixture_run r;
+    start(&r, "iso_overrides", NULL, GENEROUS_US, 0);
+    iso_table t;
+    assert_int_equal(iso_table_init(&t, 4, 2, 3), 0);
+    wsel_choice c;
+    t.request.request_id = 1;
+    wsel_host_prepare_request_sized(r.host, &t.request, sizeof(t.request), &t.rng);
+    t.request.overrides = WSEL_OVERRIDE_TEMPERATURE;
+    memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    assert_int_equal(wsel_host_select(r.host, &t.request, &t.buf.table, &c),
+                     WSEL_ANSWER_PLUGIN);
+    assert_int_equal(c.row, WSEL_OVERRIDE_TEMPERATURE);
+    wsel_host_prepare_request(r.host, &t.request, &t.rng); /* labelled 1.0 */
+    t.request.overrides = WSEL_OVERRIDE_TEMPERATURE;
+    memset(&c, 0, sizeof(c));
+    c.struct_size = sizeof(c);
+    assert_int_equal(wsel_host_select(r.host, &t.request, &t.buf.table, &c),
+                     WSEL_ANSWER_PLUGIN);
+    assert_int_equal(c.row, 0);
+    iso_table_free(&t);
+    finish(&r);
+}
+
 static void test_bad_config_is_refused_by_the_helper_naming_the_key(void **state)
 {
     (void)state;
@@ -636,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_sleeping_plugin_misses_its_deadline_and_is_restarted),
         cmocka_unit_test(test_leaking_plugin_hits_its_memory_limit_and_is_restarted),
         cmocka_unit_test(test_plugin_writing_to_stdout_never_reaches_the_router_output),
+        cmocka_unit_test(test_request_overrides_cross_into_the_helper_only_when_labelled),
         cmocka_unit_test(test_bad_config_is_refused_by_the_helper_naming_the_key),
         cmocka_unit_test(test_hooks_reach_the_plugin_in_its_helper),
         cmocka_unit_test(test_concurrent_selects_share_one_helper_safely),
