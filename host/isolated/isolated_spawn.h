@@ -13,8 +13,8 @@
 /* Everything posix_spawn needs, prepared once per generation. */
 typedef struct wsel_spawn {
     char *helper; /* owned path of wsel-isolated-helper */
-    char **argv;   /* owned, NULL-terminated */
-    char **envp;   /* the process environment at prepare time, not owned */
+    char **argv;  /* owned, NULL-terminated */
+    char **envp;  /* the process environment at prepare time, not owned */
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
 } wsel_spawn;
