@@ -261,7 +261,10 @@ static void *model_main(void *arg)
     sim_engine_set_observer(e->model, &ob);
     for (;;) {
         pthread_mutex_lock(&e->inbox_lock);
-        int stop = e->stop;
+        if (e->stop) { /* what is queued stays for eng_http_stop to end */
+            pthread_mutex_unlock(&e->inbox_lock);
+            break;
+        }
         eng_req *in = e->inbox_head;
         e->inbox_head = e->inbox_tail = NULL;
         size_t nc = e->num_cancels;
@@ -277,10 +280,9 @@ static void *model_main(void *arg)
         if (nc)
             memcpy(cancels, e->cancels, nc * sizeof(*cancels));
         e->num_cancels -= nc;
-        memmove(e->cancels, e->cancels + nc, e->num_cancels * sizeof(*cancels));
+        if (e->num_cancels)
+            memmove(e->cancels, e->cancels + nc, e->num_cancels * sizeof(*cancels));
         pthread_mutex_unlock(&e->inbox_lock);
-        if (stop)
-            break;
 
         pthread_mutex_lock(&e->model_lock);
         int64_t now = model_now(e), next;
