@@ -16,6 +16,8 @@ Cases:
   bad_input   every bad request gets vLLM's status and the engine keeps
               serving (a client that leaves mid-stream included)
   concurrent  1,000 streamed requests at once through one engine, all 200
+  replay_errors  a closed port and 400 answers are counted by status by
+              wsel replay, which exits 0; a bad trace line is named
 
 Everything waits for conditions (a port file, /health, a count) under
 generous ceilings, never for a fixed time; only 127.0.0.1 is used.
@@ -28,6 +30,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -275,16 +278,39 @@ def decode(payload):
     return v
 
 
-def fetch_batches(kv_fetch, endpoint):
+def fetch_lines(kv_fetch, endpoint):
     p = subprocess.run([kv_fetch, endpoint, "0", str(CEILING_S * 1000)],
                        stdout=subprocess.PIPE, timeout=CEILING_S * 2)
     if p.returncode != 0:
         fail("kv_fetch %s exited with %d" % (endpoint, p.returncode))
+    return p.stdout.decode().splitlines()
+
+
+def fetch_batches(kv_fetch, endpoint):
     out = []
-    for line in p.stdout.decode().splitlines():
+    for line in fetch_lines(kv_fetch, endpoint):
         seq, hexdata = line.split()
         out.append((int(seq), decode(bytes.fromhex(hexdata))))
     return out
+
+
+class Subscriber:
+    """kv_fetch --sub on one rank's PUB socket: the (seq, payload) lines."""
+
+    def __init__(self, kv_fetch, endpoint, topic):
+        self.proc = subprocess.Popen([kv_fetch, "--sub", endpoint, topic],
+                                     stdout=subprocess.PIPE)
+        self.lines = []
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.decode().strip())
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
 
 
 def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
@@ -292,8 +318,23 @@ def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
     e = Engine(engine_exe, workdir, "kv", ["--dp", str(dp), "--kv-blocks", "48",
                                             "--time-scale", "50", "--quiet",
                                             "--kv-events", "tcp://127.0.0.1:0",
-                                            "--kv-events-replay", "tcp://127.0.0.1:0"])
+                                            "--kv-events-replay", "tcp://127.0.0.1:0",
+                                            "--kv-events-topic", "kv@wsel"])
+    subs = []
     try:
+        # Live subscribers first; a PUB socket drops what is sent before a
+        # subscription reaches it, so warm up until each has seen a batch.
+        for rank in range(dp):
+            subs.append(Subscriber(kv_fetch, e.lines[("kv_events", str(rank))], "kv@wsel"))
+        for rank in range(dp):
+            k = 0
+            for _ in deadline_loop("rank %d's subscriber to see a batch" % rank):
+                if subs[rank].lines:
+                    break
+                k += 1
+                e.post("/v1/completions", {"prompt": [k % 32000] * (BLOCK + 1),
+                                           "max_tokens": 1},
+                       {"X-data-parallel-rank": str(rank)})
         rnd = random.Random(3)
         prefixes = [[rnd.randrange(32000) for _ in range(BLOCK * 6)] for _ in range(3)]
         prompts = []
@@ -307,6 +348,8 @@ def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
             if status != 200:
                 fail("request %d: status %d %s" % (i, status, body[:200]))
             prompts.append(p)
+        for k in range(2001):  # the warm-up prompts' blocks (k stays small)
+            prompts.append([k] * (BLOCK + 1))
         by_tokens = {}
         for p in prompts:
             for b in range(len(p) // BLOCK):
@@ -361,9 +404,31 @@ def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
                 cached = set(json.loads(body)["blocks"])
             if removed == 0:
                 fail("rank %d: no eviction happened; the cache should be smaller" % rank)
+            # The live stream: the same three frames' payloads as the replay.
+            raw = {}
+            for seq, hexdata in (l.split() for l in fetch_lines(kv_fetch, ep)):
+                raw[int(seq)] = hexdata
+            last = max(raw)
+            for _ in deadline_loop("rank %d's subscriber to reach batch %d" % (rank, last)):
+                if any(l.startswith("%d " % last) for l in list(subs[rank].lines)):
+                    break
+            live = list(subs[rank].lines)
+            if "BAD" in live:
+                fail("rank %d: a PUB message not [topic, seq, payload]" % rank)
+            seqs = [int(l.split()[0]) for l in live]
+            if seqs != list(range(seqs[0], last + 1)):
+                fail("rank %d: live sequence numbers %s..." % (rank, seqs[:5]))
+            for l in live:
+                seq, hexdata = l.split()
+                if raw.get(int(seq)) != hexdata:
+                    fail("rank %d: live batch %s differs from its replay" % (rank, seq))
+            print("kv_events rank %d: %d live batches (%d..%d) equal the replayed ones"
+                  % (rank, len(live), seqs[0], last))
             print("kv_events rank %d: %d batches, %d stored, %d removed, %d held = cache"
                   % (rank, len(batches), stored, removed, len(held)))
     finally:
+        for sub in subs:
+            sub.stop()
         e.stop()
 
 
@@ -469,6 +534,59 @@ def case_concurrent(engine_exe, wsel, kv_fetch, workdir):
         e.stop()
 
 
+def case_replay_errors(engine_exe, wsel, kv_fetch, workdir):
+    """Targets that refuse or refuse requests are counted, never fatal."""
+    trace = os.path.join(workdir, "errors_trace.jsonl")
+    with open(trace, "w") as f:
+        for i in range(10):  # every other request is larger than the cache
+            isl = 300 if i % 2 == 0 else 5000
+            f.write(json.dumps({"timestamp": i, "input_length": isl, "output_length": 2,
+                                "hash_ids": list(range((isl + 511) // 512))}) + "\n")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed = "http://127.0.0.1:%d" % s.getsockname()[1]
+    s.close()  # nobody listens there now
+    e = Engine(engine_exe, workdir, "errors", ["--kv-blocks", "64", "--time-scale", "100",
+                                                "--quiet"])
+    try:
+        out = os.path.join(workdir, "errors_requests.jsonl")
+        p = subprocess.run([wsel, "replay", "--url", e.url, "--url", closed, "--trace",
+                            trace, "--no-progress", "--timeout", str(CEILING_S),
+                            "--requests-out", out],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=CEILING_S * 2)
+        text = p.stdout.decode()
+        print(text)
+        rows = {r["index"]: r for r in map(json.loads, open(out))}
+        for i in range(10):
+            want = 0 if i % 2 else 200  # odd ones go to the closed port
+            if rows[i]["status"] != want:
+                fail("request %d: status %d, expected %d" % (i, rows[i]["status"], want))
+        if p.returncode != 0 or "errors by status: no-answer:5" not in text:
+            fail("wsel replay should count 5 unanswered requests and exit 0")
+        p = subprocess.run([wsel, "replay", "--url", e.url, "--trace", trace,
+                            "--no-progress", "--requests-out", out],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=CEILING_S * 2)
+        text = p.stdout.decode()
+        print(text)
+        if p.returncode != 0 or "errors by status: 400:5" not in text:
+            fail("wsel replay should count 5 requests answered 400 and exit 0")
+        bad = os.path.join(workdir, "bad_trace.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"timestamp": 0, "input_length": 10, "output_length": 1, '
+                    '"hash_ids": [1]}\n{"timestamp": 1, "input_length": 10}\n')
+        p = subprocess.run([wsel, "replay", "--url", e.url, "--trace", bad,
+                            "--no-progress"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=CEILING_S * 2)
+        text = p.stdout.decode()
+        if p.returncode != 1 or "bad_trace.jsonl:2:" not in text:
+            fail("a bad trace line should be named (file:line), exit 1: %s" % text)
+        print("replay_errors: refused and 400 counted by status; bad line named")
+    finally:
+        e.stop()
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__)
@@ -476,7 +594,7 @@ def main():
     case, engine_exe, wsel, kv_fetch, workdir = sys.argv[1:]
     os.makedirs(workdir, exist_ok=True)
     {"usage": case_usage, "kv_events": case_kv_events, "bad_input": case_bad_input,
-     "concurrent": case_concurrent}[case](engine_exe, wsel, kv_fetch, workdir)
+     "concurrent": case_concurrent, "replay_errors": case_replay_errors}[case](engine_exe, wsel, kv_fetch, workdir)
     print("PASS " + case)
     return 0
 

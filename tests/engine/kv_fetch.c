@@ -7,6 +7,11 @@
  * independent of the engine's msgpack encoder.
  *
  * usage: kv_fetch ENDPOINT START_SEQ TIMEOUT_MS   (exit 0, or 1 on timeout)
+ *        kv_fetch --sub ENDPOINT TOPIC           subscribe to the PUB socket
+ *
+ * With --sub it prints, for every message of exactly three frames whose
+ * first is TOPIC and second 8 bytes, "SEQ HEXPAYLOAD" (flushed), and
+ * "BAD" for any other message, until it is killed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,8 +19,59 @@
 #include <string.h>
 #include <zmq.h>
 
+static void print_batch(const zmq_msg_t *seq_part, const zmq_msg_t *payload)
+{
+    const unsigned char *b = zmq_msg_data((zmq_msg_t *)seq_part);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | b[i];
+    printf("%llu ", (unsigned long long)v);
+    const unsigned char *p = zmq_msg_data((zmq_msg_t *)payload);
+    for (size_t i = 0; i < zmq_msg_size((zmq_msg_t *)payload); i++)
+        printf("%02x", p[i]);
+    printf("\n");
+    fflush(stdout);
+}
+
+static int subscribe(const char *endpoint, const char *topic)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_SUB);
+    if (zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0) != 0 || zmq_connect(s, endpoint) != 0) {
+        fprintf(stderr, "kv_fetch: %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+        return 1;
+    }
+    for (;;) {
+        zmq_msg_t part[4];
+        int n = 0, more = 1;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, s, 0) < 0)
+                return 1;
+            more = zmq_msg_more(&m);
+            if (n < 4)
+                part[n++] = m;
+            else
+                zmq_msg_close(&m);
+        }
+        if (n == 3 && zmq_msg_size(&part[0]) == strlen(topic) &&
+            memcmp(zmq_msg_data(&part[0]), topic, strlen(topic)) == 0 &&
+            zmq_msg_size(&part[1]) == 8) {
+            print_batch(&part[1], &part[2]);
+        } else {
+            printf("BAD\n");
+            fflush(stdout);
+        }
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&part[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--sub") == 0)
+        return subscribe(argv[2], argv[3]);
     if (argc != 4) {
         fprintf(stderr, "usage: kv_fetch ENDPOINT START_SEQ TIMEOUT_MS\n");
         return 2;
@@ -61,13 +117,8 @@ int main(int argc, char **argv)
             for (int i = 0; i < 8; i++)
                 v = v << 8 | b[i];
             end = v == UINT64_MAX;
-            if (!end) {
-                printf("%llu ", (unsigned long long)v);
-                const unsigned char *p = zmq_msg_data(&part[2]);
-                for (size_t i = 0; i < zmq_msg_size(&part[2]); i++)
-                    printf("%02x", p[i]);
-                printf("\n");
-            }
+            if (!end)
+                print_batch(&part[1], &part[2]);
         } else {
             fprintf(stderr, "kv_fetch: a reply of %d frames\n", n);
             end = -1;
