@@ -223,7 +223,7 @@ typedef struct wsel_request {
  * Groups are in row order, cover every row once, and each has >= 1 row.
  *
  * The host always fills `cost` with Dynamo's default cost:
- *   cost = overlap_score_weight * prefill_tokens / block_size + decode_blocks
+ *   cost = overlap_score_weight * (prefill_tokens / block_size) + decode_blocks
  * A plugin may use it or compute its own from the raw columns.
  *
  * OWNERSHIP: host-owned; valid only during the call it is passed to.

@@ -151,7 +151,7 @@ WSEL_HOST_API void wsel_table_buf_free(wsel_table_buf *buf);
  *   prefill_tokens = max(isl - overlap_blocks * block_size, 0)
  *                    + active_prefill_tokens
  *   decode_blocks  = active_blocks + max(isl / block_size - overlap_blocks, 0)
- *   cost = overlap_score_weight * prefill_tokens / block_size + decode_blocks
+ *   cost = overlap_score_weight * (prefill_tokens / block_size) + decode_blocks
  * and, for a rank flagged WSEL_ROW_NO_LOAD, prefill_tokens = isl and
  * decode_blocks = isl / block_size (Dynamo's defaults). A cost that would
  * overflow (absurd weights) saturates at DBL_MAX, so costs stay finite. Ranks must arrive
@@ -200,12 +200,18 @@ typedef struct wsel_trust_options {
 /*
  * Check `path` against the trust rules (OpenSSH StrictModes): a regular
  * file owned by root or the current user, not group- or world-writable;
- * every parent folder likewise, except that a world-writable folder with
- * the sticky bit set (like /tmp) is accepted. The file is opened once with
- * O_NOFOLLOW and the checks run on that descriptor. On success returns the
- * open descriptor (>= 0), which the caller closes; otherwise a negative
- * WSEL_ENOENT / WSEL_EPERM / WSEL_EIO with a message naming the offending
- * path and rule. [any thread]
+ * every folder on the path likewise, except that a world-writable folder
+ * with the sticky bit set (like /tmp) is accepted. The path is walked from
+ * "/" one component at a time on descriptors (openat, O_NOFOLLOW), so a
+ * folder swapped during the walk cannot redirect it, and the file is opened
+ * relative to its checked folder. Then the opened file's ELF headers are
+ * read: it must be a whole shared object for this machine (a truncated file
+ * or another architecture is refused, named), and every folder its
+ * RPATH/RUNPATH (with $ORIGIN expanded) or a path-form DT_NEEDED names must
+ * pass the same folder rules. On success returns the open descriptor
+ * (>= 0), which the caller closes; otherwise a negative WSEL_ENOENT /
+ * WSEL_EPERM / WSEL_EIO with a message naming the offending path and rule.
+ * [any thread]
  */
 WSEL_HOST_API int32_t wsel_trust_open(const char *path, const wsel_trust_options *opts,
                                       char *err, size_t err_size);
