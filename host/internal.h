@@ -15,6 +15,10 @@
 #include "isolated_options.h"
 #include "wsel_host.h"
 
+/* Every row flag this host knows; a table carrying another is refused
+ * (wsel_table_build, wsel_table_validate). */
+#define WSEL_ROW_FLAGS_KNOWN (WSEL_ROW_BUSY | WSEL_ROW_EXCLUDED | WSEL_ROW_NO_LOAD)
+
 /* Most parameters a plugin may declare: bounds the config parser's stack
  * arrays. A plugin declaring more is refused at load. */
 #define WSEL_MAX_PARAMS 256u

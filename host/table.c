@@ -25,9 +25,6 @@
  * the group view, at most one group per row), one flag byte. */
 #define BYTES_PER_ROW (5u * 8u + 5u * 4u + 1u)
 
-/* Known row flag bits. */
-#define ROW_FLAGS_KNOWN (WSEL_ROW_BUSY | WSEL_ROW_EXCLUDED | WSEL_ROW_NO_LOAD)
-
 typedef struct columns {
     uint64_t *worker_id;
     uint64_t *prefill_tokens;
@@ -90,9 +87,9 @@ static int32_t check_ranks(const wsel_rank_state *ranks, uint32_t n, char *err,
                            size_t err_size)
 {
     for (uint32_t i = 0; i < n; i++) {
-        if (ranks[i].flags & ~ROW_FLAGS_KNOWN) {
+        if (ranks[i].flags & ~WSEL_ROW_FLAGS_KNOWN) {
             wsel_set_error(err, err_size, "ranks[%u].flags: unknown bits 0x%02x", i,
-                           (unsigned)(ranks[i].flags & ~ROW_FLAGS_KNOWN));
+                           (unsigned)(ranks[i].flags & ~WSEL_ROW_FLAGS_KNOWN));
             return WSEL_ETABLE;
         }
         if (i == 0)
@@ -176,7 +173,7 @@ static int copy_raw(const columns *c, const wsel_rank_state *ranks, uint32_t n,
         c->group_first_row[groups] = i;
         groups += same ^ 1u;
     }
-    if (disorder || (all_flags & ~ROW_FLAGS_KNOWN))
+    if (disorder || (all_flags & ~WSEL_ROW_FLAGS_KNOWN))
         return -1;
     for (uint32_t g = 0; g + 1 < groups; g++)
         c->group_row_count[g] = c->group_first_row[g + 1] - c->group_first_row[g];

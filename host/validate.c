@@ -9,8 +9,6 @@
 
 #include "internal.h"
 
-#define ROW_FLAGS_KNOWN (WSEL_ROW_BUSY | WSEL_ROW_EXCLUDED | WSEL_ROW_NO_LOAD)
-
 static int32_t check_columns(const wsel_table *t, char *err, size_t err_size)
 {
     const struct {
@@ -45,9 +43,9 @@ static int32_t check_rows(const wsel_table *t, char *err, size_t err_size)
             wsel_set_error(err, err_size, "table: cost[%u] is not finite", i);
             return WSEL_ETABLE;
         }
-        if (t->flags[i] & ~ROW_FLAGS_KNOWN) {
+        if (t->flags[i] & ~WSEL_ROW_FLAGS_KNOWN) {
             wsel_set_error(err, err_size, "table: flags[%u] has unknown bits 0x%02x", i,
-                           (unsigned)(t->flags[i] & ~ROW_FLAGS_KNOWN));
+                           (unsigned)(t->flags[i] & ~WSEL_ROW_FLAGS_KNOWN));
             return WSEL_ETABLE;
         }
         if (i == 0)
