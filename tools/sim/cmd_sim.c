@@ -172,6 +172,17 @@ static int resolve_switches(const sim_options *o, sim_switch *out,
  * in *hp (its counters go into the report) until the caller has printed
  * the results: a plugin whose destroy crashes must not take the run's
  * output with it. */
+/* Print a policy's error once: the host's messages already start with the
+ * plugin's path, so the label is added only when they do not name it. */
+static void report_policy_error(const policy_entry *pe, const char *err)
+{
+    size_t n = strlen(pe->path);
+    if (strncmp(err, pe->path, n) == 0 && err[n] == ':')
+        fprintf(stderr, "wsel sim: %s\n", err);
+    else
+        fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
+}
+
 static int run_one(const sim_options *o, const policy_entry *pe, const sim_switch *sw,
                    sim_observer *ob, sim_host_policy *hp, sim_result *res,
                    uint64_t *bad_lines)
@@ -197,7 +208,7 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
     rc = sim_host_policy_open_opts(hp, &policy, pe->path, pe->config, &opts,
                                    sim_cluster_ranks(&o->cluster), err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
+        report_policy_error(pe, err);
         sim_source_close(src);
         return WSEL_EXIT_FAILURE;
     }
@@ -216,7 +227,7 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
     *bad_lines = sim_source_bad_lines(src);
     sim_source_close(src);
     if (rc != 0) {
-        fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
+        report_policy_error(pe, err);
         return WSEL_EXIT_FAILURE;
     }
     if (res->total.lost_requests != 0) {
