@@ -8,7 +8,8 @@
  * are taken from the router model's delayed-event queue: with a delay no
  * run reaches, every event stays queued in order until this file drains
  * it to the observer. A step is ended and the next one started exactly as
- * run.c's loop does.
+ * run.c's loop does; the cluster is built and freed by the same
+ * sim_state_setup / sim_state_teardown as sim_run's.
  */
 #include "engine_api.h"
 
@@ -56,101 +57,11 @@ static int32_t answer_chosen(void *ctx, wsel_request *request,
     return WSEL_ANSWER_PLUGIN;
 }
 
-/* The same cluster as run.c's setup builds (kept in step with it). */
-static int32_t build(sim_engine *e, char *err, size_t err_size)
-{
-    sim_state *s = &e->s;
-    const sim_cluster *c = &e->cluster;
-    s->args = &e->args;
-    s->cluster = c;
-    s->err = err;
-    s->err_size = err_size;
-    s->num_ranks = sim_cluster_ranks(c);
-    if (c->max_running == 0 || c->token_budget < c->max_running) {
-        snprintf(err, err_size,
-                 "the token budget (%u) must be at least the running sequences (%u)",
-                 c->token_budget, c->max_running);
-        return WSEL_EINVAL;
-    }
-    if (c->num_workers == 0 || s->num_ranks == 0 || s->num_ranks > SIM_MAX_RANKS) {
-        snprintf(err, err_size, "the cluster has %u ranks; the model holds 1 to %d",
-                 s->num_ranks, SIM_MAX_RANKS);
-        return WSEL_ERANGE;
-    }
-    if (c->dp_mode != SIM_DP_LOCKSTEP && c->dp_mode != SIM_DP_INDEPENDENT) {
-        snprintf(err, err_size, "unknown DP mode %u", c->dp_mode);
-        return WSEL_EINVAL;
-    }
-    s->first_arrival_ns = -1;
-    s->num_units = c->dp_mode == SIM_DP_INDEPENDENT ? s->num_ranks : c->num_workers;
-    s->ranks = calloc(s->num_ranks, sizeof(*s->ranks));
-    s->workers = calloc(c->num_workers, sizeof(*s->workers));
-    s->units = calloc(s->num_units, sizeof(*s->units));
-    s->pending = calloc(s->num_units, sizeof(*s->pending));
-    if (!s->ranks || !s->workers || !s->units || !s->pending)
-        goto nomem;
-    uint32_t r = 0;
-    for (uint32_t w = 0; w < c->num_workers; w++) {
-        s->workers[w].first_rank = r;
-        s->workers[w].num_ranks = c->dp[w];
-        if (c->dp_mode == SIM_DP_LOCKSTEP)
-            s->units[w] = s->workers[w];
-        for (uint32_t d = 0; d < c->dp[w]; d++, r++) {
-            s->ranks[r].worker = w;
-            s->ranks[r].dp_rank = d;
-            s->ranks[r].unit = c->dp_mode == SIM_DP_LOCKSTEP ? w : r;
-            if (c->dp_mode == SIM_DP_INDEPENDENT)
-                s->units[r] = (sim_worker){r, 1, 0, 0};
-            s->ranks[r].prefilling = malloc(c->max_running * sizeof(sim_seq *));
-            s->ranks[r].decoding = malloc(c->max_running * sizeof(sim_seq *));
-            if (!s->ranks[r].prefilling || !s->ranks[r].decoding ||
-                sim_kv_init(&s->ranks[r].kv, c->kv_blocks) != 0)
-                goto nomem;
-        }
-    }
-    if (sim_router_init(s) != 0 || sim_u64map_init(&s->acc_keys, 1024, 1) != 0)
-        goto nomem;
-    s->num_acc = 1;
-    sim_acc_init(&s->acc[0]);
-    return 0;
-
-nomem:
-    snprintf(err, err_size, "out of memory for %u ranks x %u KV blocks", s->num_ranks,
-             c->kv_blocks);
-    return WSEL_ENOMEM;
-}
-
-static void free_seqs(sim_rank *rank)
-{
-    for (uint32_t i = 0; i < rank->num_prefilling; i++)
-        free(rank->prefilling[i]);
-    for (uint32_t i = 0; i < rank->num_decoding; i++)
-        free(rank->decoding[i]);
-    for (sim_seq *q = rank->wait_head, *next; q; q = next) {
-        next = q->next;
-        free(q);
-    }
-}
-
 void sim_engine_destroy(sim_engine *e)
 {
     if (!e)
         return;
-    sim_state *s = &e->s;
-    for (uint32_t r = 0; s->ranks && r < s->num_ranks; r++) {
-        free_seqs(&s->ranks[r]);
-        free(s->ranks[r].prefilling);
-        free(s->ranks[r].decoding);
-        sim_kv_free(&s->ranks[r].kv);
-    }
-    free(s->ranks);
-    free(s->workers);
-    free(s->units);
-    free(s->pending);
-    sim_router_free(s);
-    sim_u64map_free(&s->acc_keys);
-    sim_heap_free(&s->heap);
-    sim_acc_free(&s->acc[0]);
+    sim_state_teardown(&e->s);
     free(e->snap);
     free(e);
 }
@@ -174,7 +85,7 @@ int32_t sim_engine_create(sim_engine **out, const sim_cluster *c,
     e->args.first_label = "engine";
     if (ob)
         e->ob = *ob;
-    int32_t rc = build(e, err, err_size);
+    int32_t rc = sim_state_setup(&e->s, &e->args, err, err_size);
     if (rc != 0) {
         sim_engine_destroy(e);
         return rc;

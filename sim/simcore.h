@@ -142,6 +142,13 @@ void sim_engine_wake(sim_state *s, uint32_t unit);
 /* Start the steps woken at this instant. */
 int32_t sim_engine_start_pending(sim_state *s);
 
+/* state.c: build the cluster for `args` into `s` (zeroed first); on
+ * failure a message in err, and sim_state_teardown frees what was built. */
+int32_t sim_state_setup(sim_state *s, const sim_run_args *args, char *err,
+                        size_t err_size);
+/* Free everything sim_state_setup built, and any request still inside. */
+void sim_state_teardown(sim_state *s);
+
 /* router.c */
 int32_t sim_router_init(sim_state *s);
 void sim_router_free(sim_state *s);
