@@ -32,13 +32,19 @@ build() { # build DIR [cmake args...] -- as scripts/test.sh builds
 }
 
 busy_pids=()
+ctest_pid=
 stop_busy() {
   local pid
+  if [ -n "$ctest_pid" ]; then # ctest and the tests it runs: its own group
+    kill -- "-$ctest_pid" 2>/dev/null || true
+    wait "$ctest_pid" 2>/dev/null || true
+  fi
   for pid in "${busy_pids[@]}"; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
   busy_pids=()
+  ctest_pid=
 }
 trap stop_busy EXIT
 trap 'exit 130' INT TERM
@@ -67,7 +73,14 @@ run_build() { # run_build NAME DIR [ctest args...]; env comes from the caller
   mkdir -p "$logs"
   for ((i = 1; i <= runs; i++)); do
     rm -f "$failed_file"
-    if ctest --test-dir "$dir" --output-on-failure -j2 "$@" >"$logs/run-$i.log" 2>&1; then
+    # In the background and in a process group of its own, so that an
+    # interrupt stops it and its tests at once (the trap).
+    setsid ctest --test-dir "$dir" --output-on-failure -j2 "$@" >"$logs/run-$i.log" 2>&1 &
+    ctest_pid=$!
+    local rc=0
+    wait "$ctest_pid" || rc=$?
+    ctest_pid=
+    if [ "$rc" -eq 0 ]; then
       passed=$((passed + 1))
       rm -f "$logs/run-$i.log"
     else
