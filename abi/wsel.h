@@ -26,6 +26,22 @@
  *                     for whether several may call into one instance at once.
  *   OWNERSHIP:        who owns a pointer and until when it stays valid.
  *
+ * Every rule a plugin must follow says who enforces it:
+ *   [host checks]     libwsel-host checks it on every call; a plugin that
+ *                     breaks it gets the built-in policy's answer instead,
+ *                     counted by reason (wsel_host.h, WSEL_FALLBACK_*), and
+ *                     is ejected after repeated failures.
+ *   [validate checks] `wsel validate` tests it before deployment (the check
+ *                     named in brackets); the host does not at run time.
+ *   [not checked]     nothing can check it; breaking it is a bug that may
+ *                     hurt the router (isolated mode contains the crashes).
+ *
+ * "Must not block" (select and the hooks on the select thread) means: no
+ * I/O, no sleep, no wait on a condition, another thread's progress or
+ * another process. A lock held by the plugin's own threads only around
+ * short in-memory work (no I/O, no allocation, bounded by the table's
+ * size) is allowed; the bundled chash takes its ring's reader lock so.
+ *
  * Depends only on <stdint.h> and <stddef.h>. Compiles as C99, C11 and C++.
  */
 #ifndef WSEL_H
@@ -58,7 +74,8 @@ extern "C" {
  * that knows fewer fields ignores the extra tail.
  *
  * Every field documented "reserved" must be written as zero and must be
- * ignored when read.
+ * ignored when read [not checked: ignoring them is what lets a later minor
+ * give them a meaning].
  *
  * Types crossing the boundary are fixed-width integers, double, and pointers
  * only: no bool, enum, long, bitfield or packing, so every compiler lays the
@@ -76,6 +93,14 @@ extern "C" {
  * Error codes. Every function that can fail returns int32_t: 0 on success,
  * a negative WSEL_E* code on failure. Outputs are written only on success.
  * Nothing may unwind (no C++ exception, no longjmp) across this boundary.
+ *
+ * A plugin returns only these: EINVAL (a bad argument), ENOMEM, ECONFIG
+ * (create: parameters it cannot work with), ERANGE, ENOCANDIDATE (select:
+ * no row it may answer) and EPLUGIN (anything else). The host treats every
+ * negative code from select alike (its fallback, reason "error"); the
+ * code only reaches the logs. The others are the host's own: ENOENT,
+ * EPERM, ELOAD, ENOSYM, EABI (loading), ETABLE, EREQUEST (bad input from
+ * the router), EBUSY, EIO, ESTATE, ETIMEDOUT.
  *
  * WSEL_ERRNO_MAP(X) lists every code once: X(NAME, value, message). Hosts
  * build their strerror from it; plugins may too.
@@ -119,7 +144,8 @@ enum wsel_errno_ { WSEL_ERRNO_MAP(WSEL_ERRNO_DEFINE_) WSEL_ERRNO_END_ = -1000 };
  * wsel_rng: a random stream, owned by whoever passes it.
  *
  * The state is plain data so the host can seed it per request without
- * allocating; a plugin must not read or write `state` directly and draws
+ * allocating; a plugin must not read or write `state` directly [not
+ * checked] and draws
  * only through wsel_host_api.rng_u64 / rng_uniform. Two calls given streams
  * in the same state produce the same draws: this is what makes every
  * decision reproducible from (seed, request id).
@@ -201,10 +227,13 @@ typedef struct wsel_request {
 
 /* Row flags (wsel_table.flags). */
 /* The rank reports itself busy (e.g. queue over its limit). Plugins must not
- * answer a busy row unless every eligible row is busy. */
+ * answer a busy row unless every eligible row is busy. [host checks:
+ * WSEL_FALLBACK_BUSY; validate checks: select_avoids_busy_rows,
+ * select_all_busy] */
 #define WSEL_ROW_BUSY     0x01u
 /* The row must not be chosen (draining, unhealthy, filtered by the router).
- * An answer naming an excluded row is refused by the host. */
+ * An answer naming an excluded row is refused by the host. [host checks:
+ * WSEL_FALLBACK_EXCLUDED, against its own copy of the flags] */
 #define WSEL_ROW_EXCLUDED 0x02u
 /* The router has no load record for this rank yet; its prefill_tokens and
  * decode_blocks hold Dynamo's defaults (isl and isl / block_size). */
@@ -227,7 +256,9 @@ typedef struct wsel_request {
  * A plugin may use it or compute its own from the raw columns.
  *
  * OWNERSHIP: host-owned; valid only during the call it is passed to.
- * Plugins must not write to any column.
+ * Plugins must not write to any column. [host checks: flags and cost are
+ * compared with the host's copy after select (WSEL_FALLBACK_TABLE_WRITTEN);
+ * validate checks every column: select_* checksums]
  */
 typedef struct wsel_table {
     /* sizeof(wsel_table) as compiled by the host. */
@@ -239,7 +270,8 @@ typedef struct wsel_table {
     /* Reserved, zero. */
     uint32_t reserved0;
     /* Increments whenever the set of (worker, dp_rank) changes. A plugin
-     * that caches row indices must drop them when the epoch changes. */
+     * that caches row indices must drop them when the epoch changes
+     * [not checked]. */
     uint64_t topology_epoch;
 
     /* --- row columns (num_rows entries each) --- */
@@ -255,7 +287,10 @@ typedef struct wsel_table {
     /* KV blocks active on the rank if chosen: its active blocks plus this
      * request's blocks not already active there. */
     const uint64_t *decode_blocks;
-    /* Dynamo's default cost (lower is better); always finite. */
+    /* Dynamo's default cost (lower is better). Finite whenever the host
+     * built the table (wsel_table_build saturates at DBL_MAX); a router
+     * that builds its own table keeps it finite (wsel_table_validate
+     * checks; select does not re-check, for speed). */
     const double *cost;
     /* KV capacity of the rank in blocks; 0 = unknown. */
     const uint64_t *kv_capacity_blocks;
@@ -325,7 +360,7 @@ typedef struct wsel_host_api {
      * `level` is a WSEL_LOG_*; `msg` is NUL-terminated UTF-8, copied before
      * return (OWNERSHIP: caller). Must not be called from select more than
      * rarely: the host rate-limits it per plugin instance (libwsel-host:
-     * 100 messages a second), dropping and counting the rest.
+     * 100 messages a second), dropping and counting the rest [host checks].
      */
     void (*log)(const struct wsel_host_api *host, int32_t level, const char *msg);
 
@@ -479,10 +514,12 @@ typedef struct wsel_param_def {
 
 /* Capability bits (wsel_plugin.capabilities). */
 /* select() may run on several threads at once on one instance. Without
- * this bit the host serialises calls into one instance. */
+ * this bit the host serialises calls into one instance.
+ * [validate checks: concurrent_select] */
 #define WSEL_CAP_CONCURRENT_SELECT 0x1u
 /* Same request, table and random stream give the same answer (the plugin
- * keeps no state that changes its answers, e.g. no stickiness). */
+ * keeps no state that changes its answers, e.g. no stickiness).
+ * [validate checks: deterministic] */
 #define WSEL_CAP_STATELESS         0x2u
 
 /*
@@ -494,8 +531,10 @@ typedef struct wsel_param_def {
  * the 1.0 size (WSEL_PLUGIN_SIZE_1_0).
  *
  * The plugin must do no work in ELF constructors: everything happens in
- * create(). It must keep no global mutable state: all of it lives in the
- * instance, so several instances (and several hosts) can coexist.
+ * create() [not checked: a constructor runs before any check can]. It must
+ * keep no global mutable state: all of it lives in the instance, so several
+ * instances (and several hosts) can coexist [not checked; validate's
+ * deterministic and concurrent_select catch some consequences].
  */
 typedef struct wsel_plugin {
     /* WSEL_ABI_MAJOR / WSEL_ABI_MINOR the plugin was built against. */
@@ -541,10 +580,15 @@ typedef struct wsel_plugin {
     /*
      * Choose a row for `request` from `table`. [select thread]
      * Concurrent calls on one instance happen only when capabilities has
-     * WSEL_CAP_CONCURRENT_SELECT. Must not allocate, block, or call back
-     * into anything but the host table. On success writes choice->row
-     * (a non-excluded row) and returns 0; otherwise returns a negative
-     * WSEL_E* and the host answers with its built-in policy. Required.
+     * WSEL_CAP_CONCURRENT_SELECT. Must not allocate [validate checks:
+     * select_no_allocation], block (see the top of this file) [not checked;
+     * validate times every check out, isolated mode has a deadline], or
+     * call anything but the host table [not checked]. On success writes
+     * choice->row (0 <= row < num_rows, not excluded) and returns 0;
+     * otherwise returns a negative WSEL_E* and the host answers with its
+     * built-in policy. Only 0 is success: a positive return is an error
+     * [host checks, with the row's range and flags: WSEL_FALLBACK_ERROR,
+     * _OUT_OF_RANGE, _EXCLUDED]. Required.
      */
     int32_t (*select)(void *instance, const wsel_request *request,
                       const wsel_table *table, wsel_choice *choice);
