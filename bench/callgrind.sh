@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # callgrind.sh -- instructions per select at 1,024 rows, per plugin, under
 # valgrind's callgrind: figures that do not move with machine noise.
 #

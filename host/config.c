@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * config.c -- parse a plugin's JSON configuration against its parameter
  * table, with the strict JSON reader every wsel input uses (wsel_json.h).

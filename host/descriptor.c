@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * descriptor.c -- check a plugin descriptor and its parameter table before
  * any of the plugin's functions is called.

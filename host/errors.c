@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * errors.c -- names and messages of the WSEL_E* codes, from the one table in
  * wsel.h (WSEL_ERRNO_MAP), and of the fallback reasons; and the one helper

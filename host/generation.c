@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * generation.c -- a policy generation's life (load, configure, create,
  * destroy) and the grace period that separates publishing a new one from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host.c -- the host object: options, creation and destruction, the host
  * table handed to plugins, logging, counters and per-request streams.

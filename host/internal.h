@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * internal.h -- what the files of libwsel-host share and nobody else sees.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * library.c -- open a plugin shared object: trust-check it, load it through
  * the checked descriptor, find its descriptor and keep a host-sized copy.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * rng.c -- the seeded random streams behind every reproducible decision.
  *

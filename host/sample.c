@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sample.c -- the selection helpers offered to plugins: Dynamo's
  * softmax_sample and argmin with a uniform random tie-break.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * select.c -- the hot path: ask the live policy, check its answer, and
  * answer with the built-in policy whenever it cannot be used.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * switch.c -- the control-thread operations on a live host: switching the
  * policy and telling it the topology changed.

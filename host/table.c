@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * table.c -- build a candidate table from rank states into storage that is
  * allocated once and reused for every request.

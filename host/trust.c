@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * trust.c -- decide whether a plugin file may be loaded, the way OpenSSH's
  * StrictModes decides whether to read authorized_keys.

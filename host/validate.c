@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate.c -- full checks of a table or a request handed in by a router.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # install-deps.sh -- install the Debian 12 packages wsel needs to build and test.
 # Idempotent; uses sudo when not run as root.
 set -euo pipefail

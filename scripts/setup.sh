@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # setup.sh -- the README's first command: install dependencies, build wsel,
 # and run its main job, `wsel sim` on the built-in workload comparing every
 # bundled policy.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test.sh -- the README's second command: the whole test suite.
 #
 #   1. gcc build (-Werror), every CTest suite

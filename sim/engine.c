@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * engine.c -- the engine model: each rank runs continuous batching with
  * chunked prefill and prefix caching. Ranks step in units: with

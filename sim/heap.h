@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * heap.h -- the event queue: a binary min-heap ordered by (time, insertion
  * order), so events at equal times run in the order they were scheduled

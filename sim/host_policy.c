@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host_policy.c -- route the simulator's requests through the real host.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host_policy.h -- a sim_policy backed by libwsel-host: one wsel_host per
  * policy, loaded with wsel_host_switch(path, config). Each select builds

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kvcache.c -- per-rank prefix cache: hash map to slots, intrusive LRU list
  * of unreferenced slots, free list of empty slots.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * kvcache.h -- one rank's KV cache: prefix caching with LRU eviction.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * metrics.c -- sample arrays, percentiles (nearest rank), flicker (prefix
  * ownership), key moves, prefix copies, share volatility and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * metrics.h -- accumulate one run's (or one phase's) measurements and turn
  * them into sim_metrics. Definitions are in docs/sim.md. Not thread-safe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * router.c -- the router's side of the model: a block index fed by KV
  * events (optionally delayed), Dynamo-style predictive loads and busy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * run.c -- sim_run: set up the cluster, then the event loop (arrivals,
  * step ends, policy switches) until every request has finished. Engine

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sim.h -- the cluster simulator behind `wsel sim`: its configuration, the
  * policy it routes through, and the figures it reports.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * simcore.h -- the simulator's internal state, shared by its parts:
  * engine.c (ranks stepping in lockstep), router.c (block index, KV events,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * source.c -- the trace source with its block remapping, and dispatch to
  * the generated workloads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * source.h -- where requests come from: a Mooncake trace or a built-in
  * seeded workload, both turned into sim_request with prefix hashes at the

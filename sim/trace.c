@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * trace.c -- the Mooncake JSONL line parser, on the strict JSON reader the
  * host's configuration parser uses (wsel_json.h): one JSON grammar for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * trace.h -- Mooncake-format JSONL traces, read one line at a time.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * trace_reader.c -- stream a trace file line by line (only one line in
  * memory, at most SIM_TRACE_MAX_LINE bytes), with FILE:LINE errors and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * u64map.c -- open addressing with linear probing over mixed keys and
  * backward-shift deletion.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * u64map.h -- an open-addressing hash map from uint64_t keys to uint64_t
  * values, used for the KV caches, the router's block index, the flicker

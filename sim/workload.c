@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * workload.c -- the built-in seeded workloads (shared-prefix, chat, agent,
  * conversation).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * cmd_info.c -- `wsel info PLUGIN`: print a plugin's descriptor and its
  * parameter table, as aligned text or as JSON. The plugin documents itself.

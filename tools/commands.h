@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * commands.h -- the subcommands of `wsel`, one file each (cmd_NAME.c).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * json_write.h -- the one JSON string writer behind every `--json` output
  * (wsel info, validate and sim).

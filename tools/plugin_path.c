@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plugin_path.c -- find a bundled or installed plugin by name.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plugin_path.h -- turn `--plugin NAME|PATH` into a file path.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * router.c -- embed libwsel-host in a router: load a policy plugin, build
  * a candidate table per request, select. docs/embedding.md walks through it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * least_active.c -- an out-of-tree wsel plugin, built against wsel.h alone.
  *

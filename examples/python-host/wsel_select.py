@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """wsel_select.py -- call a wsel plugin from Python with ctypes alone.
 
     python3 wsel_select.py PLUGIN.so --host-lib libwsel-host.so.1

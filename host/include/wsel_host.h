@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * wsel_host.h -- libwsel-host, the router side of wsel.
  *

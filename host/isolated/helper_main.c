@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * helper_main.c -- wsel-isolated-helper, the helper process of isolated mode
  * (docs/isolated.md). Started by libwsel-host, never by hand:

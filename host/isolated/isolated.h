@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated.h -- isolated mode inside libwsel-host (docs/isolated.md).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_channel.c -- a policy's pair of helpers as the host sees it:
  * the first start-up handshake, a call on the active helper, failing over

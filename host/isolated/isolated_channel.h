@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_channel.h -- one wsel-isolated-helper helper and the slot it shares
  * with the host: start, call with a deadline, notice death, restart.

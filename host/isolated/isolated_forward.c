@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_forward.c -- the descriptor an isolated generation presents to
  * the rest of the host: each of its functions copies its arguments into the

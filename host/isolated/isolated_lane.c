@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_lane.c -- one helper process and its slot: create the memfd,
  * spawn, wait for an answer with a deadline, notice death, kill, reap.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_options.h -- isolated-mode settings as the host keeps them
  * (internal.h embeds them in struct wsel_host; docs/isolated.md).

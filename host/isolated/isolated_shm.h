@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_shm.h -- the shared-memory slot between libwsel-host and one
  * wsel-isolated-helper (isolated mode, docs/isolated.md).

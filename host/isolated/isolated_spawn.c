@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_spawn.c -- find wsel-isolated-helper, build its command line once, and
  * start it with a clean set of descriptors and default signal dispositions.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * isolated_spawn.h -- how a wsel-isolated-helper helper is started (isolated mode).
  */

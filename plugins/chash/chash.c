@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * chash -- consistent hashing with bounded loads (Mirrokni, Thorup,
  * Zadimoghaddam; as in HAProxy, Envoy and SGLang), keyed on the request's

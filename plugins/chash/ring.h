@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * ring.h -- the chash plugin's hash ring: `vnodes` points per worker,
  * sorted, rebuilt in place (no allocation) whenever the worker set changes.

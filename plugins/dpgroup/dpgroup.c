@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * dpgroup -- score workers as the lockstep engines they are: the fix for
  * data-parallel over-subscription.

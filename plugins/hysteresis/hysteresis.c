@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hysteresis -- sticky selection with a dead band and a load bound: the fix
  * for flicker that does not herd.

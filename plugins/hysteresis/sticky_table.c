@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sticky_table.c -- see sticky_table.h.
  */

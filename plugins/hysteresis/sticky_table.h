@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sticky_table.h -- the hysteresis plugin's memory: prefix block hash -> a
  * fingerprint of the (worker_id, dp_rank) that most recently received a

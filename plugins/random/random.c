@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * random -- send each request to an eligible row chosen uniformly at random.
  *

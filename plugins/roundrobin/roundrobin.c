@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * roundrobin -- each request goes to the next eligible row in turn.
  *

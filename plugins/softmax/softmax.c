@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * softmax -- Dynamo's kv_router worker selection, as a wsel plugin.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fixture_v1_0.c -- a plugin built against the frozen v1.0 header, to prove
  * that today's host still loads and runs what was built for 1.0.

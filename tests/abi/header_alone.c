@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* header_alone.c -- abi/wsel.h compiles with nothing before it (C99/C11). */
 #include "wsel.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // header_alone.cpp -- abi/wsel.h compiles with nothing before it as C++.
 #include "wsel.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* layout_current.c -- the same facts, measured on abi/wsel.h. */
 #include "wsel.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * layout_fields.h -- every struct, field and constant of ABI v1.0, listed
  * once, then what v1.1 appended. layout_v1_0.c expands the v1.0 lists

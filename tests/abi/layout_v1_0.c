@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* layout_v1_0.c -- the v1.0 facts, measured on the frozen v1.0 header. */
 #include "v1.0/wsel.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_abi_layout.c -- abi/wsel.h keeps every promise of ABI v1.0 and v1.1.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_abi_v1_0_plugin.c -- a plugin built against the frozen v1.0 header
  * (fixture_v1_0.c) loads, parses its parameters and answers in the current

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_config.c -- wsel_config_parse against a real plugin's parameters.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_reader.h -- take typed values from a fuzzer's input, front to back.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_request.c -- requests: validation, table building from them, and
  * routing through a loaded plugin.

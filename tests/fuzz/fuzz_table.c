@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_table.c -- candidate tables: validation, building, and the built-in
  * fallback policy.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * replay_main.c -- run a fuzz harness over saved inputs, without libFuzzer.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh [SECONDS [BUILD_DIR]] -- build the libFuzzer harnesses and fuzz each.
 #
 # Configures (clang, WSEL_FUZZ=ON) and builds the fuzz build in BUILD_DIR

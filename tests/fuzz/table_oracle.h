@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * table_oracle.h -- an independent statement of what a valid wsel_table
  * is, written from wsel.h and wsel_host.h rather than from the host's code.

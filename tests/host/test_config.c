@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_config.c -- wsel_config_parse against fx_good's parameter table:
  *   row (INT 0..1000, default 0), temperature (DOUBLE 0..10, default 0.5),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_host_select.c -- wsel_host_select: the built-in policy and each
  * fallback reason with its counter, ejection (after N, logged once, cleared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_library.c -- wsel_library_open: one test per refusal, each loading
  * the fixture with that one defect and reading the message; plus the

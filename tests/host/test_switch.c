@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_switch.c -- switching the live policy: success, refusal keeping the
  * old policy, switching under concurrent selects, and reloading a file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_table.c -- wsel_table_build (Dynamo's formulas, NO_LOAD defaults,
  * clamps, group view, refusals) and the full table / request validators,

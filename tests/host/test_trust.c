@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_trust.c -- wsel_trust_open: the StrictModes rules, each refusal
  * built in a private mkdtemp folder and checked by its message.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * testutil.c -- helpers for the host suites (see testutil.h).
  */

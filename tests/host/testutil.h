@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * testutil.h -- what the host suites share: private temp folders, fixture
  * plugins copied into them, child processes for risky cases, a log sink

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # install_plugin_template.sh -- install wsel to a scratch prefix and build
 # examples/plugin-template against it, the two ways docs/writing-a-plugin.md
 # shows (find_package and a one-line cc with pkg-config). Then check that each

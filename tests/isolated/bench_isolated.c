@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_isolated.c -- the figures of docs/isolated.md (a program, not a
  * test: timings on a shared machine are reported, never asserted).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * iso_fixture.c -- fixture plugins for isolated mode, one misbehaviour
  * each, chosen at build time by FX_MODE:

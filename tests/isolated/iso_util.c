@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * iso_util.c -- helpers shared by test_isolated and bench_isolated.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * iso_util.h -- what the isolated-mode suite and benchmark share: private
  * plugin folders, isolated host options, and candidate tables.

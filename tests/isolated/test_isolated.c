@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_isolated.c -- isolated mode: a plugin that crashes, hangs or runs
  * away inside its wsel-isolated-helper helper costs no request.

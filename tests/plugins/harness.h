@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * harness.h -- drive one plugin in-process for its unit tests.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_chash.c -- the chash plugin: keys stick to their worker while loads
  * are in bound, a shared system prompt does not collapse the keys, no worker ever exceeds

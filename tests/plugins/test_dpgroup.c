@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_dpgroup.c -- the dpgroup plugin: a data-parallel worker is scored by
  * its busiest rank, so it gets its fair share of traffic but never while its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_hysteresis.c -- the hysteresis plugin: a request follows the owner of
  * its deepest routed prefix block (not a shared system prompt), stays put

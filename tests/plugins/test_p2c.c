@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_p2c.c -- the p2c plugin against balls-into-bins theory and exact
  * small cases.

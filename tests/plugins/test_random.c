@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_random.c -- the random plugin: uniform over eligible rows, flag
  * handling, reproducibility from the request's stream.

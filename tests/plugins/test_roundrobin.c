@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_roundrobin.c -- the roundrobin plugin: fair rotation over eligible
  * rows, flag handling, and an exact share under concurrent selects.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_softmax.c -- the softmax plugin against hand-computed cases.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_trace_line.c -- libFuzzer harness for the Mooncake trace line
  * parser. Any input must either parse into a line that keeps the format's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sim_fixture.c -- temporary files and the stand-in policy.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * sim_fixture.h -- helpers shared by the sim suites: temporary trace files
  * and a stand-in policy compiled into the tests (no plugin, no host), so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_analyze.c -- `--analyze`: input statistics with no routing.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_cmd_sim.c -- `wsel sim` as a command: exit codes, messages and the
  * --analyze JSON. Runs the built binary; skips politely when it is absent.

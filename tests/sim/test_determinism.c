@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_determinism.c -- the same inputs and seed give byte-identical JSON;
  * another seed gives another stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_kvcache.c -- one rank's prefix cache: reuse, pinning, LRU order.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_model.c -- golden runs of the cluster model on tiny traces, with the
  * expected figures worked out by hand from the cost model below.

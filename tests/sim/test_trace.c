@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_trace.c -- Mooncake trace reading: good lines parse, every kind of
  * bad line stops the run with "FILE:LINE: what is wrong", and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_u64map.c -- the open-addressing map agrees with a plain array under
  * random inserts and erases (backward shift keeps every key findable).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * stress_plugin.c -- an instrumented policy for the switching stress tests.
  *

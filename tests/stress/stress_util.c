@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * stress_util.c -- clock, scale, table, log sink and paths for the
  * switching stress tests.

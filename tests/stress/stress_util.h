@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * stress_util.h -- what the switching stress tests share: a clock, the
  * scale knob, the candidate table, a log sink that counts instance

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * stress_workers.c -- select threads for the switching stress tests.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * stress_workers.h -- threads that call wsel_host_select in a loop on one
  * host and check every answer.

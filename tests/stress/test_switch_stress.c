@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_switch_stress.c -- switching under live traffic.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DCMD="a;b;c" -DEXIT=N -DMATCH=regex [-DERROR_MATCH=regex]
 #       -P expect_output.cmake
 #

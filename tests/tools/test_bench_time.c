@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_bench_time.c -- order statistics and the clock of `wsel bench`.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_validate_elf.c -- the ELF reader behind `wsel validate`'s
  * exports_one_symbol check.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_validate_run.c -- each conformance check runs in its own process:
  * a crash, an exit, a hang or a verdict all come back as a result.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench.h -- the pieces of `wsel bench` (internal to the wsel command).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_alloc.c -- count heap allocations in the wsel process.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_run.c -- the measurement loops of `wsel bench`.
  *

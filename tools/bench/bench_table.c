@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_table.c -- realistic candidate tables for `wsel bench`, built from
  * raw per-rank state by wsel_table_build exactly as a router would.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * bench_time.c -- the clock's own cost and order statistics for `wsel bench`.
  */

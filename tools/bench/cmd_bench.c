@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * cmd_bench.c -- `wsel bench`: select latency, host overhead, allocations
  * per select and the cost of building a table, per plugin and table size.

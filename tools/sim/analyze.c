@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * analyze.c -- input statistics: a map from block id to the last request
  * that used it gives the infinite-cache hit rate in one streaming pass.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * analyze.h -- `wsel sim --analyze`: statistics of the input alone, with no
  * routing: requests, tokens, duration, unique blocks and the hit rate of

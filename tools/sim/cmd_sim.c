@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * cmd_sim.c -- `wsel sim`: replay one request stream through a simulated
  * cluster once per policy, each through its own libwsel-host, and print

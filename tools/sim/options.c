@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * options.c -- `wsel sim` options: one table drives parsing and --help.
  */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * options.h -- the command line of `wsel sim`: parse argv into
  * sim_options, print --help. Every option, its default and its meaning is

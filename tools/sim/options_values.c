@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * options_values.c -- turn option values (numbers, DP size lists,
  * SECONDS:NAME switches) into fields of sim_options.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * options_values.h -- value parsers behind options.c (not public). Each
  * returns 1/0 (numbers: parsed or not) or 0/2 (lists: ok or bad usage with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plot.c -- collect chart data during runs, then draw it with gnuplot.
  */

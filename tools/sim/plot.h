@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * plot.h -- `wsel sim --plot DIR`: PNG charts through gnuplot.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * report.h -- print the comparison: a human table (best value per column
  * marked '*') or JSON. Not thread-safe. OWNERSHIP: all arguments are the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * cmd_validate.c -- `wsel validate PLUGIN`: the conformance suite.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate.h -- the pieces of `wsel validate` (internal to the wsel command).
  *

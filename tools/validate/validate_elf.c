@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate_elf.c -- count the dynamic symbols a plugin exports, reading the
  * ELF64 headers ourselves (<elf.h>), so `wsel validate` needs no binutils.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate_fixture.c -- what the checks feed a plugin: owned candidate
  * tables, requests, the host table, and instances created from a config.

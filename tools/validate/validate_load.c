@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate_load.c -- conformance checks up to a working instance: the file
  * passes the trust rules and loads, exports one symbol, carries a

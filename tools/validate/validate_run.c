@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate_run.c -- run one conformance check in a child process.
  *

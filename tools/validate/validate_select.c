@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate_select.c -- select on edge tables: one row, 4,096 rows, equal,
  * negative, huge and zero costs, mixed DP groups, no block hashes, busy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * validate_state.c -- checks across many calls: determinism, concurrent
  * select, memory over 10,000 create/destroy cycles, no allocation in

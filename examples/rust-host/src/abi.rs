@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The wsel ABI v1.0 (abi/wsel.h), declared by hand with `#[repr(C)]`.
 //!
 //! Every type mirrors its C struct field for field; the tests at the end pin

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The host table this router hands to plugins, implemented in Rust.
 //!
 //! Why Rust and not libwsel-host's exported helpers: a Rust router should

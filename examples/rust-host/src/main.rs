@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! wsel-rust-host: the shape a Rust router (such as Dynamo's kv_router)
 //! would use to call a wsel plugin.
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Load a plugin with dlopen/dlsym, check its descriptor, create instances.
 //!
 //! The checks are the ones a wsel host makes before running plugin code:

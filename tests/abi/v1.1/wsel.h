@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * wsel.h -- the worker-selection plugin ABI, version 1.1.
  *

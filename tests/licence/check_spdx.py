@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""check_spdx.py -- every source, build and script file of the repository
+carries an SPDX-License-Identifier line (the project is Apache-2.0; see
+LICENSE). Data (traces, fuzz corpora, JSON), prose (Markdown), images and
+lock files are not sources and are skipped, as are build folders.
+
+Usage: check_spdx.py [ROOT]   (default: the repository holding this file)
+Prints each file without the line and exits 1 if there is any.
+"""
+import os
+import sys
+
+TAG = "SPDX-License-Identifier:"
+SKIP_EXT = (".md", ".png", ".jsonl", ".json", ".lock", ".tmp")
+SKIP_NAMES = ("LICENSE", ".clang-format", ".gitignore")
+
+
+def sources(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames
+                       if not d.startswith((".git", "build")) and d not in
+                       ("corpus", "target", "__pycache__")]
+        for name in filenames:
+            if name.endswith(SKIP_EXT) or name in SKIP_NAMES:
+                continue
+            yield os.path.join(dirpath, name)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1
+                           else os.path.join(here, "..", ".."))
+    missing = []
+    count = 0
+    for path in sorted(sources(root)):
+        try:
+            with open(path, encoding="utf-8") as f:
+                head = f.read(4096)
+        except (UnicodeDecodeError, OSError):
+            continue  # binary: not a source
+        count += 1
+        if TAG not in head:
+            missing.append(os.path.relpath(path, root))
+    for m in missing:
+        print("spdx: no SPDX-License-Identifier line: " + m)
+    if missing:
+        print("spdx: %d of %d files lack the line" % (len(missing), count))
+        return 1
+    print("spdx: all %d source files carry an SPDX-License-Identifier line" % count)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
