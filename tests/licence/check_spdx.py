@@ -9,6 +9,7 @@ Usage: check_spdx.py [ROOT]   (default: the repository holding this file)
 Prints each file without the line and exits 1 if there is any.
 """
 import os
+import subprocess
 import sys
 
 TAG = "SPDX-License-Identifier:"
@@ -16,15 +17,33 @@ SKIP_EXT = (".md", ".png", ".jsonl", ".json", ".lock", ".tmp")
 SKIP_NAMES = ("LICENSE", ".clang-format", ".gitignore")
 
 
+def is_source(rel):
+    name = os.path.basename(rel)
+    parts = rel.split(os.sep)
+    return not (name.endswith(SKIP_EXT) or name in SKIP_NAMES or "corpus" in parts)
+
+
 def sources(root):
+    """The project's files: the files git tracks in a checkout (what a
+    clone, and so CI, holds), else a walk that skips build trees (any folder
+    holding a CMakeCache.txt) and tool folders."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files"],
+                             capture_output=True, text=True, check=True).stdout
+        for rel in out.splitlines():
+            if is_source(rel) and os.path.isfile(os.path.join(root, rel)):
+                yield os.path.join(root, rel)
+        return
+    except (OSError, subprocess.CalledProcessError):
+        pass
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames
-                       if not d.startswith((".git", "build")) and d not in
-                       ("corpus", "target", "__pycache__")]
+                       if not d.startswith(".git") and d not in ("target", "__pycache__")
+                       and not os.path.exists(os.path.join(dirpath, d, "CMakeCache.txt"))]
         for name in filenames:
-            if name.endswith(SKIP_EXT) or name in SKIP_NAMES:
-                continue
-            yield os.path.join(dirpath, name)
+            path = os.path.join(dirpath, name)
+            if is_source(os.path.relpath(path, root)):
+                yield path
 
 
 def main():
