@@ -189,6 +189,8 @@ void wsel_host_api_init(wsel_host_api *api, void *host_ctx, wsel_api_log_fn log)
     api->rng_uniform = wsel_rng_uniform;
     api->softmax_sample = wsel_softmax_sample;
     api->argmin = wsel_argmin;
+    api->rng_below = wsel_rng_below;
+    api->eligible_skip = wsel_eligible_skip;
 }
 
 /* Defaults overlaid with the caller's struct up to its struct_size; a zero

@@ -51,7 +51,10 @@ double wsel_rng_uniform(wsel_rng *rng)
 
 uint32_t wsel_rng_below(wsel_rng *rng, uint32_t n)
 {
-    /* Lemire's multiply-shift with rejection: unbiased, usually one draw. */
+    /* Lemire's multiply-shift with rejection: unbiased, usually one draw.
+     * The arithmetic is wsel.h's wsel_inline_rng_below, draw for draw. */
+    if (n == 0)
+        return 0;
     uint64_t m = (uint64_t)(uint32_t)(wsel_rng_u64(rng) >> 32) * n;
     uint32_t low = (uint32_t)m;
     if (low < n) {

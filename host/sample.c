@@ -333,3 +333,11 @@ int32_t wsel_softmax_sample(const double *costs, const uint8_t *flags, uint32_t 
     }
     return 0;
 }
+
+int32_t wsel_eligible_skip(const uint8_t *flags, uint32_t n, uint8_t *out_skip,
+                           uint32_t *out_count)
+{
+    /* The rule is written once, in wsel.h, so the inline fallback a plugin
+     * uses in an older host and this helper cannot disagree. */
+    return wsel_inline_eligible_skip(flags, n, out_skip, out_count);
+}

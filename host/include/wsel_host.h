@@ -65,7 +65,8 @@ WSEL_HOST_API void wsel_rng_seed(wsel_rng *rng, uint64_t seed);
 WSEL_HOST_API uint64_t wsel_rng_u64(wsel_rng *rng);
 /* Uniform double in [0, 1), 53 bits. [any thread; one rng per thread] */
 WSEL_HOST_API double wsel_rng_uniform(wsel_rng *rng);
-/* Uniform integer in [0, n), n >= 1, without modulo bias. */
+/* Uniform integer in [0, n) without modulo bias; 0 without a draw when n
+ * is 0. Contract in wsel_host_api.rng_below. [any thread; one rng per thread] */
 WSEL_HOST_API uint32_t wsel_rng_below(wsel_rng *rng, uint32_t n);
 
 /* Dynamo's softmax_sample; contract in wsel_host_api.softmax_sample. */
@@ -76,6 +77,11 @@ WSEL_HOST_API int32_t wsel_softmax_sample(const double *costs, const uint8_t *fl
 /* Argmin with random tie-break; contract in wsel_host_api.argmin. */
 WSEL_HOST_API int32_t wsel_argmin(const double *costs, const uint8_t *flags, uint32_t n,
                                   uint8_t skip_mask, wsel_rng *rng, uint32_t *out_row);
+
+/* "Not excluded; busy only when every eligible row is busy" as a skip
+ * mask; contract in wsel_host_api.eligible_skip. [any thread] */
+WSEL_HOST_API int32_t wsel_eligible_skip(const uint8_t *flags, uint32_t n,
+                                         uint8_t *out_skip, uint32_t *out_count);
 
 /* Signature of wsel_host_api.log. */
 typedef void (*wsel_api_log_fn)(const wsel_host_api *host, int32_t level,

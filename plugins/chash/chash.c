@@ -235,20 +235,6 @@ static void count_request(chash *c, const wsel_request *req)
     chash_sketch_request(&c->recent);
 }
 
-/* Not candidates: excluded rows, and busy rows unless every non-excluded row
- * is busy. 0 when every row is excluded. */
-static uint8_t skip_mask(const wsel_table *t)
-{
-    uint32_t any = 0;
-    for (uint32_t i = 0; i < t->num_rows; i++) {
-        uint8_t f = t->flags[i];
-        if ((f & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)) == 0)
-            return WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
-        any |= (f & WSEL_ROW_EXCLUDED) == 0;
-    }
-    return any ? WSEL_ROW_EXCLUDED : 0;
-}
-
 /* Group g's load (active requests over all its ranks); returns whether it
  * has an eligible rank. */
 static int worker_state(const wsel_table *t, uint32_t g, uint8_t skip, uint64_t *out_load)
@@ -358,8 +344,10 @@ static uint32_t cheapest_rank(const wsel_table *t, uint32_t g, uint8_t skip)
 static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_table *t,
                          uint32_t *out_row)
 {
-    uint8_t skip = skip_mask(t);
-    if (skip == 0)
+    /* The host's eligible-row rule (inline in a 1.0 host): excluded rows
+     * never, busy ones only when every other is excluded or busy. */
+    uint8_t skip;
+    if (wsel_call_eligible_skip(c->host, t->flags, t->num_rows, &skip, NULL) < 0)
         return chash_ring_matches(&c->ring, t) ? WSEL_ENOCANDIDATE : RING_STALE;
     uint64_t total;
     uint32_t n_eligible;
@@ -427,6 +415,8 @@ static int32_t chash_select(void *instance, const wsel_request *req, const wsel_
         return rc;
     count_request(c, req);
     choice->row = row;
+    if (WSEL_CHOICE_HAS(choice, reason))
+        choice->reason = WSEL_REASON_HASHED;
     return 0;
 }
 

@@ -25,6 +25,10 @@
  *     softmax on a cluster without data parallelism; it matched or beat
  *     two-level on every shape and load measured.
  * Exact ties are broken uniformly at random with the request's stream.
+ * Eligible rows follow the host's rule (eligible_skip; inline in a 1.0
+ * host). The score function (ABI 1.1) gives every row the value its mode
+ * minimises (two-level: its worker's load plus its own prefill), so the
+ * policy composes in `pipeline`.
  * Keeps no state: safe from any number of threads.
  */
 #include <stdlib.h>
@@ -112,20 +116,6 @@ static void tie_offer(tie_break *tb, double score, uint32_t index)
     uint64_t r = tb->host->rng_u64(tb->rng) >> 32;
     if (((r * tb->ties) >> 32) == 0)
         tb->pick = index;
-}
-
-/* Not candidates: excluded rows, and busy rows unless every non-excluded row
- * is busy. Returns the mask, or 0 when every row is excluded. */
-static uint8_t skip_mask(const wsel_table *t)
-{
-    uint32_t any = 0;
-    for (uint32_t i = 0; i < t->num_rows; i++) {
-        uint8_t f = t->flags[i];
-        if ((f & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)) == 0)
-            return WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
-        any |= (f & WSEL_ROW_EXCLUDED) == 0;
-    }
-    return any ? WSEL_ROW_EXCLUDED : 0;
 }
 
 /* A worker's load from all its ranks' decode_blocks: a rank the router may
@@ -336,13 +326,45 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
     return 0;
 }
 
+/* [select thread, concurrent] Every row's value in the configured mode,
+ * lower is better; no allocation. */
+static int32_t dpgroup_score(void *instance, const wsel_request *req, const wsel_table *t,
+                             double *scores)
+{
+    const dpgroup *d = instance;
+    if (req->block_size == 0)
+        return WSEL_EINVAL;
+    request_size size = {req->isl_tokens, req->block_size,
+                         req->isl_tokens / req->block_size};
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        if (d->mode == MODE_LOCKSTEP) {
+            group_pace p = group_pace_of(&size, t, g);
+            for (uint32_t r = first; r < first + count; r++)
+                scores[r] = lockstep_score(d, req, &size, t, &p, r);
+        } else if (d->mode == MODE_BLEND) {
+            double penalty = d->alpha * worker_load(t, g, AGG_MEAN);
+            for (uint32_t r = first; r < first + count; r++)
+                scores[r] = t->cost[r] + penalty;
+        } else {
+            double load = worker_load(t, g, d->aggregate);
+            for (uint32_t r = first; r < first + count; r++)
+                scores[r] = load + req->overlap_score_weight *
+                                       (double)t->prefill_tokens[r] /
+                                       (double)req->block_size;
+        }
+    }
+    return 0;
+}
+
 static int32_t dpgroup_select(void *instance, const wsel_request *req,
                               const wsel_table *t, wsel_choice *choice)
 {
     const dpgroup *d = instance;
-    uint8_t skip = skip_mask(t);
-    if (skip == 0)
-        return WSEL_ENOCANDIDATE;
+    uint8_t skip;
+    int32_t erc = wsel_call_eligible_skip(d->host, t->flags, t->num_rows, &skip, NULL);
+    if (erc < 0)
+        return erc;
     uint32_t row;
     int32_t rc;
     if (d->mode == MODE_LOCKSTEP)
@@ -354,6 +376,10 @@ static int32_t dpgroup_select(void *instance, const wsel_request *req,
     if (rc != 0)
         return rc;
     choice->row = row;
+    if (WSEL_CHOICE_HAS(choice, reason))
+        choice->reason = !(skip & WSEL_ROW_BUSY)     ? WSEL_REASON_ALL_BUSY
+                         : d->mode == MODE_TWO_LEVEL ? WSEL_REASON_GROUP
+                                                     : WSEL_REASON_CHEAPEST;
     return 0;
 }
 
@@ -374,4 +400,5 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .select = dpgroup_select,
     .on_request_finished = NULL,
     .on_topology_changed = NULL,
+    .score = dpgroup_score,
 };

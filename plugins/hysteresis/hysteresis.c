@@ -243,43 +243,33 @@ static uint64_t nonfinite_bits(double c)
     return bits;
 }
 
-/* What one pass over the rows learns: which rows are not candidates
- * (excluded always, busy unless every non-excluded row is busy) and the best
- * candidate cost. Returns 0, WSEL_ENOCANDIDATE, or WSEL_EINVAL when a
- * candidate cost is not finite (as softmax_sample would). */
-static int32_t scan_candidates(const wsel_table *t, uint8_t *out_skip, double *out_best)
+/* Which rows are candidates (the host's rule, eligible_skip: excluded
+ * never, busy only when every non-excluded row is busy; inline in a 1.0
+ * host) and the best candidate cost. Returns 0, WSEL_ENOCANDIDATE, or
+ * WSEL_EINVAL when a candidate cost is not finite (as softmax_sample
+ * would). */
+static int32_t scan_candidates(const wsel_host_api *host, const wsel_table *t,
+                               uint8_t *out_skip, double *out_best)
 {
-    double best_free = INFINITY, best_busy = INFINITY;
-    uint32_t n_free = 0, n_busy = 0;
-    uint64_t bad_free = 0, bad_busy = 0;
+    uint8_t skip;
+    int32_t rc = wsel_call_eligible_skip(host, t->flags, t->num_rows, &skip, NULL);
+    if (rc < 0)
+        return rc;
+    double best = INFINITY;
+    uint64_t bad = 0;
     const uint8_t *flags = t->flags;
     const double *cost = t->cost;
     for (uint32_t i = 0; i < t->num_rows; i++) {
-        uint8_t f = flags[i];
         double c = cost[i];
-        if ((f & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)) == 0) {
-            n_free++;
-            bad_free |= nonfinite_bits(c);
-            best_free = best_free < c ? best_free : c;
-        } else if ((f & WSEL_ROW_EXCLUDED) == 0) {
-            n_busy++;
-            bad_busy |= nonfinite_bits(c);
-            best_busy = best_busy < c ? best_busy : c;
-        }
+        if (flags[i] & skip)
+            continue;
+        bad |= nonfinite_bits(c);
+        best = best < c ? best : c;
     }
-    if (n_free + n_busy == 0)
-        return WSEL_ENOCANDIDATE;
-    if (n_free == 0) {
-        if (bad_busy != 0)
-            return WSEL_EINVAL;
-        *out_skip = WSEL_ROW_EXCLUDED;
-        *out_best = best_busy;
-        return 0;
-    }
-    if (bad_free != 0)
+    if (bad != 0)
         return WSEL_EINVAL;
-    *out_skip = (uint8_t)(WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY);
-    *out_best = best_free;
+    *out_skip = skip;
+    *out_best = best;
     return 0;
 }
 
@@ -317,13 +307,23 @@ static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip,
     return row;
 }
 
+/* The explanation (ABI 1.1), written only into a choice that has room. */
+static void explain(wsel_choice *choice, uint32_t reason, double cost)
+{
+    if (!WSEL_CHOICE_HAS(choice, score))
+        return;
+    choice->reason = reason;
+    choice->flags = WSEL_CHOICE_SCORED;
+    choice->score = cost;
+}
+
 static int32_t hysteresis_select(void *instance, const wsel_request *req,
                                  const wsel_table *t, wsel_choice *choice)
 {
     hysteresis *h = instance;
     uint8_t skip;
     double best;
-    int32_t rc = scan_candidates(t, &skip, &best);
+    int32_t rc = scan_candidates(h->host, t, &skip, &best);
     if (rc != 0)
         return rc;
     /* softmax_sample's own argument checks, so that keeping an owner
@@ -342,6 +342,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
         if (row != UINT32_MAX && t->cost[row] <= limit && owner_load <= bound) {
             choice->row = row;
             record(h, req, owner);
+            explain(choice, WSEL_REASON_STICKY, t->cost[row]);
             return 0;
         }
     }
@@ -353,6 +354,10 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
         return rc;
     record(h, req, sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]));
     choice->row = row;
+    uint32_t reason = owner != 0          ? WSEL_REASON_SPILLED
+                      : temperature > 0.0 ? WSEL_REASON_SAMPLED
+                                          : WSEL_REASON_CHEAPEST;
+    explain(choice, skip & WSEL_ROW_BUSY ? reason : WSEL_REASON_ALL_BUSY, t->cost[row]);
     return 0;
 }
 

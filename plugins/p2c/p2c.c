@@ -98,19 +98,6 @@ static void p2c_destroy(void *instance)
     free(instance);
 }
 
-/* Uniform integer in [0, n), n >= 1: rejects the 2^64 mod n lowest values
- * so that the rest split evenly into n classes (a rejection happens with
- * probability below n / 2^64, i.e. practically never). */
-static uint32_t draw_below(const wsel_host_api *host, wsel_rng *rng, uint32_t n)
-{
-    uint64_t reject_below = (0 - (uint64_t)n) % n; /* 2^64 mod n */
-    uint64_t x;
-    do
-        x = host->rng_u64(rng);
-    while (x < reject_below);
-    return (uint32_t)(x % n);
-}
-
 /* Sign of a - b without overflow or loss of precision. */
 #define P2C_SIGN(a, b) (((a) > (b)) - ((a) < (b)))
 
@@ -154,7 +141,7 @@ static uint32_t draw_by_rejection(const p2c *p, const wsel_table *t, wsel_rng *r
 {
     uint32_t count = 0;
     for (uint32_t tries = 0; tries < P2C_DRAW_BUDGET && count < p->d; tries++) {
-        uint32_t row = draw_below(p->host, rng, t->num_rows);
+        uint32_t row = wsel_call_rng_below(p->host, rng, t->num_rows);
         if ((t->flags[row] & skip) == 0 && !contains(kept, count, row))
             kept[count++] = row;
     }
@@ -179,7 +166,7 @@ static uint32_t draw_by_scan(const p2c *p, const wsel_table *t, wsel_rng *rng,
         if (eligible < p->d) {
             kept[eligible] = i;
         } else {
-            uint32_t slot = draw_below(p->host, rng, eligible + 1);
+            uint32_t slot = wsel_call_rng_below(p->host, rng, eligible + 1);
             if (slot < p->d)
                 kept[slot] = i;
         }
@@ -194,19 +181,18 @@ static int32_t p2c_select(void *instance, const wsel_request *request,
 {
     const p2c *p = instance;
     uint32_t kept[P2C_MAX_D];
-    uint8_t skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+    uint8_t skip;
+    /* The host's eligible-row rule (inline in a 1.0 host): idle rows, or
+     * the busy ones when every eligible row is busy. Without a count the
+     * scan stops at the first idle row. */
+    int32_t rc =
+        wsel_call_eligible_skip(p->host, table->flags, table->num_rows, &skip, NULL);
+    if (rc < 0)
+        return rc;
 
     uint32_t count = draw_by_rejection(p, table, request->rng, skip, kept);
-    if (count < p->d) {
-        /* Few idle eligible rows, or none: count them exactly. */
+    if (count < p->d) /* few eligible rows: count them exactly */
         count = draw_by_scan(p, table, request->rng, skip, kept);
-        if (count == 0) { /* every eligible row is busy: a busy row beats none */
-            skip = WSEL_ROW_EXCLUDED;
-            count = draw_by_scan(p, table, request->rng, skip, kept);
-        }
-        if (count == 0)
-            return WSEL_ENOCANDIDATE;
-    }
 
     /* The lowest value wins; among `ties` equal ones, each newcomer takes
      * over with probability 1 / ties, which leaves each of them equally
@@ -217,11 +203,40 @@ static int32_t p2c_select(void *instance, const wsel_request *request,
         if (order < 0) {
             best = kept[i];
             ties = 1;
-        } else if (order == 0 && draw_below(p->host, request->rng, ++ties) == 0) {
+        } else if (order == 0 &&
+                   wsel_call_rng_below(p->host, request->rng, ++ties) == 0) {
             best = kept[i];
         }
     }
     choice->row = best;
+    if (WSEL_CHOICE_HAS(choice, reason))
+        choice->reason =
+            skip & WSEL_ROW_BUSY ? WSEL_REASON_SAMPLED_BEST : WSEL_REASON_ALL_BUSY;
+    return 0;
+}
+
+/* [select thread, concurrent] Every row's value in the configured column,
+ * lower better: what the d sampled rows are compared by. */
+static int32_t p2c_score(void *instance, const wsel_request *request, const wsel_table *t,
+                         double *scores)
+{
+    const p2c *p = instance;
+    (void)request;
+    for (uint32_t i = 0; i < t->num_rows; i++) {
+        switch (p->column) {
+        case P2C_COLUMN_DECODE_BLOCKS:
+            scores[i] = (double)t->decode_blocks[i];
+            break;
+        case P2C_COLUMN_PREFILL_TOKENS:
+            scores[i] = (double)t->prefill_tokens[i];
+            break;
+        case P2C_COLUMN_ACTIVE_REQUESTS:
+            scores[i] = (double)t->active_requests[i];
+            break;
+        default:
+            scores[i] = t->cost[i];
+        }
+    }
     return 0;
 }
 
@@ -242,4 +257,5 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .select = p2c_select,
     .on_request_finished = NULL,
     .on_topology_changed = NULL,
+    .score = p2c_score,
 };

@@ -40,28 +40,6 @@ static void random_destroy(void *instance)
     free(instance);
 }
 
-/* Uniform integer in [0, n), n >= 1: rejects the 2^64 mod n lowest values
- * so that the rest split evenly into n classes (a rejection happens with
- * probability below n / 2^64, i.e. practically never). */
-static uint32_t draw_below(const wsel_host_api *host, wsel_rng *rng, uint32_t n)
-{
-    uint64_t reject_below = (0 - (uint64_t)n) % n; /* 2^64 mod n */
-    uint64_t x;
-    do
-        x = host->rng_u64(rng);
-    while (x < reject_below);
-    return (uint32_t)(x % n);
-}
-
-/* Number of rows whose flags miss `skip`. */
-static uint32_t count_rows(const wsel_table *t, uint8_t skip)
-{
-    uint32_t count = 0;
-    for (uint32_t i = 0; i < t->num_rows; i++)
-        count += (t->flags[i] & skip) == 0;
-    return count;
-}
-
 /* Index of the k-th (0-based) row whose flags miss `skip`; k < count. */
 static uint32_t nth_row(const wsel_table *t, uint8_t skip, uint32_t k)
 {
@@ -78,15 +56,17 @@ static int32_t random_select(void *instance, const wsel_request *request,
                              const wsel_table *table, wsel_choice *choice)
 {
     const random_policy *r = instance;
-    uint8_t skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
-    uint32_t m = count_rows(table, skip);
-    if (m == 0) { /* every eligible row is busy: a busy row beats none */
-        skip = WSEL_ROW_EXCLUDED;
-        m = count_rows(table, skip);
-    }
-    if (m == 0)
-        return WSEL_ENOCANDIDATE;
-    choice->row = nth_row(table, skip, draw_below(r->host, request->rng, m));
+    uint8_t skip;
+    uint32_t m;
+    /* The host's eligible-row rule (inline in a 1.0 host): idle rows, or
+     * the busy ones when every eligible row is busy. */
+    int32_t rc =
+        wsel_call_eligible_skip(r->host, table->flags, table->num_rows, &skip, &m);
+    if (rc < 0)
+        return rc;
+    choice->row = nth_row(table, skip, wsel_call_rng_below(r->host, request->rng, m));
+    if (WSEL_CHOICE_HAS(choice, reason))
+        choice->reason = skip & WSEL_ROW_BUSY ? WSEL_REASON_RANDOM : WSEL_REASON_ALL_BUSY;
     return 0;
 }
 

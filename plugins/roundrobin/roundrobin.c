@@ -2,8 +2,9 @@
 /*
  * roundrobin -- each request goes to the next eligible row in turn.
  *
- * The shortest complete wsel plugin; read it first. No parameters, no host
- * helpers: the instance is one atomic ticket counter. Request k goes to the
+ * The shortest complete wsel plugin; read it first. No parameters; one
+ * host helper (eligible_skip, the eligible-row rule, inline in a 1.0 host);
+ * the instance is one atomic ticket counter. Request k goes to the
  * (k mod m)-th of the m eligible rows, so each gets an equal share. Eligible
  * means not WSEL_ROW_EXCLUDED, and not WSEL_ROW_BUSY unless every one is.
  * Concurrent selects are safe: each takes its own ticket atomically.
@@ -14,6 +15,7 @@
 #include "wsel.h"
 
 typedef struct roundrobin {
+    const wsel_host_api *host; /* OWNERSHIP: host's, valid until destroy */
     atomic_uint_fast64_t next_ticket;
 } roundrobin;
 
@@ -21,10 +23,13 @@ typedef struct roundrobin {
 static int32_t rr_create(const wsel_host_api *host, const double *params,
                          uint32_t num_params, void **out_instance)
 {
-    (void)host, (void)params, (void)num_params; /* nothing to configure */
+    (void)params, (void)num_params; /* nothing to configure */
+    if (host == NULL || out_instance == NULL)
+        return WSEL_EINVAL;
     roundrobin *rr = malloc(sizeof(*rr));
     if (rr == NULL)
         return WSEL_ENOMEM;
+    rr->host = host;
     atomic_init(&rr->next_ticket, 0);
     *out_instance = rr;
     return 0;
@@ -80,16 +85,20 @@ static int32_t rr_select(void *instance, const wsel_request *request,
 {
     roundrobin *rr = instance;
     (void)request; /* the rotation ignores what is being routed */
-    uint8_t skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+    uint8_t skip;
+    /* The host's eligible-row rule (inline in a 1.0 host): idle rows, or
+     * the busy ones when every eligible row is busy. It stops at the first
+     * idle row; the count is the vectorised pass below. */
+    int32_t rc =
+        wsel_call_eligible_skip(rr->host, table->flags, table->num_rows, &skip, NULL);
+    if (rc < 0)
+        return rc;
     uint32_t m = count_rows(table, skip);
-    if (m == 0) { /* every eligible row is busy: a busy row beats none */
-        skip = WSEL_ROW_EXCLUDED;
-        m = count_rows(table, skip);
-    }
-    if (m == 0)
-        return WSEL_ENOCANDIDATE;
     uint32_t k = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
     choice->row = nth_row(table, skip, k);
+    if (WSEL_CHOICE_HAS(choice, reason))
+        choice->reason =
+            skip & WSEL_ROW_BUSY ? WSEL_REASON_ROTATION : WSEL_REASON_ALL_BUSY;
     return 0;
 }
 

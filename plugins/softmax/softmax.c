@@ -96,17 +96,37 @@ static int32_t softmax_select(void *instance, const wsel_request *request,
     double t = effective_temperature(s, request);
     uint32_t row;
 
-    /* First among rows that are neither excluded nor busy; if none is left,
-     * the busy ones are better than no answer. */
-    int32_t rc = s->host->softmax_sample(table->cost, table->flags, table->num_rows,
-                                         WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, t,
-                                         request->uniform, &row);
-    if (rc == WSEL_ENOCANDIDATE)
-        rc = s->host->softmax_sample(table->cost, table->flags, table->num_rows,
-                                     WSEL_ROW_EXCLUDED, t, request->uniform, &row);
+    /* Rows that are neither excluded nor busy; if none is left, the busy
+     * ones are better than no answer (the host's rule, eligible_skip;
+     * inline in a 1.0 host). */
+    uint8_t skip;
+    int32_t rc =
+        wsel_call_eligible_skip(s->host, table->flags, table->num_rows, &skip, NULL);
+    if (rc < 0)
+        return rc;
+    rc = s->host->softmax_sample(table->cost, table->flags, table->num_rows, skip, t,
+                                 request->uniform, &row);
     if (rc < 0)
         return rc;
     choice->row = row;
+    if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation (ABI 1.1) */
+        choice->reason = !(skip & WSEL_ROW_BUSY) ? WSEL_REASON_ALL_BUSY
+                         : t > 0.0               ? WSEL_REASON_SAMPLED
+                                                 : WSEL_REASON_CHEAPEST;
+        choice->flags = WSEL_CHOICE_SCORED;
+        choice->score = table->cost[row];
+    }
+    return 0;
+}
+
+/* [select thread, concurrent] The score is the default cost itself, lower
+ * better: what softmax samples from (Dynamo's logit). */
+static int32_t softmax_score(void *instance, const wsel_request *request,
+                             const wsel_table *table, double *scores)
+{
+    (void)instance, (void)request;
+    for (uint32_t i = 0; i < table->num_rows; i++)
+        scores[i] = table->cost[i];
     return 0;
 }
 
@@ -127,4 +147,5 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .select = softmax_select,
     .on_request_finished = NULL,
     .on_topology_changed = NULL,
+    .score = softmax_score,
 };

@@ -126,12 +126,51 @@
 /* X(struct type, field) for every field ABI 1.1 appended. */
 #define ABI_V1_1_FIELDS(X)                                                               \
     X(wsel_request, overrides)                                                           \
-    X(wsel_request, reserved2)
+    X(wsel_request, reserved2)                                                           \
+    X(wsel_choice, reason)                                                               \
+    X(wsel_choice, flags)                                                                \
+    X(wsel_choice, score)                                                                \
+    X(wsel_outcome, struct_size)                                                         \
+    X(wsel_outcome, dp_rank)                                                             \
+    X(wsel_outcome, request_id)                                                          \
+    X(wsel_outcome, worker_id)                                                           \
+    X(wsel_outcome, ttft_us)                                                             \
+    X(wsel_outcome, e2e_us)                                                              \
+    X(wsel_outcome, finished_us)                                                         \
+    X(wsel_outcome, prompt_tokens)                                                       \
+    X(wsel_outcome, cached_tokens)                                                       \
+    X(wsel_outcome, output_tokens)                                                       \
+    X(wsel_outcome, flags)                                                               \
+    X(wsel_host_api, rng_below)                                                          \
+    X(wsel_host_api, eligible_skip)                                                      \
+    X(wsel_plugin, score)                                                                \
+    X(wsel_plugin, on_request_outcome)
+
+/* X(struct type, growable) for every struct ABI 1.1 added. */
+#define ABI_V1_1_STRUCTS(X) X(wsel_outcome, 1)
 
 /* X(constant) for every constant ABI 1.1 added. */
 #define ABI_V1_1_CONSTANTS(X)                                                            \
     X(WSEL_OVERRIDE_TEMPERATURE)                                                         \
-    X(WSEL_REQUEST_SIZE_1_1)
+    X(WSEL_REQUEST_SIZE_1_1)                                                             \
+    X(WSEL_CHOICE_SIZE_1_1)                                                              \
+    X(WSEL_HOST_API_SIZE_1_1)                                                            \
+    X(WSEL_PLUGIN_SIZE_1_1)                                                              \
+    X(WSEL_OUTCOME_SIZE_1_1)                                                             \
+    X(WSEL_REASON_NONE)                                                                  \
+    X(WSEL_REASON_CHEAPEST)                                                              \
+    X(WSEL_REASON_SAMPLED)                                                               \
+    X(WSEL_REASON_STICKY)                                                                \
+    X(WSEL_REASON_SPILLED)                                                               \
+    X(WSEL_REASON_HASHED)                                                                \
+    X(WSEL_REASON_RANDOM)                                                                \
+    X(WSEL_REASON_SAMPLED_BEST)                                                          \
+    X(WSEL_REASON_ROTATION)                                                              \
+    X(WSEL_REASON_ALL_BUSY)                                                              \
+    X(WSEL_REASON_GROUP)                                                                 \
+    X(WSEL_REASON_PLUGIN)                                                                \
+    X(WSEL_CHOICE_SCORED)                                                                \
+    X(WSEL_OUTCOME_FAILED)
 
 /* One measured fact: a field's offset and size, a struct's size (offset 0),
  * or a constant's value (in `value`). */
@@ -204,7 +243,8 @@ const abi_facts *abi_facts_current_v1_1(void);
     {                                                                                    \
         static const abi_fact fields[] = {ABI_V1_0_FIELDS(ABI_FACT_FIELD_)               \
                                               ABI_V1_1_FIELDS(ABI_FACT_FIELD_)};         \
-        static const abi_fact structs[] = {ABI_V1_0_STRUCTS(ABI_FACT_STRUCT_)};          \
+        static const abi_fact structs[] = {ABI_V1_0_STRUCTS(ABI_FACT_STRUCT_)            \
+                                               ABI_V1_1_STRUCTS(ABI_FACT_STRUCT_)};      \
         static const abi_fact constants[] = {ABI_V1_0_CONSTANTS(                         \
             ABI_FACT_CONSTANT_) ABI_V1_1_CONSTANTS(ABI_FACT_CONSTANT_)};                 \
         static const abi_fact errors[] = {WSEL_ERRNO_MAP(ABI_FACT_ERROR_)};              \

@@ -112,16 +112,25 @@ static void test_every_v1_1_fact_keeps_its_offset_size_and_value(void **state)
     assert_true(now->abi_minor >= old->abi_minor);
 }
 
-static void test_v1_1_request_tail_matches_the_literal_pins(void **state)
+static void test_v1_1_tails_match_the_literal_pins(void **state)
 {
     (void)state;
-    /* The 1.1 request: the 88 bytes of 1.0, then overrides and reserved2. */
+    /* What 1.1 appended, each after its struct's 1.0 end (request 88,
+     * choice 32, host table 64, plugin 96), and the new wsel_outcome. */
     static const struct {
         const char *name;
         uint64_t offset, size;
     } pinned[] = {
-        {"wsel_request.overrides", 88, 4},
-        {"wsel_request.reserved2", 92, 4},
+        {"wsel_request.overrides", 88, 4},     {"wsel_request.reserved2", 92, 4},
+        {"wsel_choice.reason", 32, 4},         {"wsel_choice.flags", 36, 4},
+        {"wsel_choice.score", 40, 8},          {"wsel_outcome.struct_size", 0, 4},
+        {"wsel_outcome.dp_rank", 4, 4},        {"wsel_outcome.request_id", 8, 8},
+        {"wsel_outcome.worker_id", 16, 8},     {"wsel_outcome.ttft_us", 24, 8},
+        {"wsel_outcome.e2e_us", 32, 8},        {"wsel_outcome.finished_us", 40, 8},
+        {"wsel_outcome.prompt_tokens", 48, 4}, {"wsel_outcome.cached_tokens", 52, 4},
+        {"wsel_outcome.output_tokens", 56, 4}, {"wsel_outcome.flags", 60, 4},
+        {"wsel_host_api.rng_below", 64, 8},    {"wsel_host_api.eligible_skip", 72, 8},
+        {"wsel_plugin.score", 96, 8},          {"wsel_plugin.on_request_outcome", 104, 8},
     };
     const abi_facts *v1_0 = abi_facts_v1_0();
     const abi_facts *v1_1 = abi_facts_v1_1();
@@ -132,9 +141,22 @@ static void test_v1_1_request_tail_matches_the_literal_pins(void **state)
         assert_int_equal(v1_1->fields[first + i].offset, pinned[i].offset);
         assert_int_equal(v1_1->fields[first + i].size, pinned[i].size);
     }
+    static const struct {
+        const char *name;
+        uint64_t size;
+    } sizes[] = {
+        {"sizeof(wsel_request)", 96},  {"sizeof(wsel_choice)", 48},
+        {"sizeof(wsel_host_api)", 80}, {"sizeof(wsel_plugin)", 112},
+        {"sizeof(wsel_outcome)", 64},
+    };
+    size_t found = 0;
     for (size_t i = 0; i < v1_1->num_structs; i++)
-        if (strcmp(v1_1->structs[i].name, "sizeof(wsel_request)") == 0)
-            assert_int_equal(v1_1->structs[i].size, 96);
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+            if (strcmp(v1_1->structs[i].name, sizes[k].name) == 0) {
+                assert_int_equal(v1_1->structs[i].size, sizes[k].size);
+                found++;
+            }
+    assert_int_equal(found, sizeof(sizes) / sizeof(sizes[0]));
 }
 
 int main(void)
@@ -147,7 +169,7 @@ int main(void)
         cmocka_unit_test(test_minor_version_never_goes_back_and_entry_symbol_stays),
         cmocka_unit_test(test_v1_0_sizes_match_the_literal_pins),
         cmocka_unit_test(test_every_v1_1_fact_keeps_its_offset_size_and_value),
-        cmocka_unit_test(test_v1_1_request_tail_matches_the_literal_pins),
+        cmocka_unit_test(test_v1_1_tails_match_the_literal_pins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,10 +13,12 @@
  *   2. error codes and log levels
  *   3. the request          (what is being routed)
  *   4. the candidate table  (where it can go)
- *   5. the choice           (what the plugin answers)
+ *   5. the choice           (what the plugin answers) and the outcome
+ *                           (what the request cost, told afterwards)
  *   6. the host table       (what the host provides:   wsel_host_api)
  *   7. parameters           (what the plugin declares: wsel_param_def)
  *   8. the plugin descriptor and entry symbol (what the plugin implements)
+ *   9. calling what an older host may lack (WSEL_HOST_HAS and fallbacks)
  *
  * Conventions used in every comment below:
  *   [any thread]      may be called from several threads at once.
@@ -26,6 +28,22 @@
  *   [select thread]   a thread that routes requests; see WSEL_CAP_CONCURRENT
  *                     for whether several may call into one instance at once.
  *   OWNERSHIP:        who owns a pointer and until when it stays valid.
+ *
+ * Every rule a plugin must follow says who enforces it:
+ *   [host checks]     libwsel-host checks it on every call; a plugin that
+ *                     breaks it gets the built-in policy's answer instead,
+ *                     counted by reason (wsel_host.h, WSEL_FALLBACK_*), and
+ *                     is ejected after repeated failures.
+ *   [validate checks] `wsel validate` tests it before deployment (the check
+ *                     named in brackets); the host does not at run time.
+ *   [not checked]     nothing can check it; breaking it is a bug that may
+ *                     hurt the router (isolated mode contains the crashes).
+ *
+ * "Must not block" (select and the hooks on the select thread) means: no
+ * I/O, no sleep, no wait on a condition, another thread's progress or
+ * another process. A lock held by the plugin's own threads only around
+ * short in-memory work (no I/O, no allocation, bounded by the table's
+ * size) is allowed; the bundled chash takes its ring's reader lock so.
  *
  * Depends only on <stdint.h> and <stddef.h>. Compiles as C99, C11 and C++.
  */
@@ -59,7 +77,8 @@ extern "C" {
  * that knows fewer fields ignores the extra tail.
  *
  * Every field documented "reserved" must be written as zero and must be
- * ignored when read.
+ * ignored when read [not checked: ignoring them is what lets a later minor
+ * give them a meaning].
  *
  * Types crossing the boundary are fixed-width integers, double, and pointers
  * only: no bool, enum, long, bitfield or packing, so every compiler lays the
@@ -77,6 +96,14 @@ extern "C" {
  * Error codes. Every function that can fail returns int32_t: 0 on success,
  * a negative WSEL_E* code on failure. Outputs are written only on success.
  * Nothing may unwind (no C++ exception, no longjmp) across this boundary.
+ *
+ * A plugin returns only these: EINVAL (a bad argument), ENOMEM, ECONFIG
+ * (create: parameters it cannot work with), ERANGE, ENOCANDIDATE (select:
+ * no row it may answer) and EPLUGIN (anything else). The host treats every
+ * negative code from select alike (its fallback, reason "error"); the
+ * code only reaches the logs. The others are the host's own: ENOENT,
+ * EPERM, ELOAD, ENOSYM, EABI (loading), ETABLE, EREQUEST (bad input from
+ * the router), EBUSY, EIO, ESTATE, ETIMEDOUT.
  *
  * WSEL_ERRNO_MAP(X) lists every code once: X(NAME, value, message). Hosts
  * build their strerror from it; plugins may too.
@@ -120,7 +147,8 @@ enum wsel_errno_ { WSEL_ERRNO_MAP(WSEL_ERRNO_DEFINE_) WSEL_ERRNO_END_ = -1000 };
  * wsel_rng: a random stream, owned by whoever passes it.
  *
  * The state is plain data so the host can seed it per request without
- * allocating; a plugin must not read or write `state` directly and draws
+ * allocating; a plugin must not read or write `state` directly [not
+ * checked] and draws
  * only through wsel_host_api.rng_u64 / rng_uniform. Two calls given streams
  * in the same state produce the same draws: this is what makes every
  * decision reproducible from (seed, request id).
@@ -202,10 +230,13 @@ typedef struct wsel_request {
 
 /* Row flags (wsel_table.flags). */
 /* The rank reports itself busy (e.g. queue over its limit). Plugins must not
- * answer a busy row unless every eligible row is busy. */
+ * answer a busy row unless every eligible row is busy. [host checks:
+ * WSEL_FALLBACK_BUSY; validate checks: select_avoids_busy_rows,
+ * select_all_busy] */
 #define WSEL_ROW_BUSY     0x01u
 /* The row must not be chosen (draining, unhealthy, filtered by the router).
- * An answer naming an excluded row is refused by the host. */
+ * An answer naming an excluded row is refused by the host. [host checks:
+ * WSEL_FALLBACK_EXCLUDED, against its own copy of the flags] */
 #define WSEL_ROW_EXCLUDED 0x02u
 /* The router has no load record for this rank yet; its prefill_tokens and
  * decode_blocks hold Dynamo's defaults (isl and isl / block_size). */
@@ -224,11 +255,13 @@ typedef struct wsel_request {
  * Groups are in row order, cover every row once, and each has >= 1 row.
  *
  * The host always fills `cost` with Dynamo's default cost:
- *   cost = overlap_score_weight * prefill_tokens / block_size + decode_blocks
+ *   cost = overlap_score_weight * (prefill_tokens / block_size) + decode_blocks
  * A plugin may use it or compute its own from the raw columns.
  *
  * OWNERSHIP: host-owned; valid only during the call it is passed to.
- * Plugins must not write to any column.
+ * Plugins must not write to any column. [host checks: flags and cost are
+ * compared with the host's copy after select (WSEL_FALLBACK_TABLE_WRITTEN);
+ * validate checks every column: select_* checksums]
  */
 typedef struct wsel_table {
     /* sizeof(wsel_table) as compiled by the host. */
@@ -240,7 +273,8 @@ typedef struct wsel_table {
     /* Reserved, zero. */
     uint32_t reserved0;
     /* Increments whenever the set of (worker, dp_rank) changes. A plugin
-     * that caches row indices must drop them when the epoch changes. */
+     * that caches row indices must drop them when the epoch changes
+     * [not checked]. */
     uint64_t topology_epoch;
 
     /* --- row columns (num_rows entries each) --- */
@@ -256,7 +290,10 @@ typedef struct wsel_table {
     /* KV blocks active on the rank if chosen: its active blocks plus this
      * request's blocks not already active there. */
     const uint64_t *decode_blocks;
-    /* Dynamo's default cost (lower is better); always finite. */
+    /* Dynamo's default cost (lower is better). Finite whenever the host
+     * built the table (wsel_table_build saturates at DBL_MAX); a router
+     * that builds its own table keeps it finite (wsel_table_validate
+     * checks; select does not re-check, for speed). */
     const double *cost;
     /* KV capacity of the rank in blocks; 0 = unknown. */
     const uint64_t *kv_capacity_blocks;
@@ -276,6 +313,39 @@ typedef struct wsel_table {
 /* 5. The choice                                                          */
 /* ===================================================================== */
 
+/* Why an answer won (wsel_choice.reason, ABI 1.1). The host counts answers
+ * by reason (libwsel-host: wsel_host_counters.answers_by_reason); codes
+ * from WSEL_REASON_PLUGIN up are the plugin's own and counted together. */
+/* No reason given (what every 1.0 plugin answers). */
+#define WSEL_REASON_NONE 0u
+/* The lowest cost or score among the eligible rows. */
+#define WSEL_REASON_CHEAPEST 1u
+/* Drawn from a distribution over the rows' costs or scores (softmax). */
+#define WSEL_REASON_SAMPLED 2u
+/* Kept where the request's prefix or session went before (stickiness). */
+#define WSEL_REASON_STICKY 3u
+/* Moved away from where it would have stuck (owner too loaded). */
+#define WSEL_REASON_SPILLED 4u
+/* The owner a hash of the request's key names. */
+#define WSEL_REASON_HASHED 5u
+/* A random draw among the eligible rows (load- and cache-blind). */
+#define WSEL_REASON_RANDOM 6u
+/* The better of a few random candidates (power of d choices). */
+#define WSEL_REASON_SAMPLED_BEST 7u
+/* Next in a rotation. */
+#define WSEL_REASON_ROTATION 8u
+/* Every eligible row was busy: a busy row beats no answer. */
+#define WSEL_REASON_ALL_BUSY 9u
+/* The least loaded worker group (data-parallel aware). */
+#define WSEL_REASON_GROUP 10u
+/* Codes from here to 255 are plugin-specific (document them). */
+#define WSEL_REASON_PLUGIN 64u
+
+/* Choice flags (wsel_choice.flags, ABI 1.1). */
+/* `score` holds the chosen row's score (the plugin's score function's
+ * value for that row, or the policy's own cost when it has none). */
+#define WSEL_CHOICE_SCORED 0x1u
+
 /*
  * wsel_choice: the plugin's answer.  [select thread]
  *
@@ -283,9 +353,10 @@ typedef struct wsel_table {
  * On success the plugin writes `row`; it writes nothing on failure.
  * Write only fields that lie within choice->struct_size: a plugin built
  * against a later minor must check struct_size before writing a field
- * appended after the host's version. The host follows the struct with
- * guard bytes and checks them after every call; a write past struct_size
- * is a bad answer (the host answers with its fallback and counts it).
+ * appended after the host's version (WSEL_CHOICE_HAS below). The host
+ * follows the struct with guard bytes and checks them after every call; a
+ * write past struct_size is a bad answer (the host answers with its
+ * fallback and counts it).
  * OWNERSHIP: host-owned, valid during select.
  */
 typedef struct wsel_choice {
@@ -295,7 +366,63 @@ typedef struct wsel_choice {
     uint32_t row;
     /* Reserved, zero. Room for later answers (e.g. a second-best row). */
     uint32_t reserved[6];
+
+    /* --- appended in 1.1 (the explanation): write them only when
+     * struct_size covers them; a 1.0 host's choice ends before them --- */
+    /* WSEL_REASON_*: why `row` won. 0 = none given. */
+    uint32_t reason;
+    /* WSEL_CHOICE_* bits. 0 = `score` not set. */
+    uint32_t flags;
+    /* The chosen row's score when flags has WSEL_CHOICE_SCORED (finite;
+     * lower is better, as for wsel_plugin.score). */
+    double score;
 } wsel_choice;
+
+/* 1 when `choice` (a host's, of any minor) has room for `member`. */
+#define WSEL_CHOICE_HAS(choice, member)                                           \
+    ((choice)->struct_size >=                                                     \
+     offsetof(wsel_choice, member) + sizeof((choice)->member))
+
+/* Outcome flags (wsel_outcome.flags). */
+/* The request failed or was cancelled; the times run to the failure. */
+#define WSEL_OUTCOME_FAILED 0x1u
+
+/*
+ * wsel_outcome: what a finished request cost (ABI 1.1).  [select thread]
+ *
+ * Passed to wsel_plugin.on_request_outcome once per routed request, after
+ * it finished, by routers that know the figures (wsel sim from its model,
+ * wsel replay from the engine's answers). Times are microseconds on the
+ * router's clock, measured from the request's arrival (its
+ * wsel_request.timestamp_us). A time or count the router could not
+ * measure is 0.
+ * Read only fields within struct_size; a later minor may append.
+ * OWNERSHIP: host-owned, valid during the call; copy what you keep.
+ */
+typedef struct wsel_outcome {
+    /* sizeof(wsel_outcome) as compiled by the host. */
+    uint32_t struct_size;
+    /* Data-parallel rank the request ran on. */
+    uint32_t dp_rank;
+    /* The request id the request was routed with. */
+    uint64_t request_id;
+    /* Worker the request ran on: with dp_rank, the row it was routed to. */
+    uint64_t worker_id;
+    /* Time to first token: arrival to the first output token. */
+    uint64_t ttft_us;
+    /* End to end: arrival to the last output token. */
+    uint64_t e2e_us;
+    /* When it finished, microseconds on the router's monotonic clock. */
+    uint64_t finished_us;
+    /* Prompt tokens (the request's isl). */
+    uint32_t prompt_tokens;
+    /* Prompt tokens served from the rank's KV cache (not prefilled). */
+    uint32_t cached_tokens;
+    /* Output tokens generated. */
+    uint32_t output_tokens;
+    /* WSEL_OUTCOME_* bits. */
+    uint32_t flags;
+} wsel_outcome;
 
 /* ===================================================================== */
 /* 6. The host table: what the host provides                              */
@@ -326,7 +453,7 @@ typedef struct wsel_host_api {
      * `level` is a WSEL_LOG_*; `msg` is NUL-terminated UTF-8, copied before
      * return (OWNERSHIP: caller). Must not be called from select more than
      * rarely: the host rate-limits it per plugin instance (libwsel-host:
-     * 100 messages a second), dropping and counting the rest.
+     * 100 messages a second), dropping and counting the rest [host checks].
      */
     void (*log)(const struct wsel_host_api *host, int32_t level, const char *msg);
 
@@ -391,6 +518,40 @@ typedef struct wsel_host_api {
      */
     int32_t (*argmin)(const double *costs, const uint8_t *flags, uint32_t n,
                       uint8_t skip_mask, wsel_rng *rng, uint32_t *out_row);
+
+    /* --- appended in 1.1: absent from a 1.0 host's table. Check with
+     * WSEL_HOST_HAS (section 9) or call through the wsel_call_* wrappers
+     * there, which fall back to the same arithmetic inline --- */
+
+    /*
+     * A uniform integer in [0, n) from `rng`, without modulo bias.
+     * [any thread; one rng per thread]
+     * Exactly (Lemire's multiply-shift): m = (rng_u64(rng) >> 32) * n as a
+     * 64-bit product; while the low 32 bits of m are below (2^32 - n) mod n,
+     * draw again; the answer is m >> 32. So one draw, almost always, and
+     * the same answer as wsel_inline_rng_below (section 9) for the same
+     * stream. n == 0 answers 0 and draws nothing. No allocation.
+     */
+    uint32_t (*rng_below)(wsel_rng *rng, uint32_t n);
+
+    /*
+     * The rows a plugin may answer: "not excluded; busy only when every
+     * eligible row is busy" (WSEL_ROW_BUSY). [any thread]
+     * Writes to *out_skip the skip mask that selects them, for
+     * softmax_sample, argmin or a loop testing (flags[i] & skip) == 0:
+     * WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY when some row is neither excluded
+     * nor busy, else WSEL_ROW_EXCLUDED. When out_count is not NULL, also
+     * writes how many rows pass that mask (otherwise the scan may stop at
+     * the first free row). Returns 0, WSEL_EINVAL (flags or out_skip
+     * NULL) or WSEL_ENOCANDIDATE (n == 0 or every row excluded; nothing
+     * written). No allocation.
+     * Rationale: the host's helper knows every row flag of the host's
+     * minor, so a flag a later minor adds is honoured by plugins built
+     * before it; the inline fallback knows this header's flags only.
+     * OWNERSHIP: all pointers caller's, used during the call.
+     */
+    int32_t (*eligible_skip)(const uint8_t *flags, uint32_t n, uint8_t *out_skip,
+                             uint32_t *out_count);
 } wsel_host_api;
 
 /* ===================================================================== */
@@ -480,10 +641,12 @@ typedef struct wsel_param_def {
 
 /* Capability bits (wsel_plugin.capabilities). */
 /* select() may run on several threads at once on one instance. Without
- * this bit the host serialises calls into one instance. */
+ * this bit the host serialises calls into one instance.
+ * [validate checks: concurrent_select] */
 #define WSEL_CAP_CONCURRENT_SELECT 0x1u
 /* Same request, table and random stream give the same answer (the plugin
- * keeps no state that changes its answers, e.g. no stickiness). */
+ * keeps no state that changes its answers, e.g. no stickiness).
+ * [validate checks: deterministic] */
 #define WSEL_CAP_STATELESS         0x2u
 
 /*
@@ -495,8 +658,10 @@ typedef struct wsel_param_def {
  * the 1.0 size (WSEL_PLUGIN_SIZE_1_0).
  *
  * The plugin must do no work in ELF constructors: everything happens in
- * create(). It must keep no global mutable state: all of it lives in the
- * instance, so several instances (and several hosts) can coexist.
+ * create() [not checked: a constructor runs before any check can]. It must
+ * keep no global mutable state: all of it lives in the instance, so several
+ * instances (and several hosts) can coexist [not checked; validate's
+ * deterministic and concurrent_select catch some consequences].
  */
 typedef struct wsel_plugin {
     /* WSEL_ABI_MAJOR / WSEL_ABI_MINOR the plugin was built against. */
@@ -542,10 +707,15 @@ typedef struct wsel_plugin {
     /*
      * Choose a row for `request` from `table`. [select thread]
      * Concurrent calls on one instance happen only when capabilities has
-     * WSEL_CAP_CONCURRENT_SELECT. Must not allocate, block, or call back
-     * into anything but the host table. On success writes choice->row
-     * (a non-excluded row) and returns 0; otherwise returns a negative
-     * WSEL_E* and the host answers with its built-in policy. Required.
+     * WSEL_CAP_CONCURRENT_SELECT. Must not allocate [validate checks:
+     * select_no_allocation], block (see the top of this file) [not checked;
+     * validate times every check out, isolated mode has a deadline], or
+     * call anything but the host table [not checked]. On success writes
+     * choice->row (0 <= row < num_rows, not excluded) and returns 0;
+     * otherwise returns a negative WSEL_E* and the host answers with its
+     * built-in policy. Only 0 is success: a positive return is an error
+     * [host checks, with the row's range and flags: WSEL_FALLBACK_ERROR,
+     * _OUT_OF_RANGE, _EXCLUDED]. Required.
      */
     int32_t (*select)(void *instance, const wsel_request *request,
                       const wsel_table *table, wsel_choice *choice);
@@ -565,14 +735,77 @@ typedef struct wsel_plugin {
      * concurrent with select on this instance]
      */
     void (*on_topology_changed)(void *instance, const wsel_table *table);
+
+    /* --- appended in 1.1: optional (may be NULL); a 1.0 host never calls
+     * them, so a policy must work without them --- */
+
+    /*
+     * Optional: score every row of `table` for `request`. [select thread;
+     * same concurrency rule as select]
+     * Writes exactly table->num_rows values to `scores` (scores[i] for row
+     * i), every one finite, excluded rows included (their value is
+     * ignored). Direction and scale:
+     *   - LOWER IS BETTER, like the table's `cost` (a score is a cost: the
+     *     row the plugin's select would favour has the lowest score);
+     *   - the scale is the plugin's own: only differences between rows of
+     *     one table mean anything. A composer normalises each scorer over
+     *     the eligible rows, n_i = (s_i - min) / (max - min) (0 when all are
+     *     equal), before weighting; that is the one mapping to llm-d's
+     *     scorer convention (a score in [0, 1], higher better: 1 - n_i) and
+     *     to Dynamo's (a logit, lower better: s_i itself, or n_i).
+     * Must not allocate, block, or record the request as routed: score
+     * answers a question, and the answer actually taken reaches the plugin
+     * only through on_request_finished / on_request_outcome. Must not
+     * write to the table. Returns 0, or a negative WSEL_E* with `scores`
+     * left in any state (the caller discards it).
+     * OWNERSHIP: `scores` is caller-owned, num_rows doubles, valid during
+     * the call; request and table as for select.
+     */
+    int32_t (*score)(void *instance, const wsel_request *request,
+                     const wsel_table *table, double *scores);
+
+    /*
+     * Optional: a request this instance routed (or that was routed while it
+     * was live) has finished and `outcome` says what it cost. [select
+     * thread; same concurrency rule as on_request_finished; called after
+     * it for the same request]
+     * Must not allocate on every call nor block; a policy that learns from
+     * outcomes keeps bounded state.
+     * OWNERSHIP: `outcome` is host-owned, valid during the call.
+     */
+    void (*on_request_outcome)(void *instance, const wsel_outcome *outcome);
 } wsel_plugin;
 
 /*
- * The one symbol a plugin exports. Define it with WSEL_PLUGIN_EXPORT:
+ * The one symbol a plugin exports. Define it with WSEL_PLUGIN_EXPORT and
+ * designated initialisers (fields left out are zero, which is what every
+ * reserved field and absent optional hook must be):
+ *
+ *     static const wsel_param_def mine_params[] = {
+ *         {
+ *             .name = "slack",
+ *             .doc = "what the parameter does, in one line",
+ *             .type = WSEL_PARAM_INT,
+ *             .default_value = 0,
+ *             .min_value = 0,
+ *             .max_value = 1024,
+ *         },
+ *     };
  *
  *     WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
- *         WSEL_ABI_MAJOR, WSEL_ABI_MINOR, sizeof(wsel_plugin), 0,
- *         "mine", "1.0.0", "what it does", ...
+ *         .abi_major = WSEL_ABI_MAJOR,
+ *         .abi_minor = WSEL_ABI_MINOR,
+ *         .struct_size = sizeof(wsel_plugin),
+ *         .capabilities = WSEL_CAP_CONCURRENT_SELECT,
+ *         .name = "mine",
+ *         .version = "1.0.0",
+ *         .description = "what it does, in one line",
+ *         .params = mine_params,
+ *         .num_params = sizeof(mine_params) / sizeof(mine_params[0]),
+ *         .param_def_size = sizeof(wsel_param_def),
+ *         .create = mine_create,
+ *         .destroy = mine_destroy,
+ *         .select = mine_select,
  *     };
  */
 #define WSEL_PLUGIN_ENTRY_SYMBOL "wsel_plugin_entry"
@@ -589,6 +822,93 @@ typedef struct wsel_plugin {
 WSEL_PLUGIN_EXTERN_ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry;
 
 /* ===================================================================== */
+/* 9. Calling what an older host may lack                                 */
+/* ===================================================================== */
+
+/*
+ * A plugin built against this header may be loaded by a host of an older
+ * minor, whose wsel_host_api ends before the members appended since. The
+ * rule (docs/abi-stability.md): check, once in create(), that the host's
+ * struct_size covers the member and that it is not NULL, and fall back to
+ * an inline version when it does not.
+ *
+ * WSEL_HOST_HAS(host, member): 1 when `host` provides `member`.
+ */
+#define WSEL_HOST_HAS(host, member)                                               \
+    ((host)->struct_size >=                                                       \
+         offsetof(wsel_host_api, member) + sizeof((host)->member) &&              \
+     (host)->member != NULL)
+
+/*
+ * The 1.1 helpers' arithmetic, inline, for hosts that lack them: each
+ * gives exactly the host helper's answer (same draws from the same
+ * stream), so a plugin answers the same in a 1.0 and a 1.1 host. A plugin
+ * calls the wsel_call_* wrappers, which use the host's helper when it has
+ * one. [any thread] No allocation.
+ */
+static inline uint32_t wsel_inline_rng_below(const wsel_host_api *host,
+                                             wsel_rng *rng, uint32_t n)
+{
+    if (n == 0)
+        return 0;
+    uint64_t m = (uint64_t)(uint32_t)(host->rng_u64(rng) >> 32) * n;
+    uint32_t low = (uint32_t)m;
+    if (low < n) {
+        uint32_t threshold = (uint32_t)(0u - n) % n;
+        while (low < threshold) {
+            m = (uint64_t)(uint32_t)(host->rng_u64(rng) >> 32) * n;
+            low = (uint32_t)m;
+}
+}
+    return (uint32_t)(m >> 32);
+}
+
+static inline int32_t wsel_inline_eligible_skip(const uint8_t *flags,
+                                                uint32_t n, uint8_t *out_skip,
+                                                uint32_t *out_count)
+{
+    if (flags == NULL || out_skip == NULL)
+        return WSEL_EINVAL;
+    uint32_t free_rows = 0, usable = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (flags[i] & WSEL_ROW_EXCLUDED)
+            continue;
+        usable++;
+        if (!(flags[i] & WSEL_ROW_BUSY)) {
+            free_rows++;
+            if (out_count == NULL)
+                break;
+}
+}
+    if (usable == 0)
+        return WSEL_ENOCANDIDATE;
+    *out_skip = (uint8_t)(free_rows != 0 ? (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)
+                                         : WSEL_ROW_EXCLUDED);
+    if (out_count != NULL)
+        *out_count = free_rows != 0 ? free_rows : usable;
+    return WSEL_OK;
+}
+
+/* host->rng_below when the host has it, else the same draw inline. */
+static inline uint32_t wsel_call_rng_below(const wsel_host_api *host,
+                                           wsel_rng *rng, uint32_t n)
+{
+    if (WSEL_HOST_HAS(host, rng_below))
+        return host->rng_below(rng, n);
+    return wsel_inline_rng_below(host, rng, n);
+}
+
+/* host->eligible_skip when the host has it, else the same rule inline. */
+static inline int32_t wsel_call_eligible_skip(const wsel_host_api *host,
+                                              const uint8_t *flags, uint32_t n,
+                                              uint8_t *out_skip, uint32_t *out_count)
+{
+    if (WSEL_HOST_HAS(host, eligible_skip))
+        return host->eligible_skip(flags, n, out_skip, out_count);
+    return wsel_inline_eligible_skip(flags, n, out_skip, out_count);
+}
+
+/* ===================================================================== */
 /* Layout pins: these never change within major 1.                        */
 /* ===================================================================== */
 
@@ -601,6 +921,11 @@ WSEL_PLUGIN_EXTERN_ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry;
 #define WSEL_PARAM_DEF_SIZE_1_0 56u
 /* Sizes of the structs that grew, as of the minor that grew them. */
 #define WSEL_REQUEST_SIZE_1_1   96u
+#define WSEL_CHOICE_SIZE_1_1   48u
+#define WSEL_HOST_API_SIZE_1_1 80u
+#define WSEL_PLUGIN_SIZE_1_1   112u
+/* wsel_outcome is new in 1.1. */
+#define WSEL_OUTCOME_SIZE_1_1 64u
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
 #if defined(__cplusplus)
@@ -649,7 +974,24 @@ WSEL_PIN_(wsel_table, group_row_count, 104);
 WSEL_STATIC_ASSERT_(sizeof(wsel_table) == WSEL_TABLE_SIZE_1_0, "wsel_table");
 
 WSEL_PIN_(wsel_choice, row, 4);
-WSEL_STATIC_ASSERT_(sizeof(wsel_choice) == WSEL_CHOICE_SIZE_1_0, "wsel_choice");
+WSEL_PIN_(wsel_choice, reserved, 8);
+WSEL_PIN_(wsel_choice, reason, 32);
+WSEL_PIN_(wsel_choice, flags, 36);
+WSEL_PIN_(wsel_choice, score, 40);
+WSEL_STATIC_ASSERT_(sizeof(wsel_choice) == WSEL_CHOICE_SIZE_1_1, "wsel_choice");
+
+WSEL_PIN_(wsel_outcome, dp_rank, 4);
+WSEL_PIN_(wsel_outcome, request_id, 8);
+WSEL_PIN_(wsel_outcome, worker_id, 16);
+WSEL_PIN_(wsel_outcome, ttft_us, 24);
+WSEL_PIN_(wsel_outcome, e2e_us, 32);
+WSEL_PIN_(wsel_outcome, finished_us, 40);
+WSEL_PIN_(wsel_outcome, prompt_tokens, 48);
+WSEL_PIN_(wsel_outcome, cached_tokens, 52);
+WSEL_PIN_(wsel_outcome, output_tokens, 56);
+WSEL_PIN_(wsel_outcome, flags, 60);
+WSEL_STATIC_ASSERT_(sizeof(wsel_outcome) == WSEL_OUTCOME_SIZE_1_1,
+                    "wsel_outcome");
 
 WSEL_PIN_(wsel_host_api, abi_major, 4);
 WSEL_PIN_(wsel_host_api, host_ctx, 16);
@@ -658,7 +1000,9 @@ WSEL_PIN_(wsel_host_api, rng_u64, 32);
 WSEL_PIN_(wsel_host_api, rng_uniform, 40);
 WSEL_PIN_(wsel_host_api, softmax_sample, 48);
 WSEL_PIN_(wsel_host_api, argmin, 56);
-WSEL_STATIC_ASSERT_(sizeof(wsel_host_api) == WSEL_HOST_API_SIZE_1_0, "wsel_host_api");
+WSEL_PIN_(wsel_host_api, rng_below, 64);
+WSEL_PIN_(wsel_host_api, eligible_skip, 72);
+WSEL_STATIC_ASSERT_(sizeof(wsel_host_api) == WSEL_HOST_API_SIZE_1_1, "wsel_host_api");
 
 WSEL_PIN_(wsel_param_def, doc, 8);
 WSEL_PIN_(wsel_param_def, type, 16);
@@ -682,7 +1026,9 @@ WSEL_PIN_(wsel_plugin, destroy, 64);
 WSEL_PIN_(wsel_plugin, select, 72);
 WSEL_PIN_(wsel_plugin, on_request_finished, 80);
 WSEL_PIN_(wsel_plugin, on_topology_changed, 88);
-WSEL_STATIC_ASSERT_(sizeof(wsel_plugin) == WSEL_PLUGIN_SIZE_1_0, "wsel_plugin");
+WSEL_PIN_(wsel_plugin, score, 96);
+WSEL_PIN_(wsel_plugin, on_request_outcome, 104);
+WSEL_STATIC_ASSERT_(sizeof(wsel_plugin) == WSEL_PLUGIN_SIZE_1_1, "wsel_plugin");
 
 #undef WSEL_PIN_
 #endif /* 64-bit layout pins */
