@@ -148,35 +148,28 @@ int tu_log_count(tu_log *log, const char *needle)
     return n;
 }
 
-void tu_table_init(tu_table *t, uint32_t workers, uint32_t dp, const uint8_t *flags)
+/* Row i: 10 * i active blocks (row 0 cheapest, all distinct), flags[i]. */
+static void fill_increasing(wsel_rank_state *ranks, uint32_t n, uint32_t dp, void *ctx)
 {
-    uint32_t n = workers * dp;
-    memset(t, 0, sizeof(*t));
-    wsel_rank_state *ranks = calloc(n, sizeof(*ranks));
-    if (ranks == NULL || wsel_table_buf_init(&t->buf, n) != 0)
-        die("table");
+    const uint8_t *flags = ctx;
+    (void)dp;
     for (uint32_t i = 0; i < n; i++) {
-        ranks[i].worker_id = i / dp;
-        ranks[i].dp_rank = i % dp;
-        ranks[i].active_blocks = 10u * i; /* row 0 cheapest, all distinct */
+        ranks[i].active_blocks = 10u * i;
         ranks[i].flags = flags ? flags[i] : 0;
     }
-    t->request.struct_size = sizeof(t->request);
-    t->request.request_id = 1;
-    t->request.isl_tokens = 64;
-    t->request.block_size = 16;
-    t->request.overlap_score_weight = 1.0;
-    wsel_rng_seed(&t->rng, 1);
-    t->request.rng = &t->rng;
+}
+
+void tu_table_init(tu_table *t, uint32_t workers, uint32_t dp, const uint8_t *flags)
+{
     char err[256];
-    if (wsel_table_build(&t->buf, &t->request, ranks, n, 1, err, sizeof(err)) != 0) {
+    if (ts_table_init(t, workers, dp, 64, 16, 0, 1, fill_increasing, (void *)flags, err,
+                      sizeof(err)) != 0) {
         fprintf(stderr, "tu_table_init: %s\n", err);
         abort();
     }
-    free(ranks);
 }
 
 void tu_table_free(tu_table *t)
 {
-    wsel_table_buf_free(&t->buf);
+    ts_table_free(t);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "table_builder.h"
 #include "wsel_host.h"
 
 /* A fresh folder under /tmp (mode 0700), owned by the caller; remove it
@@ -39,12 +40,9 @@ void tu_log_sink(void *user, int32_t level, const char *msg);
 int tu_log_count(tu_log *log, const char *needle);
 
 /* A table of `workers` x `dp` ranks, every cost distinct and increasing
- * with the row (row 0 cheapest), flags from `flags` (NULL = all 0). */
-typedef struct tu_table {
-    wsel_table_buf buf;
-    wsel_request request;
-    wsel_rng rng;
-} tu_table;
+ * with the row (row 0 cheapest), flags from `flags` (NULL = all 0), built
+ * by the suites' one table builder (tests/support). Aborts on failure. */
+typedef ts_table tu_table;
 void tu_table_init(tu_table *t, uint32_t workers, uint32_t dp, const uint8_t *flags);
 void tu_table_free(tu_table *t);
 

@@ -84,42 +84,39 @@ void iso_quiet_sanitizer(void)
 #endif
 }
 
-int iso_table_init(iso_table *t, uint32_t workers, uint32_t dp, uint64_t seed)
+/* Random small loads and overlaps drawn from the stream in `ctx`. */
+static void fill_random(wsel_rank_state *ranks, uint32_t n, uint32_t dp, void *ctx)
 {
-    memset(t, 0, sizeof(*t));
-    uint32_t n = workers * dp;
-    wsel_rank_state *ranks = calloc(n, sizeof(*ranks));
-    if (ranks == NULL || wsel_table_buf_init(&t->buf, n) != 0) {
-        free(ranks);
-        return -1;
-    }
-    wsel_rng rng;
-    wsel_rng_seed(&rng, seed);
+    wsel_rng *rng = ctx;
+    (void)dp;
     for (uint32_t i = 0; i < n; i++) {
-        ranks[i].worker_id = i / dp;
-        ranks[i].dp_rank = i % dp;
-        ranks[i].overlap_blocks = wsel_rng_below(&rng, 4);
-        ranks[i].active_blocks = wsel_rng_below(&rng, 8);
-        ranks[i].active_prefill_tokens = 16u * wsel_rng_below(&rng, 4);
+        ranks[i].overlap_blocks = wsel_rng_below(rng, 4);
+        ranks[i].active_blocks = wsel_rng_below(rng, 8);
+        ranks[i].active_prefill_tokens = 16u * wsel_rng_below(rng, 4);
         ranks[i].kv_capacity_blocks = 1024;
     }
-    for (uint32_t i = 0; i < 16; i++)
+}
+
+int iso_table_init(iso_table *t, uint32_t workers, uint32_t dp, uint64_t seed)
+{
+    wsel_rng rng;
+    wsel_rng_seed(&rng, seed);
+    char err[256];
+    int32_t rc = ts_table_init(t, workers, dp, 256, 16, 0, seed, fill_random, &rng, err,
+                               sizeof(err));
+    if (rc != 0)
+        return rc;
+    /* The prompt's hashes come after the loads from the same stream. */
+    for (uint32_t i = 0; i < TS_MAX_HASHES; i++)
         t->hashes[i] = wsel_rng_u64(&rng);
-    t->request.struct_size = sizeof(t->request);
-    t->request.isl_tokens = 256;
-    t->request.block_size = 16;
-    t->request.num_block_hashes = 16;
+    t->request.num_block_hashes = TS_MAX_HASHES;
     t->request.block_hashes = t->hashes;
-    t->request.overlap_score_weight = 1.0;
-    t->request.rng = &t->rng;
-    int rc = wsel_table_build(&t->buf, &t->request, ranks, n, 1, NULL, 0);
-    free(ranks);
-    return rc;
+    return 0;
 }
 
 void iso_table_free(iso_table *t)
 {
-    wsel_table_buf_free(&t->buf);
+    ts_table_free(t);
 }
 
 uint64_t iso_now_ns(void)

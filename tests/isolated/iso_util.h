@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "table_builder.h"
 #include "wsel_host.h"
 
 /* A fresh private folder under /tmp (mode 0700); NULL on failure. */
@@ -30,12 +31,7 @@ void iso_quiet_sanitizer(void);
 
 /* A table of `workers` x `dp` ranks with loads drawn from `seed`; costs
  * repeat on purpose (ties exercise the random stream). */
-typedef struct iso_table {
-    wsel_table_buf buf;
-    wsel_request request;
-    wsel_rng rng;
-    uint64_t hashes[16];
-} iso_table;
+typedef ts_table iso_table;
 int iso_table_init(iso_table *t, uint32_t workers, uint32_t dp, uint64_t seed);
 void iso_table_free(iso_table *t);
 

@@ -4,6 +4,7 @@
  * switching stress tests.
  */
 #include "stress_util.h"
+#include "table_builder.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -57,26 +58,20 @@ uint64_t stress_scaled(uint64_t base, uint64_t floor)
     return n < floor ? floor : n;
 }
 
-int32_t stress_table_build(wsel_table_buf *buf)
+/* Six workers x two ranks, ids from 100, loads spread; row 3 is made the
+ * cheapest and excluded: a policy that ignores the flag would pick it, and
+ * the host must refuse that answer. */
+static void fill_stress(wsel_rank_state *ranks, uint32_t n, uint32_t dp, void *ctx)
 {
-    enum { WORKERS = 6, DP = 2, ROWS = WORKERS * DP };
-    wsel_rank_state ranks[ROWS];
-    wsel_request req;
-    char err[256];
-    int32_t rc;
-
-    memset(ranks, 0, sizeof ranks);
-    for (uint32_t r = 0; r < ROWS; r++) {
-        ranks[r].worker_id = 100 + r / DP;
-        ranks[r].dp_rank = r % DP;
+    (void)ctx;
+    for (uint32_t r = 0; r < n; r++) {
+        ranks[r].worker_id = 100 + r / dp;
         ranks[r].overlap_blocks = (r * 7) % 5;
         ranks[r].active_prefill_tokens = 256u * ((r * 5) % 7);
         ranks[r].active_blocks = 40u + 9u * ((r * 3) % 11);
         ranks[r].kv_capacity_blocks = 16384;
         ranks[r].active_requests = r % 4;
     }
-    /* Row 3 is made the cheapest and excluded: a policy that ignores the
-     * flag would pick it, and the host must refuse that answer. */
     ranks[3].overlap_blocks = 60;
     ranks[3].active_prefill_tokens = 0;
     ranks[3].active_blocks = 0;
@@ -84,21 +79,20 @@ int32_t stress_table_build(wsel_table_buf *buf)
     ranks[7].flags = WSEL_ROW_EXCLUDED;
     ranks[11].flags = WSEL_ROW_EXCLUDED;
     ranks[5].flags = WSEL_ROW_NO_LOAD;
+}
 
+int32_t stress_table_build(wsel_table_buf *buf)
+{
+    wsel_request req;
+    char err[256];
     memset(&req, 0, sizeof req);
     req.struct_size = sizeof req;
     req.isl_tokens = STRESS_ISL;
     req.block_size = STRESS_BLOCK_SIZE;
     req.overlap_score_weight = 1.0;
-
-    rc = wsel_table_buf_init(buf, ROWS);
+    int32_t rc = ts_table_build(buf, &req, 6, 2, fill_stress, NULL, err, sizeof err);
     if (rc < 0)
-        return rc;
-    rc = wsel_table_build(buf, &req, ranks, ROWS, 1, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "stress: wsel_table_build: %s\n", err);
-        wsel_table_buf_free(buf);
-    }
+        fprintf(stderr, "stress: %s\n", err);
     return rc;
 }
 
