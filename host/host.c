@@ -307,6 +307,9 @@ void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
     c.failed_switches = atomic_load_explicit(&h->failed_switches, memory_order_relaxed);
     c.ejections = atomic_load_explicit(&h->ejections, memory_order_relaxed);
     c.log_dropped = atomic_load_explicit(&h->log_dropped, memory_order_relaxed);
+    for (uint32_t r = 0; r < WSEL_HOST_REASON_SLOTS; r++)
+        c.answers_by_reason[r] =
+            atomic_load_explicit(&h->answers_by_reason[r].n, memory_order_relaxed);
     memcpy(out, &c, out_size < sizeof(c) ? out_size : sizeof(c));
 }
 

@@ -120,6 +120,7 @@ struct wsel_host {
 
     /* Counters, relaxed. selects is derived (plugin + fallbacks). */
     wsel_padded_counter plugin_answers;
+    wsel_padded_counter answers_by_reason[WSEL_HOST_REASON_SLOTS];
     wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
     _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t switches;
     _Atomic uint64_t failed_switches;

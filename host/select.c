@@ -150,6 +150,11 @@ static int32_t builtin_answer(wsel_host *host, const wsel_request *request,
         return rc == WSEL_EINVAL ? WSEL_ETABLE : rc;
     count(&host->fallback_by_reason[reason]);
     choice->row = row;
+    if (WSEL_CHOICE_HAS(choice, score)) { /* the host's answer explains nothing */
+        choice->reason = WSEL_REASON_NONE;
+        choice->flags = 0;
+        choice->score = 0.0;
+    }
     return WSEL_ANSWER_FALLBACK;
 }
 
@@ -243,10 +248,11 @@ static int busy_while_free(const uint8_t *flags, uint32_t n, uint32_t row)
     return 0;
 }
 
-/* Ask the generation; returns the fallback reason, or -1 with *row set when
- * the plugin's answer is usable. Checks run against `snap`. */
+/* Ask the generation; returns the fallback reason, or -1 with *out set
+ * (row and explanation) when the plugin's answer is usable. Checks run
+ * against `snap`. */
 static int ask_plugin(wsel_generation *gen, const wsel_request *request,
-                      const wsel_table *table, snapshot *snap, uint32_t *row)
+                      const wsel_table *table, snapshot *snap, wsel_choice *out)
 {
     if (atomic_load_explicit(&gen->ejected, memory_order_relaxed))
         return WSEL_FALLBACK_EJECTED;
@@ -272,7 +278,12 @@ static int ask_plugin(wsel_generation *gen, const wsel_request *request,
         return WSEL_FALLBACK_EXCLUDED;
     if (busy_while_free(snap->flags, table->num_rows, r))
         return WSEL_FALLBACK_BUSY;
-    *row = r;
+    *out = g.c;
+    /* A score the plugin says it set must be finite to be passed on. */
+    if ((out->flags & WSEL_CHOICE_SCORED) && !isfinite(out->score))
+        out->flags &= ~WSEL_CHOICE_SCORED;
+    if (!(out->flags & WSEL_CHOICE_SCORED))
+        out->score = 0.0;
     return -1;
 }
 
@@ -294,16 +305,24 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
     uint32_t idx = wsel_host_read_lock(host);
     wsel_generation *gen = wsel_host_live(host);
     int reason = WSEL_FALLBACK_NO_POLICY;
-    uint32_t row = 0;
+    wsel_choice answer;
     if (gen != NULL) {
-        reason = ask_plugin(gen, request, table, &snap, &row);
+        reason = ask_plugin(gen, request, table, &snap, &answer);
         if (reason < 0) {
             if (atomic_load_explicit(&gen->consecutive_failures, memory_order_relaxed))
                 atomic_store_explicit(&gen->consecutive_failures, 0,
                                       memory_order_relaxed);
             wsel_host_read_unlock(host, idx);
             count(&host->plugin_answers);
-            choice->row = row;
+            count(&host->answers_by_reason[answer.reason < WSEL_HOST_REASON_SLOTS
+                                               ? answer.reason
+                                               : WSEL_HOST_REASON_SLOTS - 1]);
+            choice->row = answer.row;
+            if (WSEL_CHOICE_HAS(choice, score)) {
+                choice->reason = answer.reason;
+                choice->flags = answer.flags & WSEL_CHOICE_SCORED;
+                choice->score = answer.score;
+            }
             return WSEL_ANSWER_PLUGIN;
         }
         /* A crashed or late helper is restarted with backoff instead of
@@ -313,6 +332,33 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
     }
     wsel_host_read_unlock(host, idx);
     return builtin_answer(host, request, table, &snap, choice, (uint32_t)reason);
+}
+
+void wsel_host_request_outcome(wsel_host *host, const wsel_outcome *outcome)
+{
+    if (host == NULL || outcome == NULL ||
+        outcome->struct_size < offsetof(wsel_outcome, ttft_us))
+        return;
+    /* The plugin gets a full-size copy: a shorter caller's tail reads 0. */
+    wsel_outcome o;
+    memset(&o, 0, sizeof(o));
+    memcpy(&o, outcome,
+           outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o));
+    o.struct_size = sizeof(o);
+    uint32_t idx = wsel_host_read_lock(host);
+    wsel_generation *gen = wsel_host_live(host);
+    if (gen != NULL && !atomic_load_explicit(&gen->ejected, memory_order_relaxed) &&
+        (gen->plugin->on_request_finished != NULL ||
+         gen->plugin->on_request_outcome != NULL)) {
+        lock_instance(gen);
+        if (gen->plugin->on_request_finished != NULL)
+            gen->plugin->on_request_finished(gen->instance, o.request_id, o.worker_id,
+                                             o.dp_rank);
+        if (gen->plugin->on_request_outcome != NULL)
+            gen->plugin->on_request_outcome(gen->instance, &o);
+        unlock_instance(gen);
+    }
+    wsel_host_read_unlock(host, idx);
 }
 
 void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t worker_id,

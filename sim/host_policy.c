@@ -44,6 +44,12 @@ static void hp_finished(void *ctx, uint64_t request_id, uint64_t worker_id,
     wsel_host_request_finished(hp->host, request_id, worker_id, dp_rank);
 }
 
+static void hp_outcome(void *ctx, const wsel_outcome *outcome)
+{
+    sim_host_policy *hp = ctx;
+    wsel_host_request_outcome(hp->host, outcome);
+}
+
 static int32_t hp_switch(void *ctx, const char *path, const char *config, char *err,
                          size_t err_size)
 {
@@ -94,6 +100,7 @@ int32_t sim_host_policy_open_opts(sim_host_policy *hp, sim_policy *policy,
     policy->ctx = hp;
     policy->select = hp_select;
     policy->finished = hp_finished;
+    policy->outcome = hp_outcome;
     policy->switch_to = hp_switch;
     policy->fallbacks = hp_fallbacks;
     return 0;

@@ -338,6 +338,7 @@ void sim_router_first_token(sim_state *s, sim_seq *seq)
 {
     s->ranks[seq->rank].pred_prefill -= seq->routed_prefill;
     seq->routed_prefill = 0;
+    seq->first_token_ns = s->now_ns;
 }
 
 void sim_router_finished(sim_state *s, sim_seq *seq)
@@ -346,6 +347,22 @@ void sim_router_finished(sim_state *s, sim_seq *seq)
     rank->pred_blocks -= seq->routed_blocks;
     rank->active_requests--;
     const sim_policy *p = s->args->policy;
-    if (p->finished)
+    if (p->outcome) { /* what it cost, from the model (ABI 1.1 outcome) */
+        uint64_t cached = (uint64_t)seq->match * s->cluster->block_size;
+        wsel_outcome o = {
+            .struct_size = sizeof(o),
+            .dp_rank = rank->dp_rank,
+            .request_id = seq->id,
+            .worker_id = rank->worker,
+            .ttft_us = (uint64_t)(seq->first_token_ns - seq->arrival_ns) / 1000u,
+            .e2e_us = (uint64_t)(s->now_ns - seq->arrival_ns) / 1000u,
+            .finished_us = (uint64_t)s->now_ns / 1000u,
+            .prompt_tokens = seq->isl,
+            .cached_tokens = (uint32_t)(cached < seq->isl ? cached : seq->isl),
+            .output_tokens = seq->osl,
+        };
+        p->outcome(p->ctx, &o);
+    } else if (p->finished) {
         p->finished(p->ctx, seq->id, rank->worker, rank->dp_rank);
+    }
 }

@@ -111,6 +111,9 @@ typedef struct sim_policy {
                       uint32_t num_ranks, uint32_t *row, uint64_t *select_ns);
     void (*finished)(void *ctx, uint64_t request_id, uint64_t worker_id,
                      uint32_t dp_rank);
+    /* Optional: called instead of `finished` with what the request cost
+     * (TTFT, e2e, tokens; ABI 1.1's wsel_outcome) when set. */
+    void (*outcome)(void *ctx, const wsel_outcome *outcome);
     int32_t (*switch_to)(void *ctx, const char *path, const char *config, char *err,
                          size_t err_size);
     /* Answers the host replaced so far (wsel_host_counters.fallbacks). */

@@ -31,9 +31,10 @@ typedef struct sim_seq {
     uint32_t private_blocks;
     uint32_t routed_prefill; /* predictive load added at routing */
     uint32_t routed_blocks;
-    uint32_t match;       /* prefix blocks found cached at admission */
-    struct sim_seq *next; /* waiting queue */
-    uint32_t *slots;      /* KV entry of each block, after blocks[] */
+    uint32_t match;         /* prefix blocks found cached at admission */
+    int64_t first_token_ns; /* when its first token came (for the outcome) */
+    struct sim_seq *next;   /* waiting queue */
+    uint32_t *slots;        /* KV entry of each block, after blocks[] */
     uint64_t blocks[];
 } sim_seq;
 

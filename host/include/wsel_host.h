@@ -409,7 +409,9 @@ WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host, wsel_request
  * error or invalid answer, answers with the built-in policy (argmin of the
  * default cost over the rows neither excluded nor busy, else the busy
  * ones; random tie-break) and counts the reason. Returns
- * WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK with choice->row set, or a
+ * WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK with choice->row set (and,
+ * when the caller's choice->struct_size covers them, the plugin's
+ * explanation in reason / flags / score; zero for a fallback), or a
  * negative code (WSEL_EREQUEST, WSEL_ETABLE, WSEL_ENOCANDIDATE when every
  * row is excluded) with *choice untouched.
  *
@@ -448,6 +450,17 @@ WSEL_HOST_API int32_t wsel_host_select(wsel_host *host, const wsel_request *requ
  * if any). [any thread] */
 WSEL_HOST_API void wsel_host_request_finished(wsel_host *host, uint64_t request_id,
                                               uint64_t worker_id, uint32_t dp_rank);
+
+/* Tell the live policy a request finished and what it cost (ABI 1.1): its
+ * on_request_finished hook, then its on_request_outcome hook, each if it
+ * has one (an isolated policy's too). A router that knows the figures
+ * calls this instead of wsel_host_request_finished, never both for one
+ * request. NULL host or outcome, or an outcome shorter than its 1.0-era
+ * identity fields (struct_size < 24), is a harmless no-op; fields past
+ * outcome->struct_size reach the plugin as 0. [any thread]
+ * OWNERSHIP: outcome is the caller's, read during the call. */
+WSEL_HOST_API void wsel_host_request_outcome(wsel_host *host,
+                                             const wsel_outcome *outcome);
 
 /* Tell the live policy the topology changed (its on_topology_changed hook,
  * if any). [control thread] */
@@ -494,7 +507,15 @@ typedef struct wsel_host_counters {
     /* Plugin log messages dropped by the rate limit (WSEL_HOST_LOG_PER_SECOND
      * per instance). */
     uint64_t log_dropped;
+    /* Plugin answers by the reason the plugin gave (wsel_choice.reason,
+     * ABI 1.1): [r] for r < WSEL_HOST_REASON_SLOTS - 1; the last slot counts
+     * every larger code (plugin-specific ones). A 1.0 plugin's answers all
+     * land in [WSEL_REASON_NONE]. */
+    uint64_t answers_by_reason[16];
 } wsel_host_counters;
+
+/* Slots of wsel_host_counters.answers_by_reason. */
+#define WSEL_HOST_REASON_SLOTS 16u
 
 /* Size of the 1.0 wsel_host_counters: what wsel_host_get_counters writes. */
 #define WSEL_HOST_COUNTERS_SIZE_1_0 112u

@@ -232,6 +232,9 @@ static void run_select(const wsel_plugin *p, void *instance, wsel_iso_slot *s)
         rc = p->select(instance, &req, &table, &choice);
     s->rc = rc;
     s->row = choice.row;
+    s->reason = choice.reason;
+    s->choice_flags = choice.flags;
+    s->score = choice.score;
     s->rng = rng;
 }
 
@@ -246,6 +249,11 @@ static void serve(const wsel_plugin *p, void *instance, wsel_iso_slot *s, pid_t 
             run_select(p, instance, s);
         } else if (op == WSEL_ISO_OP_FINISHED && p->on_request_finished != NULL) {
             p->on_request_finished(instance, s->request_id, s->worker_id, s->dp_rank);
+        } else if (op == WSEL_ISO_OP_OUTCOME) {
+            wsel_outcome o = s->outcome; /* the host's copy, full size */
+            o.struct_size = sizeof(o);
+            if (p->on_request_outcome != NULL)
+                p->on_request_outcome(instance, &o);
         } else if (op == WSEL_ISO_OP_TOPOLOGY && p->on_topology_changed != NULL &&
                    s->num_rows <= WSEL_ISO_MAX_ROWS) {
             wsel_table table;
@@ -305,6 +313,7 @@ int main(int argc, char **argv)
     copy_text(s->description, sizeof(s->description), p->description);
     s->capabilities = p->capabilities;
     s->has_finished = p->on_request_finished != NULL;
+    s->has_outcome = p->on_request_outcome != NULL;
     s->has_topology = p->on_topology_changed != NULL;
     atomic_store(&s->state, WSEL_ISO_READY);
     wsel_iso_futex_wake(&s->state);

@@ -87,6 +87,9 @@ int32_t wsel_isolated_select(void *channel, const wsel_request *request,
     /* Read each output once: the helper is not trusted. */
     int32_t plugin_rc = *(volatile int32_t *)&s->rc;
     uint32_t row = *(volatile uint32_t *)&s->row;
+    uint32_t reason = *(volatile uint32_t *)&s->reason;
+    uint32_t choice_flags = *(volatile uint32_t *)&s->choice_flags;
+    double score = *(volatile double *)&s->score;
     *request->rng = s->rng;
     if (plugin_rc != 0) { /* only 0 is success */
         rc = plugin_rc < 0 && plugin_rc > -1000 ? plugin_rc : WSEL_EPLUGIN;
@@ -94,6 +97,11 @@ int32_t wsel_isolated_select(void *channel, const wsel_request *request,
     }
     wsel_channel_note_success(ch);
     choice->row = row;
+    if (WSEL_CHOICE_HAS(choice, score)) {
+        choice->reason = reason;
+        choice->flags = choice_flags;
+        choice->score = score;
+    }
     rc = 0;
 out_unlock:
     pthread_mutex_unlock(&ch->mutex);
@@ -117,6 +125,22 @@ static void forward_finished(void *channel, uint64_t request_id, uint64_t worker
         s->request_id = request_id;
         s->worker_id = worker_id;
         s->dp_rank = dp_rank;
+        wsel_channel_call(ch, deadline);
+    }
+    pthread_mutex_unlock(&ch->mutex);
+}
+
+/* The outcome (ABI 1.1), copied whole into the slot; the finished notice
+ * goes before it on its own trip, as in process. */
+static void forward_outcome(void *channel, const wsel_outcome *outcome)
+{
+    wsel_isolated_channel *ch = channel;
+    uint64_t deadline = wsel_iso_now_ns() + ch->deadline_ns;
+    pthread_mutex_lock(&ch->mutex);
+    if (wsel_channel_ready(ch, deadline) == 0) {
+        wsel_iso_slot *s = wsel_channel_slot(ch);
+        s->op = WSEL_ISO_OP_OUTCOME;
+        s->outcome = *outcome;
         wsel_channel_call(ch, deadline);
     }
     pthread_mutex_unlock(&ch->mutex);
@@ -169,6 +193,7 @@ int32_t wsel_isolated_generation_create(wsel_host *host, const char *path,
         ch->lanes[0].slot->has_finished ? forward_finished : NULL;
     ch->desc.on_topology_changed =
         ch->lanes[0].slot->has_topology ? forward_topology : NULL;
+    ch->desc.on_request_outcome = ch->lanes[0].slot->has_outcome ? forward_outcome : NULL;
     gen->lib = NULL; /* loaded in the helper, never in this process */
     gen->plugin = &ch->desc;
     gen->instance = ch;

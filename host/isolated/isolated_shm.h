@@ -49,6 +49,7 @@
 #define WSEL_ISO_OP_FINISHED 2u
 #define WSEL_ISO_OP_TOPOLOGY 3u
 #define WSEL_ISO_OP_EXIT     4u
+#define WSEL_ISO_OP_OUTCOME  5u /* ABI 1.1: on_request_outcome */
 
 /* wsel_iso_slot.state: the helper's start-up (futex word). */
 #define WSEL_ISO_STARTING 0u
@@ -74,7 +75,8 @@ typedef struct wsel_iso_slot {
     uint32_t capabilities;
     uint32_t has_finished;
     uint32_t has_topology;
-    uint32_t as_limited; /* 1 when RLIMIT_AS was applied */
+    uint32_t as_limited;  /* 1 when RLIMIT_AS was applied */
+    uint32_t has_outcome; /* ABI 1.1: on_request_outcome is set */
 
     /* The call. */
     _Alignas(64) uint32_t op;
@@ -91,6 +93,11 @@ typedef struct wsel_iso_slot {
     uint32_t num_rows;
     uint32_t num_groups;
     uint32_t overrides; /* wsel_request.overrides; 0 for a 1.0 request */
+    /* helper: the explanation (wsel_choice.reason, .flags, .score) */
+    uint32_t reason;
+    uint32_t choice_flags;
+    double score;
+    wsel_outcome outcome; /* OP_OUTCOME */
     uint64_t topology_epoch;
     double overlap_score_weight;
     double temperature;

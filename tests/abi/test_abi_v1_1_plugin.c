@@ -226,10 +226,101 @@ static void test_host_helpers_and_inline_fallbacks_agree(void **state)
     assert_int_equal(api.eligible_skip(NULL, 3, &(uint8_t){0}, NULL), WSEL_EINVAL);
 }
 
+/* The host's log, as the test's sink sees it. */
+static char last_log[256];
+
+static void capture_log(void *user, int32_t level, const char *msg)
+{
+    (void)user, (void)level;
+    snprintf(last_log, sizeof(last_log), "%s", msg);
+}
+
+static void outcome_reaches_the_plugin(uint32_t isolated)
+{
+    char err[256] = "";
+    wsel_host_options opts;
+    wsel_host_options_default(&opts);
+    opts.log = capture_log;
+    opts.isolated = isolated;
+    wsel_host *host = NULL;
+    assert_int_equal(wsel_host_create(&opts, &host), 0);
+    int32_t rc = wsel_host_switch(host, WSEL_V1_1_FIXTURE, "{}", err, sizeof(err));
+    if (rc != 0)
+        print_error("switch: %s\n", err);
+    assert_int_equal(rc, 0);
+
+    wsel_rank_state ranks[ROWS];
+    ranks_for(1, ranks);
+    wsel_request req = {
+        .request_id = 5, .isl_tokens = 64, .block_size = 16, .overlap_score_weight = 1.0};
+    wsel_rng rng;
+    wsel_host_prepare_request_sized(host, &req, sizeof(req), &rng);
+    wsel_table_buf buf = {0};
+    assert_int_equal(wsel_table_buf_init(&buf, ROWS), 0);
+    assert_int_equal(wsel_table_build(&buf, &req, ranks, ROWS, 1, err, sizeof(err)), 0);
+    wsel_choice choice = {.struct_size = sizeof(choice)};
+    assert_int_equal(wsel_host_select(host, &req, &buf.table, &choice),
+                     WSEL_ANSWER_PLUGIN);
+    assert_int_equal(choice.reason, WSEL_REASON_CHEAPEST);
+    assert_int_equal(choice.flags, WSEL_CHOICE_SCORED);
+    assert_true(choice.score == buf.table.cost[choice.row]);
+    wsel_host_counters c;
+    wsel_host_read_counters(host, &c, sizeof(c));
+    assert_int_equal(c.answers_by_reason[WSEL_REASON_CHEAPEST], 1);
+
+    /* A caller's outcome of 1.0-era length: the plugin reads 0 past it. */
+    wsel_outcome o = {
+        .struct_size = sizeof(o),
+        .request_id = 5,
+        .worker_id = 101,
+        .dp_rank = 2,
+        .ttft_us = 1234,
+        .e2e_us = 5678,
+        .prompt_tokens = 64,
+        .cached_tokens = 32,
+        .output_tokens = 9,
+    };
+    last_log[0] = '\0';
+    wsel_host_request_outcome(host, &o);
+    if (!isolated)
+        assert_string_equal(
+            last_log,
+            "outcome 5 ttft=1234 e2e=5678 prompt=64 cached=32 output=9 on 101/2");
+    /* What the plugin learnt shows in its next explanation: 1234 % 64 = 18. */
+    choice = (wsel_choice){.struct_size = sizeof(choice)};
+    assert_int_equal(wsel_host_select(host, &req, &buf.table, &choice),
+                     WSEL_ANSWER_PLUGIN);
+    assert_int_equal(choice.reason, WSEL_REASON_PLUGIN + 18);
+    wsel_host_read_counters(host, &c, sizeof(c));
+    assert_int_equal(c.answers_by_reason[WSEL_HOST_REASON_SLOTS - 1], 1);
+    o.struct_size = (uint32_t)offsetof(wsel_outcome, prompt_tokens);
+    last_log[0] = '\0';
+    wsel_host_request_outcome(host, &o);
+    if (!isolated)
+        assert_string_equal(
+            last_log, "outcome 5 ttft=1234 e2e=5678 prompt=0 cached=0 output=0 on 101/2");
+    wsel_table_buf_free(&buf);
+    wsel_host_destroy(host);
+}
+
+static void test_outcome_and_explanation_pass_through_the_host(void **state)
+{
+    (void)state;
+    outcome_reaches_the_plugin(0);
+}
+
+static void test_outcome_and_explanation_pass_through_an_isolated_helper(void **state)
+{
+    (void)state;
+    outcome_reaches_the_plugin(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_helpers_and_inline_fallbacks_agree),
+        cmocka_unit_test(test_outcome_and_explanation_pass_through_the_host),
+        cmocka_unit_test(test_outcome_and_explanation_pass_through_an_isolated_helper),
         cmocka_unit_test(test_every_bundled_plugin_answers_the_same_in_a_v1_0_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
