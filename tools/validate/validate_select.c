@@ -8,7 +8,9 @@
  */
 #include "validate.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* What one edge case expects beyond "a valid row". */
@@ -383,6 +385,85 @@ static void check_all_excluded(const vcontext *ctx, vcheck_result *res)
     run_edge(ctx, res, 3, dp, edit_all_excluded, "a 7-row table with every row excluded");
 }
 
+/* Scores (ABI 1.1): on each shape, one finite score per row (the array
+ * is pre-filled with NaN, so a row left unwritten shows), nothing written
+ * past num_rows, and the table unchanged. Skipped without a score function. */
+static void check_scores(const vcontext *ctx, vcheck_result *res)
+{
+    vinstance vi;
+    if (vinstance_open(&vi, ctx, res) < 0)
+        return;
+    if (vi.plugin->score == NULL) {
+        vskip(res, "no score function (optional, ABI 1.1)");
+        goto out_close_instance;
+    }
+    static const uint32_t shapes[][2] = {{1, 1}, {3, 2}, {7, 3}, {1024, 4}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        uint32_t dp[1024];
+        for (uint32_t g = 0; g < shapes[k][0]; g++)
+            dp[g] = 1 + (g % shapes[k][1]);
+        vtable vt;
+        if (vtable_init(&vt, shapes[k][0], dp, ctx->seed + k) < 0) {
+            vfail(res, "out of memory");
+            goto out_close_instance;
+        }
+        uint32_t n = vt.t.num_rows;
+        if (k == 2) { /* busy and excluded rows still get a score */
+            vt.flags[0] |= WSEL_ROW_EXCLUDED;
+            vt.flags[n - 1] |= WSEL_ROW_BUSY;
+        }
+        double *scores = malloc(((size_t)n + 8) * sizeof(double));
+        if (scores == NULL) {
+            vtable_free(&vt);
+            vfail(res, "out of memory");
+            goto out_close_instance;
+        }
+        for (uint32_t r = 0; r < 8 && res->status == VCHECK_PASS; r++) {
+            for (uint32_t i = 0; i < n; i++)
+                scores[i] = NAN;
+            for (uint32_t i = n; i < n + 8; i++)
+                scores[i] = -12345.0;
+            uint64_t before[VCOLUMNS], after[VCOLUMNS];
+            table_sums(&vt.t, before);
+            vrequest vr;
+            vrequest_make(&vr, ctx->seed, r + 1, r % 2 ? 0 : 32, 0.0);
+            int32_t rc = vi.plugin->score(vi.instance, &vr.req, &vt.t, scores);
+            table_sums(&vt.t, after);
+            for (uint32_t c = 0; c < VCOLUMNS; c++)
+                if (before[c] != after[c]) {
+                    vfail(res, "score on a %u-row table wrote the table's %s", n,
+                          column_names[c]);
+                    break;
+                }
+            if (rc != 0) {
+                vfail(res, "score on a %u-row table returned %d (%s)", n, rc,
+                      wsel_errname(rc));
+                break;
+            }
+            for (uint32_t i = 0; i < n; i++)
+                if (!isfinite(scores[i])) {
+                    vfail(res,
+                          "score on a %u-row table: row %u is %g (want one finite "
+                          "score per row)",
+                          n, i, scores[i]);
+                    break;
+                }
+            for (uint32_t i = n; i < n + 8; i++)
+                if (scores[i] != -12345.0) {
+                    vfail(res, "score on a %u-row table wrote past num_rows (index %u)",
+                          n, i);
+                    break;
+                }
+        }
+        free(scores);
+        vtable_free(&vt);
+        if (res->status != VCHECK_PASS)
+            break;
+    }
+out_close_instance:
+    vinstance_close(&vi);
+}
+
 const vcheck vchecks_select[] = {
     {"select_one_row", check_one_row},
     {"select_4096_rows", check_4096_rows},
@@ -396,5 +477,6 @@ const vcheck vchecks_select[] = {
     {"select_all_busy", check_all_busy},
     {"select_avoids_busy_rows", check_avoids_busy},
     {"select_all_excluded_fails", check_all_excluded},
+    {"score_finite_one_per_row", check_scores},
 };
 const unsigned vchecks_select_count = sizeof(vchecks_select) / sizeof(vchecks_select[0]);
