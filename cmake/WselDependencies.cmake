@@ -58,3 +58,22 @@ if(WSEL_REALTIME)
     endif()
   endforeach()
 endif()
+
+# libwsel-router (router/, on with WSEL_REALTIME: it also needs libzmq and
+# msgpack-c above):
+#   xxHash   XXH3 block hashes:            libxxhash-dev
+if(WSEL_REALTIME)
+  find_path(WSEL_xxhash_INCLUDE_DIR xxhash.h)
+  find_library(WSEL_xxhash_LIBRARY xxhash)
+  if(NOT WSEL_xxhash_INCLUDE_DIR OR NOT WSEL_xxhash_LIBRARY)
+    message(FATAL_ERROR "wsel: xxhash.h or libxxhash not found; install the Debian "
+                        "package libxxhash-dev (or run scripts/install-deps.sh), or "
+                        "configure with -DWSEL_REALTIME=OFF")
+  endif()
+  if(NOT TARGET wsel_dep::xxhash)
+    add_library(wsel_dep::xxhash INTERFACE IMPORTED)
+    set_target_properties(wsel_dep::xxhash PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${WSEL_xxhash_INCLUDE_DIR}"
+      INTERFACE_LINK_LIBRARIES "${WSEL_xxhash_LIBRARY}")
+  endif()
+endif()

@@ -14,6 +14,8 @@ packages=(
   python3                                       # examples/python-host
   libmicrohttpd-dev libcurl4-openssl-dev        # wsel-engine, wsel replay: HTTP
   libzmq3-dev libmsgpack-dev                    # wsel-engine: KV events
+  libxxhash-dev                                 # libwsel-router: XXH3 block hashes
+  nginx nginx-dev                               # nginx/ (issue 16): the upstream module
 )
 # The Rust host example needs cargo; take Debian's only when none is installed.
 command -v cargo >/dev/null 2>&1 || packages+=(cargo)

@@ -11,6 +11,10 @@ The layers (ARCHITECTURE.md), bottom up:
     tools     tools/ (all subfolders)     abi, host's public header, sim
     engine    engine/ (wsel-engine)       abi, host's public header, sim;
                                           at the tools level: nobody includes it
+    router    router/ (libwsel-router)    abi, host's public header, router
+    nginx     nginx/ (the nginx module)   abi, host's public header, router,
+                                          nginx; nobody includes router/ or
+                                          nginx/ from below
 
 Only host/ may include host's private headers (everything in host/ but
 host/include/). The plugin template in examples/ is held to the plugin
@@ -47,6 +51,10 @@ def layer_of(rel):
         return ("tools", "tools")
     if top == "engine":
         return ("engine", "engine")
+    if top == "router":
+        return ("router", "router")
+    if top == "nginx":
+        return ("nginx", "nginx")
     return None
 
 
@@ -63,7 +71,11 @@ def allowed(src, dst):
     if d_unit == "host-private":
         return s_layer == "host"
     if d_unit == "host-public":
-        return s_layer in ("host", "sim", "tools", "engine")
+        return s_layer in ("host", "sim", "tools", "engine", "router", "nginx")
+    if d_layer == "router":
+        return s_layer in ("router", "nginx")
+    if d_layer == "nginx":
+        return s_layer == "nginx"
     if d_layer == "sim":
         return s_layer in ("sim", "tools", "engine")
     if d_layer == "engine":
@@ -107,7 +119,7 @@ def main():
         for m in INCLUDE.finditer(text):
             quote, name = m.group(1), m.group(2)
             base = os.path.basename(name)
-            if quote == "<" and base not in ("wsel.h", "wsel_host.h"):
+            if quote == "<" and base not in ("wsel.h", "wsel_host.h", "wsel_router.h"):
                 continue  # a system header
             same_dir = os.path.normpath(os.path.join(os.path.dirname(rel), name))
             if same_dir in files:

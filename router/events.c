@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * events.c -- vLLM KV event messages (wsel_router.h, "KV events"; the
+ * encoding is engine/kv_events.h's): decode a whole batch first, without
+ * anything, re-hashing each stored block's token ids; then apply it to the
+ * index. Both under the router's mutex, with buffers and a msgpack zone
+ * reused from one message to the next. Both of vLLM's encodings are read: msgspec structs
+ * as named-field maps (vLLM today, and wsel-engine) and as positional
+ * arrays tagged with the type (vLLM before pull request 42892).
+ */
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "router_internal.h"
+
+enum { EV_STORED = 1, EV_REMOVED = 2, EV_CLEARED = 3 };
+
+typedef struct dec_event {
+    int type;
+    int has_parent;
+    uint64_t parent;
+    size_t first; /* index into hashes / locals */
+    size_t count;
+} dec_event;
+
+typedef struct rt_decoder decoder;
+struct rt_decoder {
+    dec_event *ev;
+    size_t nev, cap_ev;
+    uint64_t *hashes; /* the engine's */
+    uint64_t *locals; /* XXH3 of each stored block's tokens */
+    size_t nh, cap_h;
+    uint32_t *tokens; /* one block's ids */
+    uint32_t cap_t;
+    int has_rank;
+    uint64_t rank;
+    uint64_t unknown;  /* events of an unknown type */
+    uint64_t *chained; /* one stored event's router hashes */
+    size_t cap_c;
+    msgpack_zone *zone; /* reused: no page faults per message */
+};
+
+void rt_decoder_free(decoder *d)
+{
+    if (!d)
+        return;
+    if (d->zone)
+        msgpack_zone_free(d->zone);
+    free(d->chained);
+    free(d->ev);
+    free(d->hashes);
+    free(d->locals);
+    free(d->tokens);
+    free(d);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < need)
+        c *= 2;
+    void *g = realloc(*p, c * elem);
+    if (!g)
+        return WSEL_ENOMEM;
+    *p = g;
+    *cap = c;
+    return 0;
+}
+
+static int is_str(const msgpack_object *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+           memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+/* An ExternalBlockHash: an integer (its 64 bits) or bytes (their XXH3). */
+static int to_hash(const msgpack_object *o, uint64_t *out)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        *out = o->via.u64;
+        return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        *out = (uint64_t)o->via.i64;
+        return 0;
+    case MSGPACK_OBJECT_BIN:
+        *out =
+            XXH3_64bits_withSeed(o->via.bin.ptr, o->via.bin.size, WSEL_ROUTER_HASH_SEED);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* The fields of one event, however encoded. */
+typedef struct ev_fields {
+    const msgpack_object *type, *hashes, *parent, *tokens, *block_size;
+} ev_fields;
+
+static int event_fields(const msgpack_object *o, ev_fields *f)
+{
+    memset(f, 0, sizeof(*f));
+    if (o->type == MSGPACK_OBJECT_MAP) {
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            const msgpack_object *v = &o->via.map.ptr[i].val;
+            if (is_str(k, "type"))
+                f->type = v;
+            else if (is_str(k, "block_hashes"))
+                f->hashes = v;
+            else if (is_str(k, "parent_block_hash"))
+                f->parent = v;
+            else if (is_str(k, "token_ids"))
+                f->tokens = v;
+            else if (is_str(k, "block_size"))
+                f->block_size = v;
+        }
+    } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 1) {
+        const msgpack_object *a = o->via.array.ptr;
+        uint32_t n = o->via.array.size;
+        f->type = &a[0];
+        if (is_str(&a[0], "BlockStored") && n >= 5) {
+            f->hashes = &a[1];
+            f->parent = &a[2];
+            f->tokens = &a[3];
+            f->block_size = &a[4];
+        } else if (is_str(&a[0], "BlockRemoved") && n >= 2) {
+            f->hashes = &a[1];
+        }
+    } else {
+        return -1;
+    }
+    return f->type && f->type->type == MSGPACK_OBJECT_STR ? 0 : -1;
+}
+
+/* Decode one event into d; returns 0 or a WSEL_KV_SKIP_* reason + 1 for
+ * the whole batch. */
+static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size)
+{
+    ev_fields f;
+    if (event_fields(o, &f) != 0)
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    int type = is_str(f.type, "BlockStored")        ? EV_STORED
+               : is_str(f.type, "BlockRemoved")     ? EV_REMOVED
+               : is_str(f.type, "AllBlocksCleared") ? EV_CLEARED
+                                                    : 0;
+    if (type == 0) {
+        d->unknown++;
+        return 0;
+    }
+    dec_event e = {.type = type, .first = d->nh};
+    if (type != EV_CLEARED) {
+        if (!f.hashes || f.hashes->type != MSGPACK_OBJECT_ARRAY)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        e.count = f.hashes->via.array.size;
+    }
+    if (type == EV_STORED) {
+        if (!f.block_size || f.block_size->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        if (f.block_size->via.u64 != block_size)
+            return 1 + WSEL_KV_SKIP_BLOCK_SIZE;
+        if (!f.tokens || f.tokens->type != MSGPACK_OBJECT_ARRAY)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        if ((uint64_t)f.tokens->via.array.size != (uint64_t)e.count * block_size)
+            return 1 + (f.tokens->via.array.size == 0 ? WSEL_KV_SKIP_TOKENS
+                                                      : WSEL_KV_SKIP_SHAPE);
+        if (f.parent && f.parent->type != MSGPACK_OBJECT_NIL) {
+            if (to_hash(f.parent, &e.parent) != 0)
+                return 1 + WSEL_KV_SKIP_SHAPE;
+            e.has_parent = 1;
+        }
+    }
+    if (grow((void **)&d->hashes, &d->cap_h, d->nh + e.count, sizeof(uint64_t)) != 0)
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    size_t cap_l = d->cap_h;
+    if (type == EV_STORED) {
+        uint64_t *l = realloc(d->locals, cap_l * sizeof(uint64_t));
+        size_t ct = d->cap_t;
+        if (!l || grow((void **)&d->tokens, &ct, block_size, sizeof(uint32_t)) != 0) {
+            if (l)
+                d->locals = l;
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        }
+        d->locals = l;
+        d->cap_t = (uint32_t)ct;
+    }
+    for (size_t i = 0; i < e.count; i++) {
+        if (to_hash(&f.hashes->via.array.ptr[i], &d->hashes[d->nh + i]) != 0)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        if (type != EV_STORED)
+            continue;
+        const msgpack_object *t = f.tokens->via.array.ptr + i * block_size;
+        for (uint32_t k = 0; k < block_size; k++) {
+            if (t[k].type != MSGPACK_OBJECT_POSITIVE_INTEGER || t[k].via.u64 > UINT32_MAX)
+                return 1 + WSEL_KV_SKIP_SHAPE;
+            d->tokens[k] = (uint32_t)t[k].via.u64;
+        }
+        d->locals[d->nh + i] = rt_hash_local_tokens(d->tokens, block_size);
+    }
+    d->nh += e.count;
+    if (grow((void **)&d->ev, &d->cap_ev, d->nev + 1, sizeof(*d->ev)) != 0 ||
+        (type == EV_STORED &&
+         grow((void **)&d->chained, &d->cap_c, e.count, sizeof(uint64_t)) != 0))
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    d->ev[d->nev++] = e;
+    return 0;
+}
+
+/* Decode a KVEventBatch; 0 or a WSEL_KV_SKIP_* reason + 1. */
+static int decode_batch(decoder *d, const msgpack_object *o, uint32_t block_size)
+{
+    const msgpack_object *events = NULL, *rank = NULL;
+    if (o->type == MSGPACK_OBJECT_MAP) {
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            if (is_str(k, "events"))
+                events = &o->via.map.ptr[i].val;
+            else if (is_str(k, "data_parallel_rank"))
+                rank = &o->via.map.ptr[i].val;
+        }
+    } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 2) {
+        events = &o->via.array.ptr[1];
+        if (o->via.array.size >= 3)
+            rank = &o->via.array.ptr[2];
+    }
+    if (!events || events->type != MSGPACK_OBJECT_ARRAY)
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    if (rank && rank->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        d->has_rank = 1;
+        d->rank = rank->via.u64;
+    } else if (rank && rank->type != MSGPACK_OBJECT_NIL) {
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    }
+    for (uint32_t i = 0; i < events->via.array.size; i++) {
+        int rc = decode_event(d, &events->via.array.ptr[i], block_size);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Apply a decoded batch to slot s (under the lock). */
+static void apply(wsel_router *r, uint32_t s, const decoder *d)
+{
+    for (size_t i = 0; i < d->nev; i++) {
+        const dec_event *e = &d->ev[i];
+        if (e->type == EV_CLEARED) {
+            rt_index_clear_slot(&r->ix, s);
+            r->c.kv_cleared++;
+            continue;
+        }
+        if (e->type == EV_REMOVED) {
+            for (size_t k = 0; k < e->count; k++)
+                r->c.kv_blocks_removed +=
+                    (uint64_t)rt_index_remove_ext(&r->ix, s, d->hashes[e->first + k]);
+            continue;
+        }
+        uint64_t parent = 0;
+        if (e->has_parent) {
+            int found = 0;
+            parent = rt_index_ext_lookup(&r->ix, s, e->parent, &found);
+            if (!found) {
+                r->c.kv_skipped[WSEL_KV_SKIP_PARENT]++;
+                continue;
+            }
+        }
+        int has_parent = e->has_parent;
+        uint64_t *h = d->chained;
+        for (size_t k = 0; k < e->count; k++) {
+            h[k] = rt_hash_chain(parent, d->locals[e->first + k], has_parent);
+            parent = h[k];
+            has_parent = 1;
+        }
+        rt_index_prefetch(&r->ix, s, h, d->hashes + e->first, (uint32_t)e->count);
+        for (size_t k = 0; k < e->count; k++) {
+            if (rt_index_touch(&r->ix, s, h[k], 1, d->hashes[e->first + k]) != 0)
+                break;
+            r->c.kv_blocks_stored++;
+        }
+    }
+}
+
+static int32_t skip(wsel_router *r, int reason)
+{
+    pthread_mutex_lock(&r->mu);
+    r->c.kv_skipped[reason]++;
+    pthread_mutex_unlock(&r->mu);
+    return reason == WSEL_KV_SKIP_RANK ? WSEL_ENOENT : WSEL_EINVAL;
+}
+
+int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_t dp_rank,
+                                     const void *const *frames, const size_t *sizes,
+                                     uint32_t num_frames)
+{
+    if (!r)
+        return WSEL_EINVAL;
+    if (!frames || !sizes || num_frames != 3 || !frames[1] || sizes[1] != 8 ||
+        (!frames[2] && sizes[2]))
+        return skip(r, WSEL_KV_SKIP_FRAMES);
+    const unsigned char *sb = frames[1];
+    uint64_t seq = 0;
+    for (int i = 0; i < 8; i++)
+        seq = seq << 8 | sb[i];
+
+    int32_t ret = 0;
+    int reason = -1;
+    pthread_mutex_lock(&r->mu);
+    decoder *d = r->dec;
+    if (!d) {
+        d = r->dec = calloc(1, sizeof(*d));
+        if (d && !(d->zone = msgpack_zone_new(1024 * 1024))) {
+            free(d);
+            d = r->dec = NULL;
+        }
+        if (!d) {
+            pthread_mutex_unlock(&r->mu);
+            return WSEL_ENOMEM;
+        }
+    }
+    d->nev = d->nh = 0;
+    d->has_rank = 0;
+    d->unknown = 0;
+    msgpack_zone_clear(d->zone);
+    msgpack_object obj;
+    size_t off = 0;
+    if (sizes[2] == 0 ||
+        msgpack_unpack(frames[2], sizes[2], &off, d->zone, &obj) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        off != sizes[2])
+        reason = WSEL_KV_SKIP_MSGPACK;
+    else {
+        int rc = decode_batch(d, &obj, r->opt.block_size);
+        if (rc != 0)
+            reason = rc - 1;
+        else if (d->has_rank && d->rank != dp_rank)
+            reason = WSEL_KV_SKIP_RANK;
+    }
+    uint32_t s = rt_slot_of(r, worker_id, dp_rank);
+    if (reason < 0 && s == RT_NIL)
+        reason = WSEL_KV_SKIP_RANK;
+    if (reason >= 0) {
+        r->c.kv_skipped[reason]++;
+        ret = reason == WSEL_KV_SKIP_RANK ? WSEL_ENOENT : WSEL_EINVAL;
+    } else {
+        rt_slot *sl = &r->slots[s];
+        if (sl->has_seq && seq > sl->last_seq + 1)
+            r->c.kv_seq_gaps += seq - sl->last_seq - 1;
+        sl->last_seq = seq;
+        sl->has_seq = 1;
+        apply(r, s, d);
+        r->c.kv_skipped[WSEL_KV_SKIP_UNKNOWN_TYPE] += d->unknown;
+        r->c.kv_messages++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ret;
+}

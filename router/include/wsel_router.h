@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * wsel_router.h -- libwsel-router, what a router without a KV indexer of its
+ * own needs around libwsel-host: the topology, a KV index, block hashing,
+ * load accounting, and one call that routes a request.
+ *
+ *   topology   workers (an address and a DP size each), their ranks in
+ *              canonical order (worker id, then dp rank); add, drain,
+ *              remove; every change bumps the topology epoch.
+ *   KV index   which (worker, rank) holds which block. Fed by KV events
+ *              (vLLM's ZeroMQ/msgpack format, as wsel-engine publishes it;
+ *              a SUB socket per rank; blocks re-hashed from their token ids
+ *              so requests and events agree) or, without events, by routing
+ *              history (the blocks of each routed request are assumed
+ *              cached on its rank). Either way an LRU per rank bounded by
+ *              `capacity_blocks`, so memory is bounded.
+ *   hashing    chained block hashes with xxHash's XXH3, Dynamo's way:
+ *              local_i = XXH3_64(block i's token ids as little-endian
+ *              uint32, seed 1337); hash_0 = local_0, hash_i =
+ *              XXH3_64(hash_{i-1} || local_i as two little-endian uint64,
+ *              seed 1337). Text prompts (approximate mode) hash fixed-size
+ *              character chunks the same way.
+ *   load       per rank: active prefill tokens (until the first token),
+ *              active decode blocks and requests in flight, moved by
+ *              route (started), wsel_router_first_token, wsel_router_finished.
+ *   route      overlaps -> wsel_table_build -> wsel_host_select ->
+ *              accounting, returning the worker and rank.
+ *
+ * Threads: every function may be called from any thread unless its tag says
+ * [control thread]. The router serialises its state with one internal mutex
+ * (a route holds it for the whole call, a few microseconds at 1,024 rows);
+ * the KV event thread (started by the first worker with KV endpoints) holds
+ * it while applying one batch. Policy switches are libwsel-host's: call
+ * wsel_host_switch on the host you passed in, from your control thread; the
+ * router never waits for one.
+ *
+ * Errors: 0 or a negative WSEL_E* (wsel.h); `err`/`err_size` as in
+ * wsel_host.h (caller's buffer, NUL-terminated message, may be NULL).
+ *
+ * OWNERSHIP: the router never takes ownership of a pointer passed in;
+ * strings and arrays are copied or read during the call only. The host
+ * passed in wsel_router_options stays the caller's and must outlive the
+ * router.
+ */
+#ifndef WSEL_ROUTER_H
+#define WSEL_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wsel_host.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WSEL_ROUTER_API __attribute__((visibility("default")))
+#else
+#define WSEL_ROUTER_API
+#endif
+
+typedef struct wsel_router wsel_router;
+
+/* Where the KV index learns what each rank caches. */
+#define WSEL_ROUTER_KV_HISTORY 0u /* routing history (approximate) */
+#define WSEL_ROUTER_KV_EVENTS  1u /* vLLM KV events from each rank */
+
+/* The seed of every XXH3 call (Dynamo's). */
+#define WSEL_ROUTER_HASH_SEED 1337u
+
+typedef struct wsel_router_options {
+    /* sizeof(wsel_router_options); a zero field means its default. */
+    uint32_t struct_size;
+    /* Tokens per KV block; 0 = 64. Events with another block_size are
+     * skipped and counted. */
+    uint32_t block_size;
+    /* WSEL_ROUTER_KV_HISTORY or WSEL_ROUTER_KV_EVENTS. */
+    uint32_t kv_source;
+    /* Most (worker, rank) rows at once; 0 = 1024. */
+    uint32_t max_rows;
+    /* Index capacity per rank, blocks (LRU beyond it); 0 = 16384. */
+    uint32_t capacity_blocks;
+    /* Characters per block of a text prompt; 0 = 4 x block_size. */
+    uint32_t text_chunk_chars;
+    /* A rank is flagged busy at this many requests in flight; 0 = never. */
+    uint32_t busy_active_requests;
+    /* A prompt's blocks beyond this many are not hashed; 0 = 8192. */
+    uint32_t max_prompt_blocks;
+    /* A rank is flagged busy at this prefill backlog, tokens; 0 = never. */
+    uint64_t busy_prefill_tokens;
+    /* The host that selects (required). OWNERSHIP: caller's. */
+    wsel_host *host;
+    /* Log sink (wsel_host.h's type); NULL = warnings to stderr. */
+    wsel_log_fn log;
+    void *log_user;
+} wsel_router_options;
+
+/* Create a router with no workers. [control thread] */
+WSEL_ROUTER_API int32_t wsel_router_create(const wsel_router_options *opts,
+                                           wsel_router **out, char *err, size_t err_size);
+/* Stop the KV event thread and free everything; NULL is a no-op. No other
+ * call may be running. [control thread] */
+WSEL_ROUTER_API void wsel_router_destroy(wsel_router *router);
+
+/* ===================================================================== */
+/* Topology                                                               */
+/* ===================================================================== */
+
+typedef struct wsel_router_worker {
+    /* Unique among the router's workers. */
+    uint64_t worker_id;
+    /* "127.0.0.1:8000" or anything the caller uses to reach it (< 256 bytes). */
+    const char *address;
+    /* Data-parallel ranks, 1..64. */
+    uint32_t dp_size;
+    /* KV event endpoint of each rank (dp_size entries, "tcp://H:P"), or NULL:
+     * no events from this worker. Used with WSEL_ROUTER_KV_EVENTS only. */
+    const char *const *kv_endpoints;
+} wsel_router_worker;
+
+/* Add a worker; its ranks become rows at once. WSEL_EINVAL (bad fields),
+ * WSEL_ESTATE (the id exists), WSEL_ERANGE (more rows than max_rows).
+ * Bumps the epoch. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_add_worker(wsel_router *router,
+                                               const wsel_router_worker *worker,
+                                               char *err, size_t err_size);
+/* Drain: its rows are flagged excluded at once; the worker is removed
+ * when its last request in flight finishes (at once if none). Bumps the
+ * epoch. WSEL_ENOENT if unknown. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_drain_worker(wsel_router *router, uint64_t worker_id);
+/* Remove now: its rows, index entries and KV subscriptions go; requests
+ * still in flight there are forgotten (their finish is ignored). Bumps the
+ * epoch. WSEL_ENOENT if unknown. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_remove_worker(wsel_router *router,
+                                                  uint64_t worker_id);
+/* The topology epoch (starts at 1, +1 per change). [any thread] */
+WSEL_ROUTER_API uint64_t wsel_router_epoch(const wsel_router *router);
+
+/* ===================================================================== */
+/* Hashing                                                                */
+/* ===================================================================== */
+
+/* Chained block hashes of the full blocks of `tokens` (n / block_size of
+ * them, at most `max`) into out. Returns how many. [any thread] */
+WSEL_ROUTER_API uint32_t wsel_router_hash_tokens(const uint32_t *tokens, uint32_t n,
+                                                 uint32_t block_size, uint64_t *out,
+                                                 uint32_t max);
+/* The same over `chunk` characters at a time of text (full chunks only). */
+WSEL_ROUTER_API uint32_t wsel_router_hash_text(const char *text, size_t len,
+                                               uint32_t chunk, uint64_t *out,
+                                               uint32_t max);
+
+/* ===================================================================== */
+/* Routing and load accounting                                            */
+/* ===================================================================== */
+
+/* wsel_route_request.overrides: which of the per-request fields are set. */
+#define WSEL_ROUTE_SET_WEIGHT      0x1u
+#define WSEL_ROUTE_SET_TEMPERATURE 0x2u
+
+typedef struct wsel_route_request {
+    /* sizeof(wsel_route_request). */
+    uint32_t struct_size;
+    /* WSEL_ROUTE_SET_* bits. */
+    uint32_t overrides;
+    /* The request's id, unique among requests in flight; 0 = the router
+     * assigns one (returned in the result). */
+    uint64_t request_id;
+    /* The prompt as token ids (exact blocks), or NULL... */
+    const uint32_t *tokens;
+    uint32_t num_tokens;
+    /* ...as text (approximate: character chunks), when tokens is NULL. */
+    uint32_t isl_tokens; /* text only: its length in tokens; 0 = len / 4 */
+    const char *text;
+    size_t text_len;
+    /* Dynamo's overlap_score_weight (default 1.0) and temperature (0.0),
+     * used when the matching override bit is set. */
+    double overlap_score_weight;
+    double temperature;
+} wsel_route_request;
+
+typedef struct wsel_route_result {
+    uint64_t request_id;
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    /* WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK (wsel_host.h). */
+    uint32_t answer;
+    /* Prompt blocks hashed, and how many of them the chosen rank holds. */
+    uint32_t num_blocks;
+    uint32_t overlap_blocks;
+    /* The chosen worker's address, copied. */
+    char address[256];
+} wsel_route_result;
+
+/*
+ * Route one request: hash its prompt, compute every row's longest cached
+ * prefix, build the table (wsel_table_build), select (wsel_host_select),
+ * then account the request as started on the chosen rank:
+ *   prefill += max(isl - overlap * block_size, 0)
+ *   blocks  += max(isl / block_size - overlap, 0), requests += 1
+ * and, in history mode, record its blocks on that rank. Returns 0 with
+ * *result filled, WSEL_ENOCANDIDATE (no worker, or every row excluded),
+ * WSEL_EINVAL, WSEL_ESTATE (request id in flight). [any thread]
+ */
+WSEL_ROUTER_API int32_t wsel_router_route(wsel_router *router,
+                                          const wsel_route_request *request,
+                                          wsel_route_result *result);
+/* The request's first token: its prefill leaves the rank's backlog.
+ * WSEL_ENOENT if not in flight. Idempotent. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_first_token(wsel_router *router, uint64_t request_id);
+/* The request ended (done, failed or cancelled): all its load leaves the
+ * rank and the host's on_request_finished hook is told. WSEL_ENOENT if not
+ * in flight. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_finished(wsel_router *router, uint64_t request_id);
+
+/* ===================================================================== */
+/* KV events                                                              */
+/* ===================================================================== */
+
+/*
+ * Apply one message as received from rank `dp_rank` of `worker_id`'s
+ * socket: three frames, topic, 8-byte big-endian sequence number and the
+ * msgpack KVEventBatch (engine/kv_events.h spells the encoding). Anything
+ * malformed is counted under its reason and skipped: a wrong frame count,
+ * bad msgpack, an unknown event type, a bad field, a block size other than
+ * the router's, a stored block whose parent the index does not know. A
+ * batch is decoded whole before any of it is applied, so a bad batch
+ * changes nothing. Returns 0 (applied) or a negative code (skipped,
+ * counted). [any thread]
+ */
+WSEL_ROUTER_API int32_t wsel_router_apply_kv_message(wsel_router *router,
+                                                     uint64_t worker_id, uint32_t dp_rank,
+                                                     const void *const *frames,
+                                                     const size_t *sizes,
+                                                     uint32_t num_frames);
+
+/* ===================================================================== */
+/* Counters and state                                                     */
+/* ===================================================================== */
+
+/* Why a KV event message or event was skipped. */
+#define WSEL_KV_SKIP_FRAMES       0 /* not three frames, or a bad seq frame */
+#define WSEL_KV_SKIP_MSGPACK      1 /* not one msgpack value */
+#define WSEL_KV_SKIP_SHAPE        2 /* not a KVEventBatch, or a bad field */
+#define WSEL_KV_SKIP_UNKNOWN_TYPE 3 /* an event type other than the three */
+#define WSEL_KV_SKIP_BLOCK_SIZE   4 /* block_size other than the router's */
+#define WSEL_KV_SKIP_PARENT       5 /* a parent block the index does not know */
+#define WSEL_KV_SKIP_TOKENS       6 /* no token ids (cannot be re-hashed) */
+#define WSEL_KV_SKIP_RANK         7 /* unknown worker/rank or rank mismatch */
+#define WSEL_KV_SKIP_REASONS      8
+
+typedef struct wsel_router_counters {
+    uint64_t routes;         /* answered routes */
+    uint64_t plugin_answers; /* ...answered by the plugin */
+    uint64_t fallbacks;      /* ...by the host's built-in policy */
+    uint64_t no_candidate;   /* refused: no eligible row */
+    uint64_t prompt_blocks;  /* blocks hashed over all routes */
+    uint64_t overlap_blocks; /* of which cached on the chosen rank */
+    uint64_t kv_messages;    /* KV messages applied */
+    uint64_t kv_blocks_stored;
+    uint64_t kv_blocks_removed;
+    uint64_t kv_cleared;  /* AllBlocksCleared events */
+    uint64_t kv_seq_gaps; /* sequence numbers skipped by a publisher */
+    uint64_t kv_skipped[WSEL_KV_SKIP_REASONS]; /* by WSEL_KV_SKIP_* */
+    uint64_t index_blocks;                     /* distinct blocks in the index now */
+    uint64_t index_entries;                    /* (block, rank) pairs now */
+    uint64_t index_evictions;                  /* entries dropped by the per-rank LRU */
+    uint64_t index_bytes;                      /* memory the index holds now */
+    uint64_t epoch;
+} wsel_router_counters;
+
+/* Snapshot of the counters. [any thread] */
+WSEL_ROUTER_API void wsel_router_read_counters(wsel_router *router,
+                                               wsel_router_counters *out);
+
+typedef struct wsel_router_rank_info {
+    uint64_t worker_id;
+    uint32_t dp_rank;
+    uint32_t active_requests;
+    uint64_t active_prefill_tokens;
+    uint64_t active_blocks;
+    uint64_t cached_blocks; /* index entries of this rank */
+    uint32_t flags;         /* WSEL_ROW_* as the next route would see it */
+    uint32_t reserved;
+} wsel_router_rank_info;
+
+/* Copy up to `max` rows, canonical order, into out; returns the number of
+ * rows (which may exceed max). [any thread] */
+WSEL_ROUTER_API uint32_t wsel_router_read_ranks(wsel_router *router,
+                                                wsel_router_rank_info *out, uint32_t max);
+/* Static name of a WSEL_KV_SKIP_* reason. */
+WSEL_ROUTER_API const char *wsel_router_kv_skip_name(uint32_t reason);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WSEL_ROUTER_H */

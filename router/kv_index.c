@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+/* kv_index.c -- see kv_index.h. */
+#include "kv_index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsel.h"
+
+static uint64_t pair_key(uint64_t hash, uint32_t slot)
+{
+    return hash + 0x9e3779b97f4a7c15ull * ((uint64_t)slot + 1);
+}
+
+int rt_index_init(rt_index *ix, uint32_t num_slots, uint32_t capacity, int by_ext)
+{
+    memset(ix, 0, sizeof(*ix));
+    ix->by_ext = by_ext;
+    ix->num_slots = num_slots;
+    ix->capacity = capacity;
+    ix->e_free = RT_NIL;
+    ix->b_free = RT_NIL;
+    ix->lru = malloc((size_t)num_slots * sizeof(*ix->lru));
+    if (!ix->lru)
+        goto fail;
+    for (uint32_t s = 0; s < num_slots; s++)
+        ix->lru[s] = (rt_lru){RT_NIL, RT_NIL, 0};
+    if (rt_map_init(&ix->blocks, 1024) != 0 || rt_map_init(&ix->pairs, 1024) != 0 ||
+        rt_map_init(&ix->ext, 1024) != 0)
+        goto fail;
+    return 0;
+fail:
+    rt_index_free(ix);
+    return WSEL_ENOMEM;
+}
+
+void rt_index_free(rt_index *ix)
+{
+    free(ix->e);
+    free(ix->b);
+    free(ix->lru);
+    rt_map_free(&ix->blocks);
+    rt_map_free(&ix->pairs);
+    rt_map_free(&ix->ext);
+    memset(ix, 0, sizeof(*ix));
+}
+
+static int grow_entries(rt_index *ix)
+{
+    uint32_t cap = ix->e_cap ? ix->e_cap * 2 : 1024;
+    rt_entry *e = realloc(ix->e, (size_t)cap * sizeof(*e));
+    if (!e)
+        return WSEL_ENOMEM;
+    for (uint32_t i = cap; i-- > ix->e_cap;) {
+        e[i].block = RT_NIL;
+        e[i].lru_next = ix->e_free;
+        ix->e_free = i;
+    }
+    ix->e = e;
+    ix->e_cap = cap;
+    return 0;
+}
+
+static int grow_blocks(rt_index *ix)
+{
+    uint32_t cap = ix->b_cap ? ix->b_cap * 2 : 1024;
+    rt_block *b = realloc(ix->b, (size_t)cap * sizeof(*b));
+    if (!b)
+        return WSEL_ENOMEM;
+    for (uint32_t i = cap; i-- > ix->b_cap;) {
+        b[i].count = 0;
+        b[i].first = ix->b_free;
+        ix->b_free = i;
+    }
+    ix->b = b;
+    ix->b_cap = cap;
+    return 0;
+}
+
+static void lru_unlink(rt_index *ix, uint32_t id)
+{
+    rt_entry *e = &ix->e[id];
+    rt_lru *l = &ix->lru[e->slot];
+    if (e->lru_prev != RT_NIL)
+        ix->e[e->lru_prev].lru_next = e->lru_next;
+    else
+        l->head = e->lru_next;
+    if (e->lru_next != RT_NIL)
+        ix->e[e->lru_next].lru_prev = e->lru_prev;
+    else
+        l->tail = e->lru_prev;
+    l->count--;
+}
+
+static void lru_push_front(rt_index *ix, uint32_t id)
+{
+    rt_entry *e = &ix->e[id];
+    rt_lru *l = &ix->lru[e->slot];
+    e->lru_prev = RT_NIL;
+    e->lru_next = l->head;
+    if (l->head != RT_NIL)
+        ix->e[l->head].lru_prev = id;
+    else
+        l->tail = id;
+    l->head = id;
+    l->count++;
+}
+
+/* Remove entry id from every structure and free it (and its block when it
+ * was the last holder). */
+static void drop_entry(rt_index *ix, uint32_t id)
+{
+    rt_entry *e = &ix->e[id];
+    rt_block *b = &ix->b[e->block];
+    lru_unlink(ix, id);
+    if (e->blk_prev != RT_NIL)
+        ix->e[e->blk_prev].blk_next = e->blk_next;
+    else
+        b->first = e->blk_next;
+    if (e->blk_next != RT_NIL)
+        ix->e[e->blk_next].blk_prev = e->blk_prev;
+    uint64_t pk = pair_key(b->hash, e->slot);
+    if (!ix->by_ext && rt_map_get(&ix->pairs, pk) == id)
+        rt_map_del(&ix->pairs, pk);
+    if (e->has_ext) {
+        uint64_t xk = pair_key(e->ext_hash, e->slot);
+        if (rt_map_get(&ix->ext, xk) == id)
+            rt_map_del(&ix->ext, xk);
+    }
+    if (--b->count == 0) {
+        rt_map_del(&ix->blocks, b->hash);
+        b->first = ix->b_free;
+        ix->b_free = e->block;
+        ix->nblocks--;
+    }
+    e->block = RT_NIL;
+    e->lru_next = ix->e_free;
+    ix->e_free = id;
+    ix->entries--;
+}
+
+static uint32_t find_pair(const rt_index *ix, uint32_t slot, uint64_t hash)
+{
+    uint32_t id = rt_map_get(&ix->pairs, pair_key(hash, slot));
+    if (id == RT_MAP_NONE || ix->e[id].block == RT_NIL || ix->e[id].slot != slot ||
+        ix->b[ix->e[id].block].hash != hash)
+        return RT_NIL;
+    return id;
+}
+
+static int set_ext(rt_index *ix, uint32_t id, int has_ext, uint64_t ext_hash)
+{
+    rt_entry *e = &ix->e[id];
+    if (e->has_ext && (!has_ext || e->ext_hash != ext_hash)) {
+        uint64_t xk = pair_key(e->ext_hash, e->slot);
+        if (rt_map_get(&ix->ext, xk) == id)
+            rt_map_del(&ix->ext, xk);
+        e->has_ext = 0;
+    }
+    if (!has_ext)
+        return 0;
+    /* Another entry of this slot known by the same engine hash goes. */
+    uint32_t other = rt_map_get(&ix->ext, pair_key(ext_hash, e->slot));
+    if (other != RT_MAP_NONE && other != id && ix->e[other].block != RT_NIL &&
+        ix->e[other].slot == e->slot && ix->e[other].ext_hash == ext_hash)
+        drop_entry(ix, other);
+    e = &ix->e[id];
+    e->has_ext = 1;
+    e->ext_hash = ext_hash;
+    return rt_map_put(&ix->ext, pair_key(ext_hash, e->slot), id);
+}
+
+static uint32_t find_ext(const rt_index *ix, uint32_t slot, uint64_t ext_hash);
+
+int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
+                   uint64_t ext_hash)
+{
+    uint32_t id;
+    if (ix->by_ext) {
+        id = has_ext ? find_ext(ix, slot, ext_hash) : RT_NIL;
+        if (id != RT_NIL && ix->b[ix->e[id].block].hash != hash) {
+            drop_entry(ix, id); /* the engine reused its hash for another block */
+            id = RT_NIL;
+        }
+    } else {
+        id = find_pair(ix, slot, hash);
+    }
+    if (id != RT_NIL) {
+        lru_unlink(ix, id);
+        lru_push_front(ix, id);
+        return set_ext(ix, id, has_ext, ext_hash);
+    }
+    if (ix->capacity == 0)
+        return 0;
+    while (ix->lru[slot].count >= ix->capacity) {
+        drop_entry(ix, ix->lru[slot].tail);
+        ix->evictions++;
+    }
+    if (ix->e_free == RT_NIL && grow_entries(ix) != 0)
+        return WSEL_ENOMEM;
+    uint32_t bid = rt_map_get(&ix->blocks, hash);
+    if (bid == RT_MAP_NONE) {
+        if (ix->b_free == RT_NIL && grow_blocks(ix) != 0)
+            return WSEL_ENOMEM;
+        bid = ix->b_free;
+        if (rt_map_put(&ix->blocks, hash, bid) != 0)
+            return WSEL_ENOMEM;
+        ix->b_free = ix->b[bid].first;
+        ix->b[bid] = (rt_block){hash, RT_NIL, 0};
+        ix->nblocks++;
+    }
+    id = ix->e_free;
+    if (!ix->by_ext && rt_map_put(&ix->pairs, pair_key(hash, slot), id) != 0) {
+        if (ix->b[bid].count == 0) {
+            rt_map_del(&ix->blocks, hash);
+            ix->b[bid].first = ix->b_free;
+            ix->b_free = bid;
+            ix->nblocks--;
+        }
+        return WSEL_ENOMEM;
+    }
+    ix->e_free = ix->e[id].lru_next;
+    rt_block *b = &ix->b[bid];
+    rt_entry *e = &ix->e[id];
+    *e = (rt_entry){.block = bid, .slot = slot, .blk_prev = RT_NIL, .blk_next = b->first};
+    if (b->first != RT_NIL)
+        ix->e[b->first].blk_prev = id;
+    b->first = id;
+    b->count++;
+    lru_push_front(ix, id);
+    ix->entries++;
+    return set_ext(ix, id, has_ext, ext_hash);
+}
+
+static uint32_t find_ext(const rt_index *ix, uint32_t slot, uint64_t ext_hash)
+{
+    uint32_t id = rt_map_get(&ix->ext, pair_key(ext_hash, slot));
+    if (id == RT_MAP_NONE || ix->e[id].block == RT_NIL || ix->e[id].slot != slot ||
+        !ix->e[id].has_ext || ix->e[id].ext_hash != ext_hash)
+        return RT_NIL;
+    return id;
+}
+
+uint64_t rt_index_ext_lookup(const rt_index *ix, uint32_t slot, uint64_t ext_hash,
+                             int *found)
+{
+    uint32_t id = find_ext(ix, slot, ext_hash);
+    *found = id != RT_NIL;
+    return id != RT_NIL ? ix->b[ix->e[id].block].hash : 0;
+}
+
+int rt_index_remove_ext(rt_index *ix, uint32_t slot, uint64_t ext_hash)
+{
+    uint32_t id = find_ext(ix, slot, ext_hash);
+    if (id == RT_NIL)
+        return 0;
+    drop_entry(ix, id);
+    return 1;
+}
+
+void rt_index_clear_slot(rt_index *ix, uint32_t slot)
+{
+    while (ix->lru[slot].head != RT_NIL)
+        drop_entry(ix, ix->lru[slot].head);
+}
+
+void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
+                       uint32_t *ov)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t bid = rt_map_get(&ix->blocks, hashes[i]);
+        if (bid == RT_MAP_NONE)
+            return;
+        uint32_t advanced = 0;
+        for (uint32_t id = ix->b[bid].first; id != RT_NIL; id = ix->e[id].blk_next) {
+            uint32_t s = ix->e[id].slot;
+            if (ov[s] == i) {
+                ov[s] = i + 1;
+                advanced++;
+            }
+        }
+        if (advanced == 0)
+            return;
+    }
+}
+
+size_t rt_index_bytes(const rt_index *ix)
+{
+    return (size_t)ix->e_cap * sizeof(rt_entry) + (size_t)ix->b_cap * sizeof(rt_block) +
+           (size_t)ix->num_slots * sizeof(rt_lru) + rt_map_bytes(&ix->blocks) +
+           rt_map_bytes(&ix->pairs) + rt_map_bytes(&ix->ext);
+}
+
+void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes,
+                       const uint64_t *ext, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        rt_map_prefetch(&ix->blocks, hashes[i]);
+        if (ext)
+            rt_map_prefetch(&ix->ext, pair_key(ext[i], slot));
+        else if (slot != RT_NIL && !ix->by_ext)
+            rt_map_prefetch(&ix->pairs, pair_key(hashes[i], slot));
+    }
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * kvsub.c -- the KV event thread: one ZeroMQ SUB socket per (worker, rank),
+ * every message handed to wsel_router_apply_kv_message. Started with the
+ * router in event mode. Other threads ask it to subscribe or unsubscribe
+ * through a queue guarded by its own mutex and a wake-up over an inproc
+ * PAIR; it never holds that mutex and the router's at once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "router_internal.h"
+
+typedef struct kv_op {
+    int add;
+    uint64_t worker_id;
+    uint32_t dp_size;
+    char **endpoints; /* owned by the op until the thread takes them */
+    struct kv_op *next;
+} kv_op;
+
+typedef struct kv_sock {
+    uint64_t worker_id;
+    uint32_t rank;
+    void *sock;
+} kv_sock;
+
+struct rt_kvsub {
+    wsel_router *r;
+    void *ctx;
+    void *wake_tx, *wake_rx;
+    pthread_mutex_t kmu;
+    kv_op *ops; /* pending, oldest first */
+    kv_op **ops_tail;
+    int stop;
+    pthread_t thread;
+    kv_sock *socks;
+    size_t nsocks, cap;
+};
+
+static void free_op(kv_op *op)
+{
+    for (uint32_t i = 0; op->endpoints && i < op->dp_size; i++)
+        free(op->endpoints[i]);
+    free(op->endpoints);
+    free(op);
+}
+
+static void close_worker(rt_kvsub *k, uint64_t worker_id)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < k->nsocks; i++) {
+        if (k->socks[i].worker_id == worker_id)
+            zmq_close(k->socks[i].sock);
+        else
+            k->socks[j++] = k->socks[i];
+    }
+    k->nsocks = j;
+}
+
+static void open_worker(rt_kvsub *k, const kv_op *op)
+{
+    close_worker(k, op->worker_id);
+    for (uint32_t rank = 0; rank < op->dp_size; rank++) {
+        if (k->nsocks == k->cap) {
+            size_t c = k->cap ? k->cap * 2 : 16;
+            kv_sock *s = realloc(k->socks, c * sizeof(*s));
+            if (!s)
+                return;
+            k->socks = s;
+            k->cap = c;
+        }
+        void *sock = zmq_socket(k->ctx, ZMQ_SUB);
+        int hwm = 100000, linger = 0;
+        if (!sock || zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof(hwm)) != 0 ||
+            zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
+            zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0) != 0 ||
+            zmq_connect(sock, op->endpoints[rank]) != 0) {
+            rt_log(k->r, WSEL_LOG_ERROR, "KV events of worker %llu rank %u: %s: %s",
+                   (unsigned long long)op->worker_id, rank, op->endpoints[rank],
+                   zmq_strerror(zmq_errno()));
+            if (sock)
+                zmq_close(sock);
+            continue;
+        }
+        k->socks[k->nsocks++] = (kv_sock){op->worker_id, rank, sock};
+    }
+}
+
+static int take_ops(rt_kvsub *k)
+{
+    pthread_mutex_lock(&k->kmu);
+    kv_op *ops = k->ops;
+    int stop = k->stop;
+    k->ops = NULL;
+    k->ops_tail = &k->ops;
+    pthread_mutex_unlock(&k->kmu);
+    while (ops) {
+        kv_op *next = ops->next;
+        if (ops->add)
+            open_worker(k, ops);
+        else
+            close_worker(k, ops->worker_id);
+        free_op(ops);
+        ops = next;
+    }
+    return stop;
+}
+
+static void receive(rt_kvsub *k, const kv_sock *s)
+{
+    zmq_msg_t part[4];
+    int n = 0, more = 1, extra = 0;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 4)
+            part[n++] = m;
+        else {
+            zmq_msg_close(&m);
+            extra = 1;
+        }
+    }
+    if (n > 0) {
+        const void *frames[4];
+        size_t sizes[4];
+        for (int i = 0; i < n; i++) {
+            frames[i] = zmq_msg_data(&part[i]);
+            sizes[i] = zmq_msg_size(&part[i]);
+        }
+        wsel_router_apply_kv_message(k->r, s->worker_id, s->rank, frames, sizes,
+                                     extra ? 5u : (uint32_t)n);
+    }
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&part[i]);
+}
+
+static void *kvsub_main(void *arg)
+{
+    rt_kvsub *k = arg;
+    zmq_pollitem_t *items = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (cap < k->nsocks + 1) {
+            cap = k->nsocks + 16;
+            zmq_pollitem_t *g = realloc(items, cap * sizeof(*g));
+            if (!g)
+                break;
+            items = g;
+        }
+        items[0] = (zmq_pollitem_t){k->wake_rx, 0, ZMQ_POLLIN, 0};
+        for (size_t i = 0; i < k->nsocks; i++)
+            items[i + 1] = (zmq_pollitem_t){k->socks[i].sock, 0, ZMQ_POLLIN, 0};
+        size_t n = k->nsocks;
+        if (zmq_poll(items, (int)n + 1, -1) < 0)
+            continue; /* EINTR */
+        for (size_t i = 0; i < n; i++)
+            if (items[i + 1].revents & ZMQ_POLLIN)
+                receive(k, &k->socks[i]);
+        if (items[0].revents & ZMQ_POLLIN) {
+            char b;
+            while (zmq_recv(k->wake_rx, &b, 1, ZMQ_DONTWAIT) >= 0) {
+            }
+            if (take_ops(k))
+                break;
+        }
+    }
+    free(items);
+    for (size_t i = 0; i < k->nsocks; i++)
+        zmq_close(k->socks[i].sock);
+    k->nsocks = 0;
+    return NULL;
+}
+
+static void post(rt_kvsub *k, kv_op *op)
+{
+    pthread_mutex_lock(&k->kmu);
+    if (op) {
+        *k->ops_tail = op;
+        k->ops_tail = &op->next;
+    } else {
+        k->stop = 1;
+    }
+    zmq_send(k->wake_tx, "w", 1, ZMQ_DONTWAIT);
+    pthread_mutex_unlock(&k->kmu);
+}
+
+int rt_kvsub_start(wsel_router *r)
+{
+    rt_kvsub *k = calloc(1, sizeof(*k));
+    if (!k)
+        return WSEL_ENOMEM;
+    k->r = r;
+    k->ops_tail = &k->ops;
+    pthread_mutex_init(&k->kmu, NULL);
+    char name[64];
+    snprintf(name, sizeof(name), "inproc://wsel-router-%p", (void *)k);
+    k->ctx = zmq_ctx_new();
+    int unlimited = 0;
+    if (!k->ctx || !(k->wake_rx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
+        !(k->wake_tx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(k->wake_tx, ZMQ_SNDHWM, &unlimited, sizeof(unlimited)) != 0 ||
+        zmq_bind(k->wake_rx, name) != 0 || zmq_connect(k->wake_tx, name) != 0 ||
+        pthread_create(&k->thread, NULL, kvsub_main, k) != 0) {
+        if (k->wake_rx)
+            zmq_close(k->wake_rx);
+        if (k->wake_tx)
+            zmq_close(k->wake_tx);
+        if (k->ctx)
+            zmq_ctx_term(k->ctx);
+        pthread_mutex_destroy(&k->kmu);
+        free(k);
+        return WSEL_EIO;
+    }
+    r->kvsub = k;
+    return 0;
+}
+
+int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
+                 char *const *endpoints)
+{
+    if (!r->kvsub)
+        return WSEL_ESTATE;
+    kv_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return WSEL_ENOMEM;
+    op->add = 1;
+    op->worker_id = worker_id;
+    op->dp_size = dp_size;
+    op->endpoints = calloc(dp_size, sizeof(char *));
+    if (!op->endpoints) {
+        free(op);
+        return WSEL_ENOMEM;
+    }
+    for (uint32_t i = 0; i < dp_size; i++) {
+        if (!(op->endpoints[i] = strdup(endpoints[i]))) {
+            free_op(op);
+            return WSEL_ENOMEM;
+        }
+    }
+    post(r->kvsub, op);
+    return 0;
+}
+
+void rt_kvsub_remove(wsel_router *r, uint64_t worker_id)
+{
+    if (!r->kvsub)
+        return;
+    kv_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return; /* its messages are then skipped as an unknown worker's */
+    op->worker_id = worker_id;
+    post(r->kvsub, op);
+}
+
+void rt_kvsub_stop(wsel_router *r)
+{
+    rt_kvsub *k = r->kvsub;
+    if (!k)
+        return;
+    post(k, NULL);
+    pthread_join(k->thread, NULL);
+    kv_op *op = k->ops;
+    while (op) {
+        kv_op *next = op->next;
+        free_op(op);
+        op = next;
+    }
+    free(k->socks);
+    zmq_close(k->wake_rx);
+    zmq_close(k->wake_tx);
+    zmq_ctx_term(k->ctx);
+    pthread_mutex_destroy(&k->kmu);
+    free(k);
+    r->kvsub = NULL;
+}

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: Apache-2.0
+/* route.c -- wsel_router_route (overlaps -> table -> select -> accounting)
+ * and the two load notices, first token and finished. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "router_internal.h"
+
+static int req_alloc(wsel_router *r, uint32_t *out)
+{
+    if (r->req_free == RT_NIL) {
+        uint32_t cap = r->req_cap ? r->req_cap * 2 : 256;
+        rt_req *q = realloc(r->req, (size_t)cap * sizeof(*q));
+        if (!q)
+            return WSEL_ENOMEM;
+        for (uint32_t i = cap; i-- > r->req_cap;) {
+            q[i].next_free = r->req_free;
+            r->req_free = i;
+        }
+        r->req = q;
+        r->req_cap = cap;
+    }
+    *out = r->req_free;
+    r->req_free = r->req[*out].next_free;
+    return 0;
+}
+
+static void req_release(wsel_router *r, uint32_t i)
+{
+    rt_map_del(&r->reqs, r->req[i].id);
+    r->req[i].next_free = r->req_free;
+    r->req_free = i;
+}
+
+/* Hash the prompt into r->hashes; returns the block count, *isl the
+ * request's length in tokens. */
+static uint32_t hash_prompt(wsel_router *r, const wsel_route_request *q, uint32_t *isl)
+{
+    if (q->tokens) {
+        *isl = q->num_tokens;
+        return wsel_router_hash_tokens(q->tokens, q->num_tokens, r->opt.block_size,
+                                       r->hashes, r->opt.max_prompt_blocks);
+    }
+    size_t est = q->text_len / 4;
+    *isl =
+        q->isl_tokens ? q->isl_tokens : (uint32_t)(est > UINT32_MAX ? UINT32_MAX : est);
+    if (!q->text)
+        return 0;
+    return wsel_router_hash_text(q->text, q->text_len, r->opt.text_chunk_chars, r->hashes,
+                                 r->opt.max_prompt_blocks);
+}
+
+static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
+                            wsel_route_result *res)
+{
+    uint64_t id = q->request_id;
+    if (id == 0) {
+        do
+            id = r->next_request_id++;
+        while (id == 0 || rt_map_get(&r->reqs, id) != RT_MAP_NONE);
+    } else if (rt_map_get(&r->reqs, id) != RT_MAP_NONE) {
+        return WSEL_ESTATE;
+    }
+    if (r->num_rows == 0) {
+        r->c.no_candidate++;
+        return WSEL_ENOCANDIDATE;
+    }
+    uint32_t isl = 0;
+    uint32_t nb = hash_prompt(r, q, &isl);
+    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
+    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
+    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    const uint32_t busy_req = r->opt.busy_active_requests;
+    const uint64_t busy_pre = r->opt.busy_prefill_tokens;
+    for (uint32_t i = 0; i < r->num_rows; i++) {
+        uint32_t sid = r->rows[i];
+        const rt_slot *s = &r->slots[sid];
+        uint8_t flags = 0;
+        if (r->workers[s->worker].draining)
+            flags |= WSEL_ROW_EXCLUDED;
+        if ((busy_req && s->active_requests >= busy_req) ||
+            (busy_pre && s->active_prefill_tokens >= busy_pre))
+            flags |= WSEL_ROW_BUSY;
+        r->states[i] = (wsel_rank_state){
+            .worker_id = r->workers[s->worker].id,
+            .dp_rank = s->rank,
+            .overlap_blocks = r->ov[sid],
+            .active_prefill_tokens = s->active_prefill_tokens,
+            .active_blocks = s->active_blocks,
+            .kv_capacity_blocks = r->opt.capacity_blocks,
+            .active_requests = s->active_requests,
+            .flags = flags,
+        };
+    }
+    wsel_rng rng;
+    wsel_request req;
+    memset(&req, 0, sizeof(req));
+    req.request_id = id;
+    req.isl_tokens = isl;
+    req.block_size = r->opt.block_size;
+    req.num_block_hashes = nb;
+    req.block_hashes = nb ? r->hashes : NULL;
+    req.overlap_score_weight =
+        (q->overrides & WSEL_ROUTE_SET_WEIGHT) ? q->overlap_score_weight : 1.0;
+    req.temperature = (q->overrides & WSEL_ROUTE_SET_TEMPERATURE) ? q->temperature : 0.0;
+    wsel_host_prepare_request_sized(r->opt.host, &req, sizeof(req), &rng);
+    if (q->overrides & WSEL_ROUTE_SET_TEMPERATURE)
+        req.overrides |= WSEL_OVERRIDE_TEMPERATURE;
+    char err[256];
+    int32_t rc = wsel_table_build(&r->buf, &req, r->states, r->num_rows, r->epoch, err,
+                                  sizeof(err));
+    if (rc != 0) {
+        rt_log(r, WSEL_LOG_ERROR, "route: %s", err);
+        return rc;
+    }
+    wsel_choice choice;
+    memset(&choice, 0, sizeof(choice));
+    choice.struct_size = sizeof(choice);
+    rc = wsel_host_select(r->opt.host, &req, &r->buf.table, &choice);
+    if (rc < 0) {
+        if (rc == WSEL_ENOCANDIDATE)
+            r->c.no_candidate++;
+        return rc;
+    }
+    uint32_t row = choice.row;
+    uint32_t sid = r->rows[row];
+    rt_slot *s = &r->slots[sid];
+    uint32_t ov = r->ov[sid];
+    uint64_t covered = (uint64_t)ov * r->opt.block_size;
+    uint64_t prefill = isl > covered ? isl - covered : 0;
+    uint64_t full = isl / r->opt.block_size;
+    uint64_t blocks = full > ov ? full - ov : 0;
+    uint32_t qi;
+    if (req_alloc(r, &qi) != 0 || rt_map_put(&r->reqs, id, qi) != 0)
+        return WSEL_ENOMEM;
+    r->req[qi] = (rt_req){.id = id,
+                          .prefill = prefill,
+                          .blocks = blocks,
+                          .slot = sid,
+                          .gen = s->gen,
+                          .prefilling = 1};
+    s->active_prefill_tokens += prefill;
+    s->active_blocks += blocks;
+    s->active_requests++;
+    if (r->opt.kv_source == WSEL_ROUTER_KV_HISTORY) {
+        rt_index_prefetch(&r->ix, sid, r->hashes, NULL, nb);
+        /* Deepest first, so the prefix head is the most recent entry and
+         * the LRU evicts a prefix from its tail, as a radix tree would. */
+        for (uint32_t i = nb; i-- > 0;)
+            if (rt_index_touch(&r->ix, sid, r->hashes[i], 0, 0) != 0)
+                break;
+    }
+    r->c.routes++;
+    if (rc == WSEL_ANSWER_PLUGIN)
+        r->c.plugin_answers++;
+    else
+        r->c.fallbacks++;
+    r->c.prompt_blocks += nb;
+    r->c.overlap_blocks += ov;
+    res->request_id = id;
+    res->worker_id = r->workers[s->worker].id;
+    res->dp_rank = s->rank;
+    res->answer = (uint32_t)rc;
+    res->num_blocks = nb;
+    res->overlap_blocks = ov;
+    snprintf(res->address, sizeof(res->address), "%s", r->workers[s->worker].address);
+    return 0;
+}
+
+int32_t wsel_router_route(wsel_router *r, const wsel_route_request *q,
+                          wsel_route_result *res)
+{
+    if (!r || !q || !res || (q->tokens == NULL && q->num_tokens != 0))
+        return WSEL_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int32_t rc = route_locked(r, q, res);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* The live slot of request qi, or RT_NIL when its worker is gone. */
+static uint32_t live_slot(const wsel_router *r, uint32_t qi)
+{
+    const rt_req *q = &r->req[qi];
+    const rt_slot *s = &r->slots[q->slot];
+    return s->worker != RT_NIL && s->gen == q->gen ? q->slot : RT_NIL;
+}
+
+int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
+{
+    if (!r)
+        return WSEL_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    uint32_t qi = rt_map_get(&r->reqs, request_id);
+    if (qi == RT_MAP_NONE) {
+        pthread_mutex_unlock(&r->mu);
+        return WSEL_ENOENT;
+    }
+    rt_req *q = &r->req[qi];
+    uint32_t sid = live_slot(r, qi);
+    if (q->prefilling && sid != RT_NIL)
+        r->slots[sid].active_prefill_tokens -= q->prefill;
+    q->prefilling = 0;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+int32_t wsel_router_finished(wsel_router *r, uint64_t request_id)
+{
+    if (!r)
+        return WSEL_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    uint32_t qi = rt_map_get(&r->reqs, request_id);
+    if (qi == RT_MAP_NONE) {
+        pthread_mutex_unlock(&r->mu);
+        return WSEL_ENOENT;
+    }
+    rt_req *q = &r->req[qi];
+    uint32_t sid = live_slot(r, qi);
+    uint64_t worker_id = 0;
+    uint32_t rank = 0;
+    if (sid != RT_NIL) {
+        rt_slot *s = &r->slots[sid];
+        if (q->prefilling)
+            s->active_prefill_tokens -= q->prefill;
+        s->active_blocks -= q->blocks;
+        s->active_requests--;
+        worker_id = r->workers[s->worker].id;
+        rank = s->rank;
+    }
+    req_release(r, qi);
+    if (sid != RT_NIL) {
+        wsel_host_request_finished(r->opt.host, request_id, worker_id, rank);
+        rt_check_drained(r, r->slots[sid].worker);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}

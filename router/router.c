@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+/* router.c -- create, destroy, logging, counters and the rank snapshot. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "router_internal.h"
+
+void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (r->opt.log)
+        r->opt.log(r->opt.log_user, level, msg);
+    else if (level <= WSEL_LOG_WARN)
+        fprintf(stderr, "wsel-router: %s\n", msg);
+}
+
+static void set_err(char *err, size_t size, const char *msg)
+{
+    if (err && size)
+        snprintf(err, size, "%s", msg);
+}
+
+int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, char *err,
+                           size_t err_size)
+{
+    if (!opts || !out || !opts->host) {
+        set_err(err, err_size, "wsel_router_create: options with a host are required");
+        return WSEL_EINVAL;
+    }
+    if (opts->kv_source > WSEL_ROUTER_KV_EVENTS) {
+        set_err(err, err_size,
+                "wsel_router_create: kv_source is 0 (history) or 1 (events)");
+        return WSEL_EINVAL;
+    }
+    wsel_router *r = calloc(1, sizeof(*r));
+    if (!r)
+        goto nomem;
+    size_t n = opts->struct_size && opts->struct_size < sizeof(*opts) ? opts->struct_size
+                                                                      : sizeof(*opts);
+    memcpy(&r->opt, opts, n);
+    wsel_router_options *o = &r->opt;
+    o->block_size = o->block_size ? o->block_size : 64;
+    o->max_rows = o->max_rows ? o->max_rows : 1024;
+    o->capacity_blocks = o->capacity_blocks ? o->capacity_blocks : 16384;
+    o->text_chunk_chars = o->text_chunk_chars ? o->text_chunk_chars : 4 * o->block_size;
+    o->max_prompt_blocks = o->max_prompt_blocks ? o->max_prompt_blocks : 8192;
+    pthread_mutex_init(&r->mu, NULL);
+    r->epoch = 1;
+    r->next_request_id = 1;
+    r->req_free = RT_NIL;
+    uint32_t m = o->max_rows;
+    r->workers = calloc(m, sizeof(*r->workers));
+    r->slots = calloc(m, sizeof(*r->slots));
+    r->rows = calloc(m, sizeof(*r->rows));
+    r->ov = calloc(m, sizeof(*r->ov));
+    r->states = calloc(m, sizeof(*r->states));
+    r->hashes = calloc(o->max_prompt_blocks, sizeof(*r->hashes));
+    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->states || !r->hashes)
+        goto nomem;
+    for (uint32_t s = 0; s < m; s++)
+        r->slots[s].worker = RT_NIL;
+    if (rt_index_init(&r->ix, m, o->capacity_blocks,
+                      o->kv_source == WSEL_ROUTER_KV_EVENTS) != 0 ||
+        rt_map_init(&r->worker_ids, m) != 0 || rt_map_init(&r->reqs, 1024) != 0 ||
+        wsel_table_buf_init(&r->buf, m) != 0)
+        goto nomem;
+    if (o->kv_source == WSEL_ROUTER_KV_EVENTS && rt_kvsub_start(r) != 0) {
+        set_err(err, err_size, "wsel_router_create: cannot start the KV event thread");
+        wsel_router_destroy(r);
+        return WSEL_EIO;
+    }
+    *out = r;
+    return 0;
+nomem:
+    set_err(err, err_size, "wsel_router_create: out of memory");
+    wsel_router_destroy(r);
+    return WSEL_ENOMEM;
+}
+
+void wsel_router_destroy(wsel_router *r)
+{
+    if (!r)
+        return;
+    rt_kvsub_stop(r);
+    for (uint32_t w = 0; r->workers && w < r->opt.max_rows; w++) {
+        for (uint32_t i = 0; r->workers[w].kv_endpoints && i < r->workers[w].dp_size; i++)
+            free(r->workers[w].kv_endpoints[i]);
+        free(r->workers[w].kv_endpoints);
+    }
+    free(r->workers);
+    free(r->slots);
+    free(r->rows);
+    free(r->ov);
+    free(r->states);
+    free(r->hashes);
+    free(r->req);
+    rt_decoder_free(r->dec);
+    rt_index_free(&r->ix);
+    rt_map_free(&r->worker_ids);
+    rt_map_free(&r->reqs);
+    wsel_table_buf_free(&r->buf);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+uint64_t wsel_router_epoch(const wsel_router *r)
+{
+    wsel_router *m = (wsel_router *)r;
+    pthread_mutex_lock(&m->mu);
+    uint64_t e = r->epoch;
+    pthread_mutex_unlock(&m->mu);
+    return e;
+}
+
+void wsel_router_read_counters(wsel_router *r, wsel_router_counters *out)
+{
+    if (!r || !out)
+        return;
+    pthread_mutex_lock(&r->mu);
+    *out = r->c;
+    out->index_blocks = r->ix.nblocks;
+    out->index_entries = r->ix.entries;
+    out->index_evictions = r->ix.evictions;
+    out->index_bytes = rt_index_bytes(&r->ix);
+    out->epoch = r->epoch;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static uint32_t flags_of(const wsel_router *r, const rt_slot *s)
+{
+    uint32_t f = 0;
+    if (r->workers[s->worker].draining)
+        f |= WSEL_ROW_EXCLUDED;
+    if ((r->opt.busy_active_requests &&
+         s->active_requests >= r->opt.busy_active_requests) ||
+        (r->opt.busy_prefill_tokens &&
+         s->active_prefill_tokens >= r->opt.busy_prefill_tokens))
+        f |= WSEL_ROW_BUSY;
+    return f;
+}
+
+uint32_t wsel_router_read_ranks(wsel_router *r, wsel_router_rank_info *out, uint32_t max)
+{
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    uint32_t n = r->num_rows;
+    for (uint32_t i = 0; out && i < n && i < max; i++) {
+        uint32_t sid = r->rows[i];
+        const rt_slot *s = &r->slots[sid];
+        out[i] = (wsel_router_rank_info){
+            .worker_id = r->workers[s->worker].id,
+            .dp_rank = s->rank,
+            .active_requests = s->active_requests,
+            .active_prefill_tokens = s->active_prefill_tokens,
+            .active_blocks = s->active_blocks,
+            .cached_blocks = rt_index_slot_count(&r->ix, sid),
+            .flags = flags_of(r, s),
+        };
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+const char *wsel_router_kv_skip_name(uint32_t reason)
+{
+    static const char *const names[WSEL_KV_SKIP_REASONS] = {
+        "frames",     "msgpack", "shape",  "unknown_type",
+        "block_size", "parent",  "tokens", "rank"};
+    return reason < WSEL_KV_SKIP_REASONS ? names[reason] : "unknown";
+}

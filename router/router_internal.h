@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * router_internal.h -- libwsel-router's state, shared by its files (private).
+ *
+ * One mutex guards everything below. Rank slots are stable ids (a worker's
+ * ranks keep their slots until it is removed); `rows` lists the live slots
+ * in canonical order and is rebuilt on every topology change. A request in
+ * flight remembers its slot and the slot's generation, so a finish that
+ * arrives after its worker was removed is recognised and ignored.
+ */
+#ifndef WSEL_ROUTER_INTERNAL_H
+#define WSEL_ROUTER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "kv_index.h"
+#include "wsel_router.h"
+
+#define RT_MAX_DP 64u
+
+typedef struct rt_slot {
+    uint32_t worker; /* index into workers; RT_NIL = free */
+    uint32_t rank;
+    uint32_t gen; /* +1 each time the slot is freed */
+    uint32_t active_requests;
+    uint64_t active_prefill_tokens;
+    uint64_t active_blocks;
+    uint64_t last_seq; /* last KV batch sequence number seen */
+    uint32_t has_seq;
+    uint32_t pad;
+} rt_slot;
+
+typedef struct rt_worker {
+    uint64_t id;
+    uint32_t in_use;
+    uint32_t draining;
+    uint32_t dp_size;
+    uint32_t slots[RT_MAX_DP];
+    char address[256];
+    char **kv_endpoints; /* dp_size strings or NULL */
+} rt_worker;
+
+typedef struct rt_req {
+    uint64_t id;
+    uint64_t prefill;
+    uint64_t blocks;
+    uint32_t slot, gen;
+    uint32_t prefilling;
+    uint32_t next_free;
+} rt_req;
+
+typedef struct rt_kvsub rt_kvsub;
+struct rt_decoder;
+
+struct wsel_router {
+    pthread_mutex_t mu;
+    wsel_router_options opt;
+    rt_worker *workers; /* max_rows of them */
+    rt_map worker_ids;  /* worker id -> index */
+    rt_slot *slots;     /* max_rows */
+    uint32_t *rows;     /* live slots, canonical order */
+    uint32_t num_rows;
+    uint64_t epoch;
+    rt_index ix;
+    rt_map reqs; /* request id -> index into req */
+    rt_req *req;
+    uint32_t req_cap, req_free;
+    uint64_t next_request_id;
+    /* Per-route scratch (under the mutex). */
+    uint64_t *hashes; /* max_prompt_blocks */
+    uint32_t *ov;     /* per slot */
+    wsel_rank_state *states;
+    wsel_table_buf buf;
+    wsel_router_counters c;
+    rt_kvsub *kvsub;
+    struct rt_decoder *dec; /* KV messages are decoded under the mutex */
+};
+
+/* hash.c: the two halves of a chained hash. */
+uint64_t rt_hash_local_tokens(const uint32_t *tokens, uint32_t block_size);
+uint64_t rt_hash_chain(uint64_t parent, uint64_t local, int has_parent);
+
+/* topology.c */
+void rt_rebuild_rows(wsel_router *r);
+/* Free the worker at index w: its slots, index entries, subscriptions. */
+void rt_worker_free(wsel_router *r, uint32_t w);
+/* The slot of (worker id, rank), or RT_NIL. */
+uint32_t rt_slot_of(const wsel_router *r, uint64_t worker_id, uint32_t rank);
+/* A draining worker with nothing in flight is removed. */
+void rt_check_drained(wsel_router *r, uint32_t w);
+
+/* events.c: the KV message decoder's reusable buffers. */
+void rt_decoder_free(struct rt_decoder *d);
+
+/* kvsub.c: the KV event thread (started with a router in event mode). */
+int rt_kvsub_start(wsel_router *r);
+int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
+                 char *const *endpoints);
+void rt_kvsub_remove(wsel_router *r, uint64_t worker_id);
+void rt_kvsub_stop(wsel_router *r);
+
+/* Log through the options' sink. */
+void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

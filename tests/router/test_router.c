@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_router.c -- libwsel-router with exact answers: hashing (pinned XXH3
+ * values, the chaining rule), topology (epochs, limits, drain, remove), the
+ * route's overlaps and its load accounting, the history index's LRU bound,
+ * and a bundled plugin answering through the router.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "wsel_router.h"
+
+#define BS 4u /* small blocks keep the prompts short */
+
+typedef struct fx {
+    wsel_host *host;
+    wsel_router *router;
+} fx;
+
+static wsel_router *make(fx *f, uint32_t kv_source, uint32_t capacity, uint32_t max_rows)
+{
+    assert_int_equal(wsel_host_create(NULL, &f->host), 0);
+    wsel_router_options o = {.struct_size = sizeof(o),
+                             .block_size = BS,
+                             .kv_source = kv_source,
+                             .capacity_blocks = capacity,
+                             .max_rows = max_rows,
+                             .host = f->host};
+    char err[256];
+    assert_int_equal(wsel_router_create(&o, &f->router, err, sizeof(err)), 0);
+    return f->router;
+}
+
+static void done(fx *f)
+{
+    wsel_router_destroy(f->router);
+    wsel_host_destroy(f->host);
+}
+
+static void add(wsel_router *r, uint64_t id, uint32_t dp)
+{
+    char addr[64], err[256];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%llu", (unsigned long long)(8000 + id));
+    wsel_router_worker w = {.worker_id = id, .address = addr, .dp_size = dp};
+    assert_int_equal(wsel_router_add_worker(r, &w, err, sizeof(err)), 0);
+}
+
+static int32_t route(wsel_router *r, const uint32_t *tokens, uint32_t n,
+                     wsel_route_result *res)
+{
+    wsel_route_request q = {.struct_size = sizeof(q), .tokens = tokens, .num_tokens = n};
+    return wsel_router_route(r, &q, res);
+}
+
+/* --- hashing ------------------------------------------------------------ */
+
+static void test_hash_rule(void **state)
+{
+    (void)state;
+    uint32_t t[12];
+    for (uint32_t i = 0; i < 12; i++)
+        t[i] = i * 1000 + 7;
+    uint64_t h[4];
+    /* 12 tokens, blocks of 4: three full blocks; max bounds the count. */
+    assert_int_equal(wsel_router_hash_tokens(t, 12, 4, h, 4), 3);
+    assert_int_equal(wsel_router_hash_tokens(t, 11, 4, h, 4), 2);
+    assert_int_equal(wsel_router_hash_tokens(t, 12, 4, h, 1), 1);
+    wsel_router_hash_tokens(t, 12, 4, h, 4);
+    /* The documented rule, computed here independently. */
+    unsigned char bytes[16];
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++)
+            bytes[4 * i + k] = (unsigned char)(t[i] >> (8 * k));
+    uint64_t l0 = XXH3_64bits_withSeed(bytes, 16, 1337);
+    assert_true(h[0] == l0);
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++)
+            bytes[4 * i + k] = (unsigned char)(t[4 + i] >> (8 * k));
+    uint64_t l1 = XXH3_64bits_withSeed(bytes, 16, 1337);
+    unsigned char pair[16];
+    for (int k = 0; k < 8; k++) {
+        pair[k] = (unsigned char)(h[0] >> (8 * k));
+        pair[8 + k] = (unsigned char)(l1 >> (8 * k));
+    }
+    assert_true(h[1] == XXH3_64bits_withSeed(pair, 16, 1337));
+    /* Pinned: a change of the hash is a change of every index. */
+    assert_true(h[0] == UINT64_C(0xd6eb7d4235497338));
+    assert_true(h[2] == UINT64_C(0x8bcc355af44ff022));
+    /* Chained: the same block after another prefix hashes differently. */
+    uint32_t u[8];
+    memcpy(u, t + 4, 4 * sizeof(uint32_t));
+    memcpy(u + 4, t + 4, 4 * sizeof(uint32_t));
+    uint64_t g[2];
+    wsel_router_hash_tokens(u, 8, 4, g, 2);
+    assert_true(g[0] == l1);
+    assert_true(g[1] != h[1]);
+    /* Text: full chunks only, the same chaining. */
+    uint64_t x[3];
+    assert_int_equal(wsel_router_hash_text("abcdefghij", 10, 4, x, 3), 2);
+    assert_true(x[0] == XXH3_64bits_withSeed("abcd", 4, 1337));
+}
+
+/* --- topology ----------------------------------------------------------- */
+
+static void test_topology(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 5);
+    char err[256];
+    assert_int_equal(wsel_router_epoch(r), 1);
+    add(r, 20, 2);
+    add(r, 10, 2);
+    assert_int_equal(wsel_router_epoch(r), 3);
+    wsel_router_rank_info ri[8];
+    assert_int_equal(wsel_router_read_ranks(r, ri, 8), 4);
+    /* Canonical order whatever the order of addition. */
+    assert_int_equal(ri[0].worker_id, 10);
+    assert_int_equal(ri[1].dp_rank, 1);
+    assert_int_equal(ri[2].worker_id, 20);
+    /* Duplicate id, too many rows, bad dp sizes. */
+    wsel_router_worker w = {.worker_id = 10, .address = "x", .dp_size = 1};
+    assert_int_equal(wsel_router_add_worker(r, &w, err, sizeof(err)), WSEL_ESTATE);
+    w.worker_id = 30;
+    w.dp_size = 2;
+    assert_int_equal(wsel_router_add_worker(r, &w, err, sizeof(err)), WSEL_ERANGE);
+    assert_non_null(strstr(err, "max_rows"));
+    w.dp_size = 0;
+    assert_int_equal(wsel_router_add_worker(r, &w, err, sizeof(err)), WSEL_EINVAL);
+    w.dp_size = 65;
+    assert_int_equal(wsel_router_add_worker(r, &w, err, sizeof(err)), WSEL_EINVAL);
+    assert_int_equal(wsel_router_epoch(r), 3);
+    /* Remove frees its rows for another worker. */
+    assert_int_equal(wsel_router_remove_worker(r, 20), 0);
+    assert_int_equal(wsel_router_remove_worker(r, 20), WSEL_ENOENT);
+    assert_int_equal(wsel_router_epoch(r), 4);
+    add(r, 30, 3);
+    assert_int_equal(wsel_router_read_ranks(r, ri, 8), 5);
+    assert_int_equal(ri[4].worker_id, 30);
+    assert_int_equal(ri[4].dp_rank, 2);
+    done(&f);
+}
+
+static void test_drain(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    add(r, 1, 1);
+    add(r, 2, 1);
+    uint32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    wsel_route_result res;
+    assert_int_equal(route(r, t, 8, &res), 0);
+    uint64_t busy = res.worker_id, other = busy == 1 ? 2 : 1;
+    assert_int_equal(wsel_router_drain_worker(r, busy), 0);
+    assert_int_equal(wsel_router_epoch(r), 4);
+    wsel_router_rank_info ri[2];
+    assert_int_equal(wsel_router_read_ranks(r, ri, 2), 2);
+    assert_int_equal(ri[busy - 1].flags & WSEL_ROW_EXCLUDED, WSEL_ROW_EXCLUDED);
+    /* Every later request goes to the other worker, whatever its load. */
+    for (int i = 0; i < 5; i++) {
+        wsel_route_result o;
+        assert_int_equal(route(r, t, 8, &o), 0);
+        assert_int_equal(o.worker_id, other);
+    }
+    /* The last request ends: the drained worker goes, the epoch moves. */
+    assert_int_equal(wsel_router_finished(r, res.request_id), 0);
+    assert_int_equal(wsel_router_read_ranks(r, ri, 2), 1);
+    assert_int_equal(ri[0].worker_id, other);
+    assert_int_equal(wsel_router_epoch(r), 5);
+    /* Removing the last worker leaves no candidate. */
+    assert_int_equal(wsel_router_remove_worker(r, other), 0);
+    assert_int_equal(route(r, t, 8, &res), WSEL_ENOCANDIDATE);
+    done(&f);
+}
+
+/* --- route and accounting ----------------------------------------------- */
+
+static void test_accounting(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    add(r, 1, 2);
+    add(r, 2, 2);
+    uint32_t t[18];
+    for (uint32_t i = 0; i < 18; i++)
+        t[i] = 100 + i;
+    wsel_route_result a, b;
+    /* 18 tokens = 4 full blocks + 2 tokens. */
+    assert_int_equal(route(r, t, 18, &a), 0);
+    assert_int_equal(a.num_blocks, 4);
+    assert_int_equal(a.overlap_blocks, 0);
+    assert_int_equal(a.answer, WSEL_ANSWER_FALLBACK); /* no policy loaded */
+    wsel_router_rank_info ri[4];
+    wsel_router_read_ranks(r, ri, 4);
+    uint32_t row = (uint32_t)((a.worker_id - 1) * 2 + a.dp_rank);
+    assert_int_equal(ri[row].active_prefill_tokens, 18);
+    assert_int_equal(ri[row].active_blocks, 4);
+    assert_int_equal(ri[row].active_requests, 1);
+    assert_int_equal(ri[row].cached_blocks, 4); /* history: assumed cached */
+    /* After its first token, the same prompt goes back to the same rank:
+     * cost there 2/4 + 4 = 4.5, elsewhere 18/4 + 4 = 8.5. */
+    assert_int_equal(wsel_router_first_token(r, a.request_id), 0);
+    assert_int_equal(wsel_router_first_token(r, a.request_id), 0); /* idempotent */
+    assert_int_equal(route(r, t, 18, &b), 0);
+    assert_int_equal(b.worker_id, a.worker_id);
+    assert_int_equal(b.dp_rank, a.dp_rank);
+    assert_int_equal(b.overlap_blocks, 4);
+    wsel_router_read_ranks(r, ri, 4);
+    assert_int_equal(ri[row].active_prefill_tokens, 2);
+    assert_int_equal(ri[row].active_blocks, 4);
+    assert_int_equal(ri[row].active_requests, 2);
+    /* Finishing both returns the rank to zero; a second finish is unknown. */
+    assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    assert_int_equal(wsel_router_finished(r, b.request_id), 0);
+    assert_int_equal(wsel_router_finished(r, b.request_id), WSEL_ENOENT);
+    wsel_router_read_ranks(r, ri, 4);
+    assert_int_equal(ri[row].active_prefill_tokens, 0);
+    assert_int_equal(ri[row].active_blocks, 0);
+    assert_int_equal(ri[row].active_requests, 0);
+    /* A caller's id in flight is refused. */
+    wsel_route_request q = {
+        .struct_size = sizeof(q), .request_id = 77, .tokens = t, .num_tokens = 18};
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(a.request_id, 77);
+    assert_int_equal(wsel_router_route(r, &q, &a), WSEL_ESTATE);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.routes, 3);
+    assert_int_equal(c.fallbacks, 3);
+    assert_int_equal(c.prompt_blocks, 12);
+    assert_int_equal(c.overlap_blocks, 8);
+    done(&f);
+}
+
+static void test_partial_overlap_and_text(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    add(r, 1, 1);
+    uint32_t t[16];
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = i;
+    wsel_route_result a;
+    assert_int_equal(route(r, t, 8, &a), 0);
+    /* A longer prompt sharing two blocks; then one diverging in block 1. */
+    assert_int_equal(route(r, t, 16, &a), 0);
+    assert_int_equal(a.overlap_blocks, 2);
+    t[5] = 999;
+    assert_int_equal(route(r, t, 16, &a), 0);
+    assert_int_equal(a.overlap_blocks, 1);
+    /* Text prompts: chunks of 4 x 4 characters, isl = len / 4. */
+    wsel_route_request q = {.struct_size = sizeof(q),
+                            .text = "0123456789abcdefghijklmnopqrstuv",
+                            .text_len = 32};
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(a.num_blocks, 2);
+    assert_int_equal(a.overlap_blocks, 0);
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(a.overlap_blocks, 2);
+    done(&f);
+}
+
+static void test_history_lru_bound(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 8, 0);
+    add(r, 1, 2);
+    uint32_t t[8];
+    wsel_route_result a;
+    for (uint32_t i = 0; i < 100; i++) {
+        for (uint32_t k = 0; k < 8; k++)
+            t[k] = i * 8 + k;
+        assert_int_equal(route(r, t, 8, &a), 0);
+        assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    }
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    /* 200 blocks routed, 8 kept per rank. */
+    assert_int_equal(c.index_entries, 16);
+    assert_int_equal(c.index_blocks, 16);
+    assert_int_equal(c.index_evictions, 200 - 16);
+    uint64_t bytes = c.index_bytes;
+    for (uint32_t i = 100; i < 1100; i++) {
+        for (uint32_t k = 0; k < 8; k++)
+            t[k] = i * 8 + k;
+        assert_int_equal(route(r, t, 8, &a), 0);
+        assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    }
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.index_entries, 16);
+    assert_int_equal(c.index_bytes, bytes); /* bounded: nothing grew */
+    /* The most recent prompt is still there, the first long gone. */
+    assert_int_equal(route(r, t, 8, &a), 0);
+    assert_int_equal(a.overlap_blocks, 2);
+    for (uint32_t k = 0; k < 8; k++)
+        t[k] = k;
+    assert_int_equal(route(r, t, 8, &a), 0);
+    assert_int_equal(a.overlap_blocks, 0);
+    done(&f);
+}
+
+/* A bundled plugin answers through the router. */
+static void test_plugin(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    char err[512];
+    assert_int_equal(wsel_host_switch(f.host, WSEL_TEST_SOFTMAX, "{}", err, sizeof(err)),
+                     0);
+    add(r, 1, 2);
+    add(r, 2, 2);
+    uint32_t t[16];
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = i;
+    wsel_route_result a, b;
+    assert_int_equal(route(r, t, 16, &a), 0);
+    assert_int_equal(a.answer, WSEL_ANSWER_PLUGIN);
+    assert_int_equal(wsel_router_first_token(r, a.request_id), 0);
+    assert_int_equal(route(r, t, 16, &b), 0);
+    assert_int_equal(b.answer, WSEL_ANSWER_PLUGIN);
+    assert_int_equal(b.worker_id, a.worker_id);
+    assert_int_equal(b.dp_rank, a.dp_rank);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.plugin_answers, 2);
+    done(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash_rule),
+        cmocka_unit_test(test_topology),
+        cmocka_unit_test(test_drain),
+        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_partial_overlap_and_text),
+        cmocka_unit_test(test_history_lru_bound),
+        cmocka_unit_test(test_plugin),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_router_events.c -- KV events into the router's index, exact: stored
+ * blocks re-hashed from their token ids match a request's own hashes;
+ * parents chain across batches; removals, clears, sequence gaps; each
+ * malformed or unknown input counted under its reason and nothing applied;
+ * and the ZeroMQ subscriber receiving from a PUB socket on 127.0.0.1
+ * (waiting for a condition, never for a time).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <sched.h>
+#include <zmq.h>
+
+#include "wsel_router.h"
+
+#include "kvmsg.h"
+
+#define BS 4u
+
+static wsel_host *host;
+
+static wsel_router *make(void)
+{
+    assert_int_equal(wsel_host_create(NULL, &host), 0);
+    wsel_router_options o = {.struct_size = sizeof(o),
+                             .block_size = BS,
+                             .kv_source = WSEL_ROUTER_KV_EVENTS,
+                             .host = host};
+    wsel_router *r;
+    char err[256];
+    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
+    return r;
+}
+
+static void done(wsel_router *r)
+{
+    wsel_router_destroy(r);
+    wsel_host_destroy(host);
+}
+
+static void add(wsel_router *r, uint64_t id, uint32_t dp, const char *const *eps)
+{
+    char err[256];
+    wsel_router_worker w = {
+        .worker_id = id, .address = "127.0.0.1:1", .dp_size = dp, .kv_endpoints = eps};
+    assert_int_equal(wsel_router_add_worker(r, &w, err, sizeof(err)), 0);
+}
+
+static uint32_t overlap_on(wsel_router *r, const uint32_t *t, uint32_t n, uint64_t worker,
+                           uint32_t rank)
+{
+    /* Route, read which rank won and with what overlap, then finish. */
+    wsel_route_request q = {.struct_size = sizeof(q), .tokens = t, .num_tokens = n};
+    wsel_route_result res;
+    assert_int_equal(wsel_router_route(r, &q, &res), 0);
+    assert_int_equal(wsel_router_finished(r, res.request_id), 0);
+    if (res.worker_id != worker || res.dp_rank != rank)
+        return UINT32_MAX;
+    return res.overlap_blocks;
+}
+
+static uint32_t cached(wsel_router *r, uint32_t row)
+{
+    wsel_router_rank_info ri[8];
+    wsel_router_read_ranks(r, ri, 8);
+    return (uint32_t)ri[row].cached_blocks;
+}
+
+static void test_stored_matches_request(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 7, 2, NULL);
+    add(r, 9, 1, NULL);
+    uint32_t t[16];
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = 500 + i;
+    uint64_t eh[4] = {0x1111, 0x2222, 0x3333, 0x4444}; /* the engine's own hashes */
+    kvmsg m;
+    kv_begin(&m, 1, 1);
+    kv_stored(&m, eh, 2, 0, 0, t, BS);
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 1, &m, 0), 0);
+    assert_int_equal(cached(r, 1), 2);
+    /* The request hashes its own tokens: rank (7, 1) holds its first two. */
+    assert_int_equal(overlap_on(r, t, 16, 7, 1), 2);
+    /* The next blocks arrive in a later batch, parent = the engine's hash. */
+    kv_begin(&m, 1, 1);
+    kv_stored(&m, eh + 2, 2, 1, eh[1], t + 8, BS);
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 1, &m, 1), 0);
+    assert_int_equal(overlap_on(r, t, 16, 7, 1), 4);
+    /* Removing block 2 cuts the prefix at 2 (block 3 stays cached). */
+    kv_begin(&m, 1, 1);
+    kv_removed(&m, eh[2]);
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 1, &m, 2), 0);
+    assert_int_equal(cached(r, 1), 3);
+    assert_int_equal(overlap_on(r, t, 16, 7, 1), 2);
+    /* A parent the index does not know: that event is skipped, counted. */
+    kv_begin(&m, 1, 1);
+    kv_stored(&m, eh + 2, 1, 1, 0xdead, t + 8, BS);
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 1, &m, 3), 0);
+    assert_int_equal(cached(r, 1), 3);
+    /* Sequence 3 -> 7: three batches lost. */
+    kv_begin(&m, 1, 1);
+    kv_typed(&m, "AllBlocksCleared");
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 1, &m, 7), 0);
+    assert_int_equal(cached(r, 1), 0);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.kv_messages, 5);
+    assert_int_equal(c.kv_blocks_stored, 4);
+    assert_int_equal(c.kv_blocks_removed, 1);
+    assert_int_equal(c.kv_cleared, 1);
+    assert_int_equal(c.kv_seq_gaps, 3);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_PARENT], 1);
+    assert_int_equal(c.index_entries, 0);
+    done(r);
+}
+
+static void test_bad_input_counted(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 7, 2, NULL);
+    uint32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t eh[2] = {1, 2};
+    kvmsg m;
+    /* Unknown type between two good events: skipped alone. */
+    kv_begin(&m, 3, 0);
+    kv_stored(&m, eh, 1, 0, 0, t, BS);
+    kv_typed(&m, "BlockMoved");
+    kv_stored(&m, eh + 1, 1, 1, eh[0], t + 4, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 7, 0, &m, 0), 0);
+    assert_int_equal(cached(r, 0), 2);
+    /* A whole batch is refused for one bad event, even after good ones. */
+    uint64_t more[2] = {10, 11};
+    kv_begin(&m, 2, 0);
+    kv_stored(&m, more, 1, 0, 0, t, BS);
+    kv_stored(&m, more + 1, 1, 0, 0, t, BS + 1); /* another block size */
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 7, 0, &m, 1), WSEL_EINVAL);
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, more, 1, 0, 0, NULL, BS); /* no token ids */
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 7, 0, &m, 2), WSEL_EINVAL);
+    /* The payload names rank 1 on rank 0's socket; an unknown worker. */
+    kv_begin(&m, 1, 1);
+    kv_stored(&m, more, 1, 0, 0, t, BS);
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 0, &m, 3), WSEL_ENOENT);
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, more, 1, 0, 0, t, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 8, 0, &m, 0), WSEL_ENOENT);
+    /* Not msgpack; two values; not a batch; wrong frames. */
+    unsigned char sb[8] = {0};
+    const void *f3[3] = {"", sb, "\xc1"};
+    size_t s3[3] = {0, 8, 1};
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
+    f3[2] = "\x01\x02";
+    s3[2] = 2;
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
+    f3[2] = "\x93\x01\x02\x03"; /* [1, 2, 3]: events not an array */
+    s3[2] = 4;
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 2), WSEL_EINVAL);
+    s3[1] = 4;
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.kv_messages, 1);
+    assert_int_equal(c.kv_blocks_stored, 2);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_UNKNOWN_TYPE], 1);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_BLOCK_SIZE], 1);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_TOKENS], 1);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_RANK], 2);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_MSGPACK], 2);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_SHAPE], 1);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_FRAMES], 2);
+    /* Nothing refused reached the index. */
+    assert_int_equal(c.index_entries, 2);
+    assert_int_equal(cached(r, 0), 2);
+    assert_int_equal(cached(r, 1), 0);
+    done(r);
+}
+
+/* vLLM's older positional encoding is read too. */
+static void test_positional(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 7, 1, NULL);
+    uint32_t t[4] = {9, 8, 7, 6};
+    kvmsg m;
+    msgpack_sbuffer_init(&m.buf);
+    msgpack_packer_init(&m.pk, &m.buf, msgpack_sbuffer_write);
+    msgpack_pack_array(&m.pk, 3);
+    msgpack_pack_double(&m.pk, 1.0);
+    msgpack_pack_array(&m.pk, 1);
+    msgpack_pack_array(&m.pk, 7);
+    kv_str(&m, "BlockStored");
+    msgpack_pack_array(&m.pk, 1);
+    msgpack_pack_int64(&m.pk, -5); /* a signed hash, as Python ints can be */
+    msgpack_pack_nil(&m.pk);
+    msgpack_pack_array(&m.pk, 4);
+    for (int i = 0; i < 4; i++)
+        msgpack_pack_uint32(&m.pk, t[i]);
+    msgpack_pack_uint32(&m.pk, BS);
+    msgpack_pack_nil(&m.pk);
+    kv_str(&m, "GPU");
+    msgpack_pack_uint32(&m.pk, 0);
+    assert_int_equal(kv_send(r, 7, 0, &m, 0), 0);
+    assert_int_equal(overlap_on(r, t, 4, 7, 0), 1);
+    done(r);
+}
+
+/* The subscriber: a PUB socket here, the router's SUB connecting to it. */
+static void test_zmq_subscriber(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *pub = zmq_socket(ctx, ZMQ_PUB);
+    assert_int_equal(zmq_bind(pub, "tcp://127.0.0.1:*"), 0);
+    char ep[256];
+    size_t len = sizeof(ep);
+    assert_int_equal(zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &len), 0);
+    wsel_router *r = make();
+    const char *eps[1] = {ep};
+    add(r, 3, 1, eps);
+    uint32_t t[8] = {11, 12, 13, 14, 15, 16, 17, 18};
+    /* A slow joiner misses what is sent before it connects: resend a
+     * clear-and-store batch until the router has applied one. */
+    wsel_router_counters c;
+    uint64_t seq = 0;
+    do {
+        uint64_t eh[2] = {100, 200};
+        kvmsg m;
+        kv_begin(&m, 2, 0);
+        kv_typed(&m, "AllBlocksCleared");
+        kv_stored(&m, eh, 2, 0, 0, t, BS);
+        kv_end(&m, 0);
+        unsigned char sb[8];
+        for (int i = 0; i < 8; i++)
+            sb[i] = (unsigned char)(seq >> (56 - 8 * i));
+        seq++;
+        zmq_send(pub, "", 0, ZMQ_SNDMORE);
+        zmq_send(pub, sb, 8, ZMQ_SNDMORE);
+        zmq_send(pub, m.buf.data, m.buf.size, 0);
+        msgpack_sbuffer_destroy(&m.buf);
+        zmq_pollitem_t none[1] = {{NULL, -1, 0, 0}};
+        zmq_poll(none, 0, 5); /* pace the resends; correctness waits on the counter */
+        wsel_router_read_counters(r, &c);
+    } while (c.kv_messages == 0);
+    assert_int_equal(cached(r, 0), 2);
+    assert_int_equal(overlap_on(r, t, 8, 3, 0), 2);
+    /* Removing the worker drops its subscription; later sends are ignored. */
+    assert_int_equal(wsel_router_remove_worker(r, 3), 0);
+    done(r);
+    zmq_close(pub);
+    zmq_ctx_term(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stored_matches_request),
+        cmocka_unit_test(test_bad_input_counted),
+        cmocka_unit_test(test_positional),
+        cmocka_unit_test(test_zmq_subscriber),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
