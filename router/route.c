@@ -117,7 +117,18 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     wsel_choice choice;
     memset(&choice, 0, sizeof(choice));
     choice.struct_size = sizeof(choice);
-    rc = wsel_host_select(r->opt.host, &req, &r->buf.table, &choice);
+    if (q->overrides & WSEL_ROUTE_BUILTIN) {
+        /* The host's built-in rule, on the table as built. */
+        uint8_t skip = 0;
+        rc = wsel_eligible_skip(r->buf.table.flags, r->num_rows, &skip, NULL);
+        if (rc == 0)
+            rc = wsel_argmin(r->buf.table.cost, r->buf.table.flags, r->num_rows, skip,
+                             &rng, &choice.row);
+        if (rc == 0)
+            rc = WSEL_ANSWER_FALLBACK;
+    } else {
+        rc = wsel_host_select(r->opt.host, &req, &r->buf.table, &choice);
+    }
     if (rc < 0) {
         if (rc == WSEL_ENOCANDIDATE)
             r->c.no_candidate++;
@@ -152,7 +163,9 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
                 break;
     }
     r->c.routes++;
-    if (rc == WSEL_ANSWER_PLUGIN)
+    if (q->overrides & WSEL_ROUTE_BUILTIN)
+        r->c.builtin_routes++;
+    else if (rc == WSEL_ANSWER_PLUGIN)
         r->c.plugin_answers++;
     else
         r->c.fallbacks++;

@@ -29,8 +29,9 @@
  * Threads: every function may be called from any thread unless its tag says
  * [control thread]. The router serialises its state with one internal mutex
  * (a route holds it for the whole call, a few microseconds at 1,024 rows);
- * the KV event thread (started by the first worker with KV endpoints) holds
- * it while applying one batch. Policy switches are libwsel-host's: call
+ * the KV event thread (started by the first worker with KV endpoints), like
+ * any caller of wsel_router_apply_kv_message, holds it while decoding and
+ * applying one message: decoding a batch happens under the mutex too. Policy switches are libwsel-host's: call
  * wsel_host_switch on the host you passed in, from your control thread; the
  * router never waits for one.
  *
@@ -158,6 +159,12 @@ WSEL_ROUTER_API uint32_t wsel_router_hash_text(const char *text, size_t len,
 /* wsel_route_request.overrides: which of the per-request fields are set. */
 #define WSEL_ROUTE_SET_WEIGHT      0x1u
 #define WSEL_ROUTE_SET_TEMPERATURE 0x2u
+/* Answer with the host's built-in rule (argmin of the default cost over the
+ * rows neither excluded nor busy, else the busy ones; random tie-break from
+ * the request's stream) without asking the live policy: for a request
+ * whose prompt could not be read. Accounted like any route; counted in
+ * wsel_router_counters.builtin_routes, not in plugin_answers or fallbacks. */
+#define WSEL_ROUTE_BUILTIN 0x4u
 
 typedef struct wsel_route_request {
     /* sizeof(wsel_route_request). */
@@ -184,7 +191,8 @@ typedef struct wsel_route_result {
     uint64_t request_id;
     uint64_t worker_id;
     uint32_t dp_rank;
-    /* WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK (wsel_host.h). */
+    /* WSEL_ANSWER_PLUGIN or WSEL_ANSWER_FALLBACK (wsel_host.h); FALLBACK
+     * for a WSEL_ROUTE_BUILTIN route too. */
     uint32_t answer;
     /* Prompt blocks hashed, and how many of them the chosen rank holds. */
     uint32_t num_blocks;
@@ -221,13 +229,16 @@ WSEL_ROUTER_API int32_t wsel_router_finished(wsel_router *router, uint64_t reque
 /*
  * Apply one message as received from rank `dp_rank` of `worker_id`'s
  * socket: three frames, topic, 8-byte big-endian sequence number and the
- * msgpack KVEventBatch (engine/kv_events.h spells the encoding). Anything
- * malformed is counted under its reason and skipped: a wrong frame count,
- * bad msgpack, an unknown event type, a bad field, a block size other than
- * the router's, a stored block whose parent the index does not know. A
- * batch is decoded whole before any of it is applied, so a bad batch
- * changes nothing. Returns 0 (applied) or a negative code (skipped,
- * counted). [any thread]
+ * msgpack KVEventBatch (engine/kv_events.h spells the encoding). What is
+ * skipped is counted under its reason, at one of two levels:
+ *   the whole message: a wrong frame count or sequence frame, bad msgpack,
+ *     not a KVEventBatch, a bad field, a block size other than the
+ *     router's, a stored block without token ids. The batch is decoded
+ *     whole before any of it is applied, so such a message changes nothing;
+ *   that one event only (the rest of the batch is applied): an event of an
+ *     unknown type, a stored block whose parent the index does not know.
+ * Returns 0 (the message was applied, perhaps minus skipped events) or a
+ * negative code (the whole message skipped, counted). [any thread]
  */
 WSEL_ROUTER_API int32_t wsel_router_apply_kv_message(wsel_router *router,
                                                      uint64_t worker_id, uint32_t dp_rank,
@@ -268,6 +279,7 @@ typedef struct wsel_router_counters {
     uint64_t index_evictions;                  /* entries dropped by the per-rank LRU */
     uint64_t index_bytes;                      /* memory the index holds now */
     uint64_t epoch;
+    uint64_t builtin_routes; /* routes answered by WSEL_ROUTE_BUILTIN */
 } wsel_router_counters;
 
 /* Snapshot of the counters. [any thread] */

@@ -338,6 +338,43 @@ static void test_plugin(void **state)
     done(&f);
 }
 
+/* WSEL_ROUTE_BUILTIN answers with the built-in rule, never the plugin:
+ * the idle rank, accounted, counted apart. */
+static void test_builtin(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    char err[512];
+    assert_int_equal(wsel_host_switch(f.host, WSEL_TEST_SOFTMAX, "{}", err, sizeof(err)),
+                     0);
+    add(r, 1, 1);
+    add(r, 2, 1);
+    uint32_t t[16];
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = i;
+    wsel_route_result a, b;
+    assert_int_equal(route(r, t, 16, &a), 0);
+    wsel_route_request q = {
+        .struct_size = sizeof(q), .overrides = WSEL_ROUTE_BUILTIN, .isl_tokens = 8};
+    assert_int_equal(wsel_router_route(r, &q, &b), 0);
+    assert_int_equal(b.answer, WSEL_ANSWER_FALLBACK);
+    assert_int_equal(b.num_blocks, 0);
+    assert_int_not_equal(b.worker_id, a.worker_id); /* a's rank carries 16 tokens */
+    wsel_router_rank_info ri[2];
+    assert_int_equal(wsel_router_read_ranks(r, ri, 2), 2);
+    assert_int_equal(ri[b.worker_id - 1].active_requests, 1);
+    assert_int_equal(ri[b.worker_id - 1].active_prefill_tokens, 8);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.routes, 2);
+    assert_int_equal(c.plugin_answers, 1);
+    assert_int_equal(c.fallbacks, 0);
+    assert_int_equal(c.builtin_routes, 1);
+    assert_int_equal(wsel_router_finished(r, b.request_id), 0);
+    done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_partial_overlap_and_text),
         cmocka_unit_test(test_history_lru_bound),
         cmocka_unit_test(test_plugin),
+        cmocka_unit_test(test_builtin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
