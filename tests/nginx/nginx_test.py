@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""nginx_test.py -- ngx_http_upstream_wsel_module in Debian's nginx.
+
+usage: nginx_test.py CASE NGINX MODULE WSEL_ENGINE WSEL PLUGINS FIXTURES WORKDIR
+
+Cases:
+  route     nginx (one worker, its own prefix, conf, pid and logs, on a free
+            loopback port) in front of two wsel-engines (--dp 2, KV events):
+            a replayed workload through nginx with the bundled softmax
+            policy, every request 200; the status figures (JSON and
+            Prometheus) add up exactly for a known batch; a request without
+            a usable prompt is answered by the built-in policy and counted;
+            the policy switched both ways under traffic (admin location and
+            nginx -s reload), with no failed request
+  refused   a broken plugin is refused by the admin location (409, the old
+            policy keeps serving), by nginx -t and by a reload (the old
+            worker keeps serving); more than one worker process is refused
+            with the reason
+
+Everything waits for conditions (a port file, a status answer, a pid
+change) under generous ceilings, never for a fixed time; only 127.0.0.1.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+CEILING_S = 120
+BLOCK = 64
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def deadline_loop(what, ceiling=CEILING_S):
+    end = time.monotonic() + ceiling
+    delay = 0.01
+    while time.monotonic() < end:
+        yield
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    fail("gave up waiting for " + what)
+
+
+def hreq(port, method, path, body=None, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=CEILING_S)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+class Engine:
+    def __init__(self, exe, workdir, name):
+        self.port_file = os.path.join(workdir, name + ".port")
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.log = open(os.path.join(workdir, name + ".log"), "w")
+        self.proc = subprocess.Popen(
+            [exe, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
+             "--block-size", str(BLOCK), "--dp", "2", "--time-scale", "50",
+             "--kv-blocks", "4096", "--quiet", "--kv-events", "tcp://127.0.0.1:0"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in deadline_loop(name + "'s port file"):
+            if self.proc.poll() is not None:
+                fail("%s exited with %d" % (name, self.proc.returncode))
+            if os.path.exists(self.port_file):
+                break
+        self.lines = {}
+        with open(self.port_file) as f:
+            for line in f.read().splitlines():
+                parts = line.split()
+                self.lines[tuple(parts[:-1])] = parts[-1]
+        self.addr = self.lines[("http",)][len("http://"):]
+        self.port = int(self.addr.split(":")[1])
+        for _ in deadline_loop(name + "'s /health"):
+            try:
+                if hreq(self.port, "GET", "/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=CEILING_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Nginx:
+    """nginx in the foreground (daemon off) with its own prefix."""
+
+    def __init__(self, nginx, module, workdir, engines):
+        self.nginx = nginx
+        self.module = module
+        self.dir = os.path.join(workdir, "nginx")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        for d in ("logs", "tmp", "conf"):
+            os.makedirs(os.path.join(self.dir, d))
+        self.conf = os.path.join(self.dir, "conf", "nginx.conf")
+        self.error_log = os.path.join(self.dir, "logs", "error.log")
+        self.engines = engines
+        self.port = free_port()
+        self.proc = None
+
+    def write_conf(self, policy, workers=1, config="{}"):
+        d = self.dir
+        ups = "\n".join("        server %s max_fails=0;" % e.addr for e in self.engines)
+        wsrv = "\n".join(
+            "        wsel_server %s dp=2 kv=%s,%s;" % (
+                e.addr, e.lines[("kv_events", "0")], e.lines[("kv_events", "1")])
+            for e in self.engines)
+        text = """# SPDX-License-Identifier: Apache-2.0
+load_module %(module)s;
+worker_processes %(workers)d;
+daemon off;
+pid %(d)s/logs/nginx.pid;
+error_log %(d)s/logs/error.log info;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %(d)s/tmp/body;
+    proxy_temp_path %(d)s/tmp/proxy;
+    fastcgi_temp_path %(d)s/tmp/fastcgi;
+    uwsgi_temp_path %(d)s/tmp/uwsgi;
+    scgi_temp_path %(d)s/tmp/scgi;
+    upstream engines {
+%(ups)s
+        wsel_policy %(policy)s '%(config)s';
+%(wsrv)s
+        wsel_block_size %(block)d;
+        wsel_kv_source events;
+        wsel_prompt tokens;
+        keepalive 64;
+    }
+    server {
+        listen 127.0.0.1:%(port)d;
+        client_body_buffer_size 4m;
+        client_max_body_size 16m;
+        location /v1/ {
+            wsel_route engines;
+            proxy_pass http://engines;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-data-parallel-rank $wsel_dp_rank;
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }
+        location = /wsel/status { wsel_status engines; }
+        location = /wsel/admin { wsel_admin engines; }
+    }
+}
+""" % dict(module=self.module, workers=workers, d=d, ups=ups, wsrv=wsrv, policy=policy,
+           config=config, block=BLOCK, port=self.port)
+        with open(self.conf, "w") as f:
+            f.write(text)
+
+    def cmd(self, *args):
+        return [self.nginx, "-p", self.dir + "/", "-c", self.conf, "-e",
+                self.error_log] + list(args)
+
+    def test_conf(self):
+        return subprocess.run(self.cmd("-t"), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=CEILING_S)
+
+    def start(self):
+        self.out = open(os.path.join(self.dir, "logs", "stdout.log"), "w")
+        self.proc = subprocess.Popen(self.cmd(), stdout=self.out, stderr=subprocess.STDOUT)
+        for _ in deadline_loop("nginx's status location"):
+            if self.proc.poll() is not None:
+                fail("nginx exited with %d:\n%s" % (self.proc.returncode, self.log()))
+            try:
+                if self.get_status()["worker_pid"]:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+
+    def reload(self):
+        p = subprocess.run(self.cmd("-s", "reload"), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=CEILING_S)
+        if p.returncode != 0:
+            fail("nginx -s reload: %s" % p.stdout.decode())
+
+    def get_status(self):
+        status, data = hreq(self.port, "GET", "/wsel/status")
+        if status != 200:
+            raise ValueError("status %d" % status)
+        return json.loads(data)
+
+    def admin(self, path, config=None):
+        body = {"path": path}
+        if config is not None:
+            body["config"] = config
+        status, data = hreq(self.port, "POST", "/wsel/admin", json.dumps(body),
+                            {"Content-Type": "application/json"})
+        return status, json.loads(data)
+
+    def log(self):
+        try:
+            with open(self.error_log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=CEILING_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def complete(port, prompt, max_tokens=2):
+    return hreq(port, "POST", "/v1/completions",
+                json.dumps({"prompt": prompt, "max_tokens": max_tokens}),
+                {"Content-Type": "application/json"})
+
+
+def wait_policy(ng, policy, old_pid=None):
+    """Until the status says `policy` (and, after a reload, a new worker)."""
+    for _ in deadline_loop("policy %s%s" % (policy, " after a reload" if old_pid else "")):
+        try:
+            s = ng.get_status()
+        except (OSError, ValueError):
+            continue
+        if s["policy"] == policy and (old_pid is None or s["worker_pid"] != old_pid):
+            return s
+
+
+def replay(wsel, port, workdir, name, requests):
+    out = os.path.join(workdir, name + "_requests.jsonl")
+    cmd = [wsel, "replay", "--url", "http://127.0.0.1:%d" % port, "--workload",
+           "shared-prefix", "--requests", str(requests), "--rate", "400",
+           "--time-scale", "50", "--concurrency", "32", "--no-progress",
+           "--timeout", str(CEILING_S), "--requests-out", out, "--json"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=CEILING_S * 4)
+    if p.returncode != 0:
+        fail("wsel replay exited with %d: %s" % (p.returncode, p.stdout.decode()[-2000:]))
+    rows = [json.loads(line) for line in open(out)]
+    bad = [r for r in rows if r["status"] != 200]
+    if len(rows) != requests or bad:
+        fail("%s: %d results for %d requests, %d failed (first %r)"
+             % (name, len(rows), requests, len(bad), bad[:1]))
+    return rows
+
+
+def start_all(args):
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    os.makedirs(workdir, exist_ok=True)
+    engines = [Engine(engine, workdir, "engine%d" % i) for i in range(2)]
+    ng = Nginx(nginx, module, workdir, engines)
+    return engines, ng
+
+
+def case_route(args):
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    softmax = os.path.join(plugins, "softmax.so")
+    p2c = os.path.join(plugins, "p2c.so")
+    engines, ng = start_all(args)
+    try:
+        ng.write_conf(softmax)
+        ng.start()
+        s = wait_policy(ng, "softmax")
+
+        # 1. a replayed workload, every request 200, routed by the plugin
+        replay(wsel, ng.port, workdir, "first", 120)
+        s = ng.get_status()
+        if s["requests"] != 120 or s["routes"] != 120 or s["plugin_answers"] != 120:
+            fail("after 120 requests: %r" % s)
+        if s["no_prompt"] != 0 or s["fallbacks"] != 0 or s["route_errors"] != 0:
+            fail("unexpected fallbacks: %r" % s)
+        ranks = s["ranks"]
+        if len(ranks) != 4 or sum(r["active_requests"] for r in ranks) != 0:
+            fail("ranks after the workload: %r" % ranks)
+        for _ in deadline_loop("KV events to reach the index"):
+            s = ng.get_status()
+            if s["kv_messages"] > 0 and sum(r["cached_blocks"] for r in s["ranks"]) > 0:
+                break
+        if s["overlap_blocks"] == 0:
+            fail("a shared-prefix workload made no cache hit: %r" % s)
+        print("route: 120 requests, %d of %d prompt blocks cached on the chosen rank, "
+              "module time p50 <= %d us" % (s["overlap_blocks"], s["prompt_blocks"],
+                                             s["route_time_us_p50"]))
+
+        # 2. exact figures for a known batch: 5 token prompts + 1 without one
+        before = ng.get_status()
+        prompt = list(range(1000, 1000 + 4 * BLOCK + 7))
+        for i in range(5):
+            st, body = complete(ng.port, prompt)
+            if st != 200:
+                fail("request %d: %d %s" % (i, st, body[:200]))
+        st, body = complete(ng.port, "a text prompt, unusable in token mode")
+        if st != 200:
+            fail("text prompt: %d %s" % (st, body[:200]))
+        after = ng.get_status()
+        d = {k: after[k] - before[k] for k in
+             ("requests", "routes", "plugin_answers", "no_prompt", "builtin_routes",
+              "prompt_blocks", "selects")}
+        want = {"requests": 6, "routes": 6, "plugin_answers": 5, "no_prompt": 1,
+                "builtin_routes": 1, "prompt_blocks": 20, "selects": 5}
+        if d != want:
+            fail("batch figures %r, expected %r" % (d, want))
+        if sum(r["active_requests"] for r in after["ranks"]) != 0:
+            fail("load left after the batch: %r" % after["ranks"])
+        st, prom = hreq(ng.port, "GET", "/wsel/status?format=prometheus")
+        prom = prom.decode()
+        for line in ('wsel_policy_info{upstream="engines",policy="softmax"',
+                     'wsel_no_prompt_total{upstream="engines"} 1',
+                     'wsel_fallbacks_total{upstream="engines",reason="no_policy"} 0',
+                     'wsel_rank_cached_blocks{upstream="engines",server="%s",dp_rank="1"}'
+                     % engines[1].addr):
+            if line not in prom:
+                fail("prometheus text lacks %r:\n%s" % (line, prom))
+        print("status: exact for a batch of 6 (1 without a usable prompt)")
+
+        # 3. switches both ways under traffic, no failed request
+        done = threading.Event()
+        result = {}
+
+        def traffic():
+            try:
+                result["rows"] = replay(wsel, ng.port, workdir, "switching", 300)
+            finally:
+                done.set()
+
+        t = threading.Thread(target=traffic)
+        t.start()
+        switches = 0
+        names = [("p2c", p2c), ("softmax", softmax)]
+        while not done.is_set() and switches < 20:
+            name, path = names[switches % 2]
+            if switches % 4 < 2:
+                st, ans = ng.admin(path)
+                if st != 200 or not ans["ok"] or ans["policy"] != name:
+                    fail("admin switch to %s: %d %r" % (name, st, ans))
+            else:
+                old = ng.get_status()["worker_pid"]
+                ng.write_conf(path)
+                ng.reload()
+                wait_policy(ng, name, old)
+            switches += 1
+        t.join()
+        if "rows" not in result:
+            fail("the replay under switches failed")
+        if switches < 4:
+            fail("only %d switches happened during the replay" % switches)
+        print("switch: %d switches (admin and reload, both ways) under 300 requests, "
+              "0 failed" % switches)
+    finally:
+        ng.stop()
+        for e in engines:
+            e.stop()
+
+
+def case_refused(args):
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    softmax = os.path.join(plugins, "softmax.so")
+    broken = os.path.join(fixtures, "fx_no_entry.so")
+    engines, ng = start_all(args)
+    try:
+        # more than one worker: refused with the reason
+        ng.write_conf(softmax, workers=2)
+        p = ng.test_conf()
+        out = p.stdout.decode()
+        if p.returncode == 0 or "worker_processes 1" not in out:
+            fail("two workers accepted: %s" % out)
+        # a broken plugin: nginx -t says why
+        ng.write_conf(broken)
+        p = ng.test_conf()
+        out = p.stdout.decode()
+        if p.returncode == 0 or "refused" not in out:
+            fail("nginx -t accepted a broken plugin: %s" % out)
+
+        ng.write_conf(softmax)
+        ng.start()
+        s = wait_policy(ng, "softmax")
+        pid = s["worker_pid"]
+        # the admin location refuses it and the old policy serves
+        st, ans = ng.admin(broken)
+        if st != 409 or ans["ok"] or ans["policy"] != "softmax" or not ans["error"]:
+            fail("admin switch to a broken plugin: %d %r" % (st, ans))
+        st, ans = ng.admin(softmax, config={"no_such_parameter": 1})
+        if st != 409 or ans["policy"] != "softmax":
+            fail("admin switch with a bad config: %d %r" % (st, ans))
+        st, body = complete(ng.port, list(range(3 * BLOCK)))
+        if st != 200:
+            fail("request after refused switches: %d" % st)
+        s = ng.get_status()
+        if s["admin_refused"] != 2 or s["plugin_answers"] != 1 or not s["last_switch_error"]:
+            fail("status after refused switches: %r" % s)
+        # a reload to it: `nginx -s reload` reads the configuration first and
+        # refuses; the master, signalled directly, refuses too and the old
+        # worker serves on
+        ng.write_conf(broken)
+        p = subprocess.run(ng.cmd("-s", "reload"), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=CEILING_S)
+        if p.returncode == 0 or "refused" not in p.stdout.decode():
+            fail("nginx -s reload accepted a broken plugin: %s" % p.stdout.decode())
+        log_before = len(ng.log())
+        os.kill(ng.proc.pid, signal.SIGHUP)
+        for _ in deadline_loop("the master to log the refused reload"):
+            if "refused" in ng.log()[log_before:]:
+                break
+        st, body = complete(ng.port, list(range(3 * BLOCK)))
+        s = ng.get_status()
+        if st != 200 or s["worker_pid"] != pid or s["policy"] != "softmax":
+            fail("after a refused reload: %d, %r" % (st, s))
+        print("refused: two workers, a broken plugin (nginx -t, admin, reload) and a bad "
+              "config; the old policy kept serving")
+    finally:
+        ng.stop()
+        for e in engines:
+            e.stop()
+
+
+def main():
+    if len(sys.argv) != 9:
+        fail(__doc__)
+    case = sys.argv[1]
+    args = sys.argv[2:]
+    {"route": case_route, "refused": case_refused}[case](args)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
