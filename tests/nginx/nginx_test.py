@@ -3,6 +3,7 @@
 """nginx_test.py -- ngx_http_upstream_wsel_module in Debian's nginx.
 
 usage: nginx_test.py CASE NGINX MODULE WSEL_ENGINE WSEL PLUGINS FIXTURES WORKDIR
+                    [ISO_FIXTURES HELPER]
 
 Cases:
   route     nginx (one worker, its own prefix, conf, pid and logs, on a free
@@ -17,6 +18,9 @@ Cases:
             policy keeps serving), by nginx -t and by a reload (the old
             worker keeps serving); more than one worker process is refused
             with the reason
+  isolated  a plugin that crashes its helper (tests/isolated's iso_segv) in
+            isolated mode: every request is answered 200, the crashes are
+            counted as fallbacks
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -125,7 +129,7 @@ class Nginx:
         self.port = free_port()
         self.proc = None
 
-    def write_conf(self, policy, workers=1, config="{}"):
+    def write_conf(self, policy, workers=1, config="{}", isolated=None):
         d = self.dir
         ups = "\n".join("        server %s max_fails=0;" % e.addr for e in self.engines)
         wsrv = "\n".join(
@@ -153,6 +157,7 @@ http {
         wsel_block_size %(block)d;
         wsel_kv_source events;
         wsel_prompt tokens;
+        wsel_isolated %(iso)s;
         keepalive 64;
     }
     server {
@@ -173,7 +178,8 @@ http {
     }
 }
 """ % dict(module=self.module, workers=workers, d=d, ups=ups, wsrv=wsrv, policy=policy,
-           config=config, block=BLOCK, port=self.port)
+           config=config, block=BLOCK, port=self.port,
+           iso="on " + isolated if isolated else "off")
         with open(self.conf, "w") as f:
             f.write(text)
 
@@ -438,12 +444,39 @@ def case_refused(args):
             e.stop()
 
 
+def case_isolated(args):
+    nginx, module, engine, wsel, plugins, fixtures, workdir, iso_dir, helper = args
+    engines, ng = start_all(args[:7])
+    try:
+        ng.write_conf(os.path.join(iso_dir, "iso_segv.so"), isolated=helper)
+        ng.start()
+        wait_policy(ng, "iso_segv")
+        n = 40
+        for i in range(n):
+            st, body = complete(ng.port, list(range(i, i + 2 * BLOCK)))
+            if st != 200:
+                fail("request %d with a crashing isolated plugin: %d %s" % (i, st, body))
+        s = ng.get_status()
+        crashed = s["fallbacks_by_reason"]["crashed"]
+        if s["routes"] != n or crashed == 0 or s["selects"] != n:
+            fail("isolated: %r" % s)
+        print("isolated: %d requests, all 200; %d crashes answered by the built-in "
+              "policy" % (n, crashed))
+    finally:
+        ng.stop()
+        for e in engines:
+            e.stop()
+
+
 def main():
-    if len(sys.argv) != 9:
+    if len(sys.argv) not in (9, 11):
         fail(__doc__)
     case = sys.argv[1]
     args = sys.argv[2:]
-    {"route": case_route, "refused": case_refused}[case](args)
+    if case == "isolated":
+        case_isolated(args)
+    else:
+        {"route": case_route, "refused": case_refused}[case](args[:7])
     print("PASS")
 
 
