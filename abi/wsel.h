@@ -436,6 +436,29 @@ typedef struct wsel_outcome {
  * non-NULL in a 1.0 host; fields a newer minor appends are NULL (or beyond
  * struct_size) on an older host, so check struct_size before using them.
  */
+/*
+ * wsel_child: a plugin opened by another plugin through
+ * wsel_host_api.child_open (ABI 1.1). Opaque. OWNERSHIP: the host's; the
+ * opening instance holds the handle until child_close or its destroy().
+ */
+typedef struct wsel_child wsel_child;
+
+/* wsel_host_api.child_open's out_features bits. */
+/* The child has a score function (wsel_plugin.score). */
+#define WSEL_CHILD_HAS_SCORE 0x1u
+/* The child declares WSEL_CAP_STATELESS. */
+#define WSEL_CHILD_STATELESS 0x2u
+
+/* What child_score and child_select return on success. */
+/* The child answered; its answer was used. */
+#define WSEL_CHILD_ANSWERED 0
+/* The child failed; the host's built-in answer was used and counted. */
+#define WSEL_CHILD_FALLBACK 1
+
+/* Most levels of children below one policy (a pipeline inside a
+ * pipeline...); child_open refuses deeper ones with WSEL_ECONFIG. */
+#define WSEL_CHILD_MAX_DEPTH 4u
+
 typedef struct wsel_host_api {
     /* sizeof(wsel_host_api) as compiled by the host. */
     uint32_t struct_size;
@@ -552,6 +575,95 @@ typedef struct wsel_host_api {
      */
     int32_t (*eligible_skip)(const uint8_t *flags, uint32_t n, uint8_t *out_skip,
                              uint32_t *out_count);
+
+    /* --- appended in 1.1 for composing policies: a plugin that opens
+     * other plugins (the bundled `pipeline`). NULL in a host that cannot
+     * open children (libwsel-host's isolated helper, a 1.0 host, a
+     * router's own table): check with WSEL_HOST_HAS and refuse in
+     * create() (WSEL_ECONFIG) when a configuration needs them --- */
+
+    /*
+     * The configured text of parameter `index`, a WSEL_PARAM_JSON
+     * parameter (section 7): the JSON object or array as it appeared in
+     * the configuration, already checked by the host's strict reader,
+     * NUL-terminated. NULL when the configuration left the key out, the
+     * index is out of range or the parameter is of another type.
+     * [control thread; only during create()]
+     * OWNERSHIP: host; valid until create() returns: copy what you keep.
+     */
+    const char *(*param_json)(const struct wsel_host_api *host, uint32_t index);
+
+    /*
+     * Open another plugin as a child of this instance: the same trust
+     * rules, ELF, descriptor and configuration checks as a switch, then
+     * the child's create(). A `path` without '/' names NAME.so in the
+     * folder of the plugin calling child_open. `config_json` is the
+     * child's JSON object (NULL = defaults). On success writes the child
+     * to *out_child and, when out_features is not NULL, WSEL_CHILD_*
+     * bits; otherwise returns a negative WSEL_E* with a message naming
+     * the file and rule in `err` (err_size bytes; may be NULL / 0) and
+     * writes nothing else. Children nest at most WSEL_CHILD_MAX_DEPTH deep.
+     * The child is switched with its parent: it lives until child_close
+     * or until the parent instance is destroyed, whichever comes first.
+     * [control thread; only during create()]
+     * OWNERSHIP: the child is the host's, a handle for the calling
+     * instance only; `path`, `config_json` and `err` the caller's.
+     */
+    int32_t (*child_open)(const struct wsel_host_api *host, const char *path,
+                          const char *config_json, wsel_child **out_child,
+                          uint32_t *out_features, char *err, size_t err_size);
+
+    /*
+     * The child's score function (wsel_plugin.score), checked: when the
+     * child fails (a negative return, a non-finite score, no score
+     * function, ejected after repeated failures) the host writes the
+     * table's `cost` column instead, the built-in policy's cost, and
+     * counts the fallback against this child by reason, as it does for a
+     * failing plugin. Returns WSEL_CHILD_ANSWERED or WSEL_CHILD_FALLBACK
+     * with num_rows scores written, or WSEL_EINVAL (a NULL argument;
+     * nothing written). [select thread; the child's own lock is taken as
+     * the host takes a plugin's] No allocation.
+     * OWNERSHIP: as for wsel_plugin.score; `child` the host's.
+     */
+    int32_t (*child_score)(const struct wsel_host_api *host, wsel_child *child,
+                           const wsel_request *request, const wsel_table *table,
+                           double *scores);
+
+    /*
+     * The child's select, checked like a plugin's answer (error, row out
+     * of range, excluded, busy while a free row exists, a write past the
+     * choice): on failure the host's built-in policy answers (argmin of
+     * `cost` over the eligible rows) and the fallback is counted against
+     * this child. `choice` is the caller's, zeroed by the host first;
+     * the explanation fields are copied when choice->struct_size covers
+     * them. Returns WSEL_CHILD_ANSWERED or WSEL_CHILD_FALLBACK with
+     * choice->row set, WSEL_EINVAL or WSEL_ENOCANDIDATE (every row
+     * excluded). [select thread] No allocation.
+     * OWNERSHIP: as for wsel_plugin.select; `child` the host's.
+     */
+    int32_t (*child_select)(const struct wsel_host_api *host, wsel_child *child,
+                            const wsel_request *request, const wsel_table *table,
+                            wsel_choice *choice);
+
+    /* Pass on_request_finished to the child (nothing when it has none or
+     * is ejected). [select thread] */
+    void (*child_finished)(const struct wsel_host_api *host, wsel_child *child,
+                           uint64_t request_id, uint64_t worker_id, uint32_t dp_rank);
+
+    /* Pass on_request_outcome to the child (nothing when it has none or
+     * is ejected). [select thread] OWNERSHIP: `outcome` the caller's. */
+    void (*child_outcome)(const struct wsel_host_api *host, wsel_child *child,
+                          const wsel_outcome *outcome);
+
+    /* Pass on_topology_changed to the child. [control thread] */
+    void (*child_topology_changed)(const struct wsel_host_api *host, wsel_child *child,
+                                   const wsel_table *table);
+
+    /* Destroy the child now, and its counters with it. [control thread;
+     * from destroy() or a failing create() only, never while a select may
+     * use the child] NULL is a no-op. A child not closed is destroyed
+     * right after its parent's destroy() returns. */
+    void (*child_close)(const struct wsel_host_api *host, wsel_child *child);
 } wsel_host_api;
 
 /* ===================================================================== */
@@ -568,6 +680,15 @@ typedef struct wsel_host_api {
 #define WSEL_PARAM_BOOL   3u
 /* One string among `choices`, passed as its index (0.0, 1.0, ...). */
 #define WSEL_PARAM_ENUM   4u
+/* ABI 1.1: a JSON object or array, for structured configuration (the
+ * bundled pipeline's list of children). create() gets 1.0 when the
+ * configuration sets the key and 0.0 when not, and reads the text with
+ * wsel_host_api.param_json during create(); a host without param_json
+ * (isolated mode's helper) still passes the 1.0, so the plugin can refuse
+ * what it cannot read. Default, bounds and choices are 0 / NULL. A 1.0
+ * host refuses a plugin declaring one (unknown type): declare one only
+ * when the plugin needs a 1.1 host. */
+#define WSEL_PARAM_JSON   5u
 
 /*
  * wsel_param_def: one configuration parameter the plugin accepts.
@@ -922,7 +1043,7 @@ static inline int32_t wsel_call_eligible_skip(const wsel_host_api *host,
 /* Sizes of the structs that grew, as of the minor that grew them. */
 #define WSEL_REQUEST_SIZE_1_1   96u
 #define WSEL_CHOICE_SIZE_1_1   48u
-#define WSEL_HOST_API_SIZE_1_1 80u
+#define WSEL_HOST_API_SIZE_1_1 144u
 #define WSEL_PLUGIN_SIZE_1_1   112u
 /* wsel_outcome is new in 1.1. */
 #define WSEL_OUTCOME_SIZE_1_1 64u
@@ -1002,6 +1123,14 @@ WSEL_PIN_(wsel_host_api, softmax_sample, 48);
 WSEL_PIN_(wsel_host_api, argmin, 56);
 WSEL_PIN_(wsel_host_api, rng_below, 64);
 WSEL_PIN_(wsel_host_api, eligible_skip, 72);
+WSEL_PIN_(wsel_host_api, param_json, 80);
+WSEL_PIN_(wsel_host_api, child_open, 88);
+WSEL_PIN_(wsel_host_api, child_score, 96);
+WSEL_PIN_(wsel_host_api, child_select, 104);
+WSEL_PIN_(wsel_host_api, child_finished, 112);
+WSEL_PIN_(wsel_host_api, child_outcome, 120);
+WSEL_PIN_(wsel_host_api, child_topology_changed, 128);
+WSEL_PIN_(wsel_host_api, child_close, 136);
 WSEL_STATIC_ASSERT_(sizeof(wsel_host_api) == WSEL_HOST_API_SIZE_1_1, "wsel_host_api");
 
 WSEL_PIN_(wsel_param_def, doc, 8);

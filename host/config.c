@@ -52,6 +52,8 @@ static const char *type_name(uint32_t type)
         return "true or false";
     case WSEL_PARAM_ENUM:
         return "a string";
+    case WSEL_PARAM_JSON:
+        return "an object or an array";
     default:
         return "a number";
     }
@@ -155,6 +157,11 @@ static int32_t read_value(const char *json, const wsel_json_token *t,
         v = (double)c;
         break;
     }
+    case WSEL_PARAM_JSON: /* the text is kept aside by parse_object */
+        if (t->type != WSEL_JSON_OBJECT && t->type != WSEL_JSON_ARRAY)
+            goto out_wrong_type;
+        *out = 1.0; /* present; create() reads the text with param_json */
+        return 0;
     default:
         return WSEL_ECONFIG; /* unreachable: the descriptor was checked */
     }
@@ -199,10 +206,26 @@ static int32_t unknown_key(const wsel_plugin *p, const char *json,
     return WSEL_ECONFIG;
 }
 
-/* Parse the tokens of one object into vals. */
+/* Copy the text of a JSON parameter's value into texts[k]. */
+static int32_t keep_text(const char *json, const wsel_json_token *t, char **texts,
+                         uint32_t k, char *err, size_t err_size)
+{
+    size_t n = (size_t)(t->end - t->start);
+    char *copy = malloc(n + 1);
+    if (copy == NULL) {
+        wsel_set_error(err, err_size, "config: out of memory");
+        return WSEL_ENOMEM;
+    }
+    memcpy(copy, json + t->start, n);
+    copy[n] = '\0';
+    texts[k] = copy;
+    return 0;
+}
+
+/* Parse the tokens of one object into vals (and texts, when not NULL). */
 static int32_t parse_object(const wsel_plugin *p, const char *json,
-                            const wsel_json_doc *doc, double *vals, char *err,
-                            size_t err_size)
+                            const wsel_json_doc *doc, double *vals, char **texts,
+                            char *err, size_t err_size)
 {
     uint8_t seen[WSEL_MAX_PARAMS] = {0};
     const wsel_json_token *tok = doc->tokens;
@@ -227,6 +250,8 @@ static int32_t parse_object(const wsel_plugin *p, const char *json,
         }
         seen[k] = 1;
         int32_t rc = read_value(json, value, d, &vals[k], err, err_size);
+        if (rc == 0 && d->type == WSEL_PARAM_JSON && texts != NULL)
+            rc = keep_text(json, value, texts, k, err, err_size);
         if (rc < 0)
             return rc;
         i = value->next;
@@ -243,8 +268,24 @@ static int only_space(const char *s)
     return 1;
 }
 
+void wsel_config_texts_free(char **texts, uint32_t n)
+{
+    if (texts == NULL)
+        return;
+    for (uint32_t k = 0; k < n; k++) {
+        free(texts[k]);
+        texts[k] = NULL;
+    }
+}
+
 int32_t wsel_config_parse(const wsel_library *lib, const char *json, double *values,
                           char *err, size_t err_size)
+{
+    return wsel_config_parse_texts(lib, json, values, NULL, err, err_size);
+}
+
+int32_t wsel_config_parse_texts(const wsel_library *lib, const char *json, double *values,
+                                char **texts, char *err, size_t err_size)
 {
     if (lib == NULL || (values == NULL && wsel_library_plugin(lib)->num_params > 0)) {
         wsel_set_error(err, err_size, "config: NULL %s",
@@ -272,10 +313,12 @@ int32_t wsel_config_parse(const wsel_library *lib, const char *json, double *val
             wsel_set_error(err, err_size, "config: malformed JSON (%s)", why);
             rc = WSEL_ECONFIG;
         } else {
-            rc = parse_object(p, json, &doc, vals, err, err_size);
+            rc = parse_object(p, json, &doc, vals, texts, err, err_size);
         }
         wsel_json_doc_free(&doc);
     }
+    if (rc < 0)
+        wsel_config_texts_free(texts, p->num_params);
     if (rc == 0 && p->num_params > 0)
         memcpy(values, vals, p->num_params * sizeof(double));
     return rc;

@@ -89,6 +89,16 @@ static int32_t check_type_bounds(const char *path, const wsel_param_def *d, uint
     switch (d->type) {
     case WSEL_PARAM_DOUBLE:
         return 0;
+    case WSEL_PARAM_JSON: /* ABI 1.1: the text reaches create() aside */
+        if (d->min_value != 0.0 || d->default_value != 0.0 || d->max_value != 0.0 ||
+            d->choices != NULL) {
+            wsel_set_error(err, err_size,
+                           "%s: parameter %u ('%s'): a JSON parameter has min, default "
+                           "and max 0 and no choices",
+                           path, i, d->name);
+            return WSEL_EABI;
+        }
+        return 0;
     case WSEL_PARAM_INT:
         lo = -INT_PARAM_LIMIT;
         break;

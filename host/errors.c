@@ -49,6 +49,7 @@ const char *wsel_fallback_reason_name(uint32_t reason)
         [WSEL_FALLBACK_BUSY] = "busy",
         [WSEL_FALLBACK_TABLE_WRITTEN] = "table_written",
         [WSEL_FALLBACK_HOST_LIMIT] = "host_limit",
+        [WSEL_FALLBACK_BAD_SCORE] = "bad_score",
     };
     if (reason >= WSEL_FALLBACK_REASONS_MAX || names[reason] == NULL)
         return "unknown";

@@ -161,30 +161,70 @@ static int32_t create_instance(wsel_host *host, wsel_generation *gen,
     return 0;
 }
 
-int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
-                               wsel_generation **out, char *err, size_t err_size)
+/* Free what a generation owns besides its instance and lock. */
+static void generation_free(wsel_generation *gen)
 {
-    /* Isolated mode: the plugin loads in a helper process (isolated.h). */
-    if (host->isolated.enabled)
-        return wsel_isolated_generation_create(host, path, config, out, err, err_size);
+    wsel_children_destroy(gen);
+    if (gen->param_texts != NULL) {
+        wsel_config_texts_free(gen->param_texts, gen->num_param_texts);
+        free(gen->param_texts);
+    }
+    if (gen->lib != NULL && !gen->borrowed_lib)
+        wsel_library_close(gen->lib);
+    free(gen);
+}
 
-    double values[WSEL_MAX_PARAMS];
-    wsel_library *lib = NULL;
-    int32_t rc = wsel_library_open(path, &host->trust, &lib, err, err_size);
-    if (rc < 0)
-        return rc;
-    rc = wsel_config_parse(lib, config, values, err, err_size);
-    if (rc < 0)
-        goto out_close_lib;
-
+int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
+                                const char *config, double *values,
+                                wsel_generation **out, char *err, size_t err_size)
+{
+    const char *path = wsel_library_path(lib);
+    const wsel_plugin *p = wsel_library_plugin(lib);
     wsel_generation *gen = calloc(1, sizeof(*gen));
-    if (gen == NULL) {
+    char **texts = p->num_params ? calloc(p->num_params, sizeof(char *)) : NULL;
+    if (gen == NULL || (p->num_params && texts == NULL)) {
+        free(gen);
+        free(texts);
         wsel_set_error(err, err_size, "%s: out of memory", path);
-        rc = WSEL_ENOMEM;
-        goto out_close_lib;
+        if (!borrowed)
+            wsel_library_close(lib);
+        return WSEL_ENOMEM;
     }
     gen->lib = lib;
-    gen->plugin = wsel_library_plugin(lib);
+    gen->borrowed_lib = borrowed ? 1u : 0u;
+    gen->plugin = p;
+    gen->param_texts = texts;
+    gen->num_param_texts = p->num_params;
+    int32_t rc = wsel_config_parse_texts(lib, config, values, texts, err, err_size);
+    if (rc < 0) {
+        generation_free(gen);
+        return rc;
+    }
+    wsel_generation_api_init(host, gen, p->name);
+    *out = gen;
+    return 0;
+}
+
+int32_t wsel_generation_open(wsel_host *host, wsel_generation *parent, const char *path,
+                             const char *config, wsel_generation **out, char *err,
+                             size_t err_size)
+{
+    double values[WSEL_MAX_PARAMS];
+    wsel_library *lib = NULL;
+    /* A child's library comes from the host's cache (child.c). */
+    int32_t rc = parent != NULL ? wsel_child_library(host, path, &lib, err, err_size)
+                                : wsel_library_open(path, &host->trust, &lib, err, err_size);
+    if (rc < 0)
+        return rc;
+    wsel_generation *gen = NULL;
+    rc = wsel_generation_prepare(host, lib, parent != NULL, config, values, &gen, err,
+                                 err_size);
+    if (rc < 0)
+        return rc;
+    if (parent != NULL) {
+        gen->parent = parent;
+        gen->depth = parent->depth + 1;
+    }
     if ((gen->plugin->capabilities & WSEL_CAP_CONCURRENT_SELECT) == 0)
         gen->lock_mode = WSEL_LOCK_EXCLUSIVE;
     else if (gen->plugin->on_topology_changed != NULL)
@@ -213,18 +253,25 @@ int32_t wsel_generation_create(wsel_host *host, const char *path, const char *co
 out_destroy_lock:
     pthread_rwlock_destroy(&gen->lock);
 out_free_gen:
-    free(gen);
-out_close_lib:
-    wsel_library_close(lib);
+    generation_free(gen);
     return rc;
+}
+
+int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
+                               wsel_generation **out, char *err, size_t err_size)
+{
+    /* Isolated mode: the plugin loads in a helper process (isolated.h). */
+    if (host->isolated.enabled)
+        return wsel_isolated_generation_create(host, path, config, out, err, err_size);
+    return wsel_generation_open(host, NULL, path, config, out, err, err_size);
 }
 
 void wsel_generation_destroy(wsel_generation *gen)
 {
     if (gen == NULL)
         return;
-    gen->plugin->destroy(gen->instance);
+    if (!gen->closed)
+        gen->plugin->destroy(gen->instance);
     pthread_rwlock_destroy(&gen->lock);
-    wsel_library_close(gen->lib);
-    free(gen);
+    generation_free(gen);
 }

@@ -116,6 +116,7 @@ static void plugin_log(const wsel_host_api *api, int32_t level, const char *msg)
 void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
 {
     wsel_host_api_init(&gen->api, gen, plugin_log);
+    wsel_child_api_init(&gen->api);
     gen->host = host;
     gen->name = name;
 }
@@ -244,6 +245,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
 
 out_free_dirs:
     free(host->isolated.helper_path);
+    wsel_child_libs_free(host);
     free_allowed_dirs(host);
     free(host);
     return rc;
@@ -259,6 +261,7 @@ void wsel_host_destroy(wsel_host *host)
     wsel_generation_destroy(atomic_load(&host->live));
     pthread_mutex_destroy(&host->control);
     free(host->isolated.helper_path);
+    wsel_child_libs_free(host);
     free_allowed_dirs(host);
     free(host);
 }

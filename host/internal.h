@@ -81,6 +81,28 @@ typedef struct wsel_generation {
     _Atomic uint32_t ejected;
     /* Next in the host's retired or grace-period list (control thread). */
     struct wsel_generation *next_retired;
+
+    /* ABI 1.1, composing policies (child.c). The texts of the plugin's
+     * WSEL_PARAM_JSON parameters (num_params entries, NULL when absent),
+     * served by param_json. */
+    char **param_texts;
+    uint32_t num_param_texts;
+    /* 0 for a policy; 1 + the parent's for a child (WSEL_CHILD_MAX_DEPTH). */
+    uint32_t depth;
+    /* The instance whose child_open opened this one, and its children in
+     * open order (first_child, then next_child). Written on the control
+     * thread before the parent is published; read by counters afterwards.
+     * child_close unlinks and frees one (from the parent's destroy). */
+    struct wsel_generation *parent;
+    struct wsel_generation *first_child;
+    struct wsel_generation *next_child;
+    uint32_t closed;
+    /* 1 when lib is not this generation's to close (a plugin context). */
+    uint32_t borrowed_lib;
+    /* As a child: its answers and fallbacks by reason (relaxed). */
+    _Atomic uint64_t child_answers;
+    _Atomic uint64_t child_scores;
+    _Atomic uint64_t child_fallbacks[WSEL_FALLBACK_REASONS_MAX];
 } wsel_generation;
 
 #define WSEL_CACHE_LINE 64
@@ -129,11 +151,44 @@ struct wsel_host {
 
     /* Isolated mode (isolated_*.c), read-only after create. */
     wsel_isolated_options isolated;
+
+    /* Libraries opened as children (child.c), control thread only: one
+     * per file, reused while the checked file is the same (device, inode,
+     * size, mtime), so a policy switched or created again and again does
+     * not dlopen its children again (each dlopen under a new name costs
+     * the loader memory that is never returned). Closed with the host. */
+    struct wsel_child_lib *child_libs;
 };
 
-/* Fill gen->api (host_ctx = gen, log = the rate-limited plugin log) and
- * gen->host before the instance is created. */
+/* child.c: release the host's child library cache. [control thread] */
+void wsel_child_libs_free(wsel_host *host);
+/* child.c: the library for a child at `path`: trust-checked on every
+ * call, loaded once per file. OWNERSHIP: the host's (borrowed). */
+int32_t wsel_child_library(wsel_host *host, const char *path, wsel_library **out,
+                           char *err, size_t err_size);
+
+/* Fill gen->api (host_ctx = gen, log = the rate-limited plugin log, the
+ * param_json and child_* functions of child.c) and gen->host before the
+ * instance is created. */
 void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name);
+
+/* child.c: the 1.1 functions of a generation's table, and closing every
+ * child of `gen` still open (generation destroy). */
+void wsel_child_api_init(wsel_host_api *api);
+void wsel_children_destroy(wsel_generation *gen);
+/* select.c: a child's checked score and select (wsel_host_api). */
+int32_t wsel_child_score_checked(const wsel_host_api *api, wsel_child *child,
+                                 const wsel_request *request, const wsel_table *table,
+                                 double *scores);
+int32_t wsel_child_select_checked(const wsel_host_api *api, wsel_child *child,
+                                  const wsel_request *request, const wsel_table *table,
+                                  wsel_choice *choice);
+/* config.c: parse like wsel_config_parse, also copying each
+ * WSEL_PARAM_JSON value's text into texts[k] (num_params entries, zeroed
+ * by the caller; free with wsel_config_texts_free). texts may be NULL. */
+int32_t wsel_config_parse_texts(const wsel_library *lib, const char *json, double *values,
+                                char **texts, char *err, size_t err_size);
+void wsel_config_texts_free(char **texts, uint32_t n);
 
 /* Log through the host's sink (or stderr). [any thread] */
 void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
@@ -178,6 +233,19 @@ void wsel_host_reclaim_all(wsel_host *host);
 /* Load, configure and create a generation; nothing is published. */
 int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
                                wsel_generation **out, char *err, size_t err_size);
+/* The non-isolated part of wsel_generation_create: load `path` through
+ * the host's trust rules, parse, create; `parent` (NULL for a policy) makes
+ * it a child one level deeper. */
+int32_t wsel_generation_open(wsel_host *host, wsel_generation *parent, const char *path,
+                             const char *config, wsel_generation **out, char *err,
+                             size_t err_size);
+/* A generation without an instance or lock: `lib` (closed with it unless
+ * borrowed; closed on failure too unless borrowed), its configuration
+ * parsed into values (num_params doubles) and its JSON texts kept, the
+ * table initialised. What a plugin context is (child.c). */
+int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
+                                const char *config, double *values,
+                                wsel_generation **out, char *err, size_t err_size);
 /* Destroy the instance and free the generation; NULL is a no-op. No
  * select may still be inside it. */
 void wsel_generation_destroy(wsel_generation *gen);

@@ -305,7 +305,7 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
     uint32_t idx = wsel_host_read_lock(host);
     wsel_generation *gen = wsel_host_live(host);
     int reason = WSEL_FALLBACK_NO_POLICY;
-    wsel_choice answer;
+    wsel_choice answer = {0}; /* written by ask_plugin on success only */
     if (gen != NULL) {
         reason = ask_plugin(gen, request, table, &snap, &answer);
         if (reason < 0) {
@@ -375,4 +375,154 @@ void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t w
         unlock_instance(gen);
     }
     wsel_host_read_unlock(host, idx);
+}
+
+/* --- children (ABI 1.1, wsel_host_api.child_score / child_select) ------- */
+
+/* A child's failed answer: towards its own ejection, logged once. */
+static void note_child_failure(wsel_generation *c)
+{
+    uint32_t max = c->host->max_consecutive_failures;
+    if (max == 0)
+        return;
+    uint32_t n =
+        atomic_fetch_add_explicit(&c->consecutive_failures, 1, memory_order_relaxed) + 1;
+    if (n < max)
+        return;
+    uint32_t expected = 0;
+    if (!atomic_compare_exchange_strong(&c->ejected, &expected, 1))
+        return;
+    wsel_host_log(c->host, WSEL_LOG_WARN,
+                  "%s: child %s of plugin %s ejected after %u consecutive failed "
+                  "answers; the built-in answer stands in for it until the next switch",
+                  wsel_library_path(c->lib), c->plugin->name,
+                  c->parent != NULL ? c->parent->plugin->name : "?", n);
+}
+
+static void child_succeeded(wsel_generation *c, _Atomic uint64_t *counter)
+{
+    if (atomic_load_explicit(&c->consecutive_failures, memory_order_relaxed))
+        atomic_store_explicit(&c->consecutive_failures, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+static void child_failed(wsel_generation *c, int reason)
+{
+    if (counts_towards_ejection(reason) && reason != WSEL_FALLBACK_NO_POLICY)
+        note_child_failure(c);
+    atomic_fetch_add_explicit(&c->child_fallbacks[reason], 1, memory_order_relaxed);
+}
+
+/* Why a child cannot be asked at all, or -1. */
+static int child_unavailable(const wsel_generation *c)
+{
+    if (c->closed)
+        return WSEL_FALLBACK_NO_POLICY;
+    if (atomic_load_explicit(&c->ejected, memory_order_relaxed))
+        return WSEL_FALLBACK_EJECTED;
+    return -1;
+}
+
+int32_t wsel_child_score_checked(const wsel_host_api *api, wsel_child *child,
+                                 const wsel_request *request, const wsel_table *table,
+                                 double *scores)
+{
+    (void)api;
+    wsel_generation *c = (wsel_generation *)child;
+    if (c == NULL || request == NULL || table == NULL || scores == NULL ||
+        table->num_rows == 0 || table->cost == NULL)
+        return WSEL_EINVAL;
+    uint32_t n = table->num_rows;
+    int reason = child_unavailable(c);
+    if (reason < 0 && c->plugin->score == NULL)
+        reason = WSEL_FALLBACK_BAD_SCORE;
+    if (reason < 0) {
+        lock_instance(c);
+        int32_t rc = c->plugin->score(c->instance, request, table, scores);
+        unlock_instance(c);
+        if (rc != 0) {
+            reason = WSEL_FALLBACK_ERROR;
+        } else {
+            for (uint32_t i = 0; i < n; i++) {
+                if (!isfinite(scores[i])) {
+                    reason = WSEL_FALLBACK_BAD_SCORE;
+                    break;
+                }
+            }
+        }
+    }
+    if (reason < 0) {
+        child_succeeded(c, &c->child_scores);
+        return WSEL_CHILD_ANSWERED;
+    }
+    child_failed(c, reason);
+    memcpy(scores, table->cost, n * sizeof(double));
+    return WSEL_CHILD_FALLBACK;
+}
+
+/* The built-in answer on the child's table (cost may be the caller's own
+ * scores; non-finite ones rank last). */
+static int32_t child_builtin(const wsel_request *request, const wsel_table *table,
+                             uint32_t *row)
+{
+    uint32_t n = table->num_rows;
+    int32_t rc = robust_argmin(table->cost, table->flags, n,
+                               WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, request->rng, row);
+    if (rc == WSEL_ENOCANDIDATE)
+        rc = robust_argmin(table->cost, table->flags, n, WSEL_ROW_EXCLUDED, request->rng,
+                           row);
+    return rc;
+}
+
+int32_t wsel_child_select_checked(const wsel_host_api *api, wsel_child *child,
+                                  const wsel_request *request, const wsel_table *table,
+                                  wsel_choice *choice)
+{
+    (void)api;
+    wsel_generation *c = (wsel_generation *)child;
+    if (c == NULL || request == NULL || request->rng == NULL || table == NULL ||
+        choice == NULL || choice->struct_size < WSEL_CHOICE_SIZE_1_0 ||
+        table->num_rows == 0 || table->cost == NULL || table->flags == NULL)
+        return WSEL_EINVAL;
+    uint32_t n = table->num_rows;
+    int reason = child_unavailable(c);
+    guarded_choice g;
+    guard_init(&g);
+    if (reason < 0) {
+        lock_instance(c);
+        int32_t rc = c->plugin->select(c->instance, request, table, &g.c);
+        unlock_instance(c);
+        if (!guard_intact(&g))
+            reason = WSEL_FALLBACK_CHOICE_OVERRUN;
+        else if (rc != 0)
+            reason = WSEL_FALLBACK_ERROR;
+        else if (g.c.row >= n)
+            reason = WSEL_FALLBACK_OUT_OF_RANGE;
+        else if (table->flags[g.c.row] & WSEL_ROW_EXCLUDED)
+            reason = WSEL_FALLBACK_EXCLUDED;
+        else if (busy_while_free(table->flags, n, g.c.row))
+            reason = WSEL_FALLBACK_BUSY;
+    }
+    uint32_t size = choice->struct_size;
+    memset(choice, 0, size < sizeof(*choice) ? size : sizeof(*choice));
+    choice->struct_size = size;
+    if (reason < 0) {
+        child_succeeded(c, &c->child_answers);
+        choice->row = g.c.row;
+        if (WSEL_CHOICE_HAS(choice, score)) {
+            choice->reason = g.c.reason;
+            if ((g.c.flags & WSEL_CHOICE_SCORED) && isfinite(g.c.score)) {
+                choice->flags = WSEL_CHOICE_SCORED;
+                choice->score = g.c.score;
+            }
+        }
+        return WSEL_CHILD_ANSWERED;
+    }
+    uint32_t row;
+    int32_t rc = child_builtin(request, table, &row);
+    if (rc < 0)
+        return rc;
+    child_failed(c, reason);
+    choice->row = row;
+    return WSEL_CHILD_FALLBACK;
 }

@@ -31,6 +31,8 @@ static const char *type_name(uint32_t type)
         return "bool";
     case WSEL_PARAM_ENUM:
         return "enum";
+    case WSEL_PARAM_JSON:
+        return "json";
     default:
         return "?";
     }
@@ -52,6 +54,8 @@ static void format_default(const wsel_param_def *d, char *out, size_t size)
 {
     if (d->type == WSEL_PARAM_BOOL)
         snprintf(out, size, "%s", d->default_value != 0 ? "true" : "false");
+    else if (d->type == WSEL_PARAM_JSON)
+        snprintf(out, size, "absent");
     else if (d->type == WSEL_PARAM_ENUM)
         snprintf(out, size, "%s", choice_name(d, d->default_value));
     else
@@ -64,6 +68,8 @@ static void format_range(const wsel_param_def *d, char *out, size_t size)
     out[0] = '\0';
     if (d->type == WSEL_PARAM_BOOL) {
         snprintf(out, size, "true|false");
+    } else if (d->type == WSEL_PARAM_JSON) {
+        snprintf(out, size, "object|array");
     } else if (d->type == WSEL_PARAM_ENUM) {
         size_t used = 0;
         for (uint32_t k = 0; d->choices && d->choices[k] && used + 1 < size; k++) {
@@ -181,6 +187,8 @@ static void print_json(const wsel_library *lib)
         printf(",\"type\":\"%s\",\"default\":", type_name(d->type));
         if (d->type == WSEL_PARAM_BOOL) {
             printf("%s", d->default_value != 0 ? "true" : "false");
+        } else if (d->type == WSEL_PARAM_JSON) {
+            printf("null"); /* absent: the plugin's own default applies */
         } else if (d->type == WSEL_PARAM_ENUM) {
             wsel_json_write_string(stdout, choice_name(d, d->default_value));
         } else {
@@ -197,7 +205,7 @@ static void print_json(const wsel_library *lib)
                 first = 0;
             }
             printf("]");
-        } else {
+        } else if (d->type != WSEL_PARAM_JSON) {
             printf(",\"min\":");
             print_json_number(d->min_value);
             printf(",\"max\":");

@@ -481,6 +481,7 @@ WSEL_HOST_API void wsel_host_topology_changed(wsel_host *host, const wsel_table 
 #define WSEL_FALLBACK_BUSY           8  /* busy row while an eligible one is not */
 #define WSEL_FALLBACK_TABLE_WRITTEN  9  /* wrote the table's flags or costs */
 #define WSEL_FALLBACK_HOST_LIMIT     10 /* the host's limit, not the plugin's fault */
+#define WSEL_FALLBACK_BAD_SCORE      11 /* a child's score failed or was not finite */
 #define WSEL_FALLBACK_REASONS_MAX    16 /* room for every reason, appended ones too */
 
 /* Static name of a fallback reason ("error", "out_of_range", ...), for
@@ -536,6 +537,75 @@ WSEL_HOST_API void wsel_host_get_counters(const wsel_host *host, wsel_host_count
 /* Name of the live policy ("builtin" when none or ejected). The string
  * stays valid until the host is destroyed. [control thread] */
 WSEL_HOST_API const char *wsel_host_policy_name(const wsel_host *host);
+
+/* ===================================================================== */
+/* Children: plugins a composing policy opened (ABI 1.1)                  */
+/* ===================================================================== */
+
+/*
+ * wsel_child_counters: one child of a policy (a plugin the policy opened
+ * with wsel_host_api.child_open, such as a pipeline's scorers) and how
+ * often the host had to answer for it. Counted as for a policy: each
+ * fallback by WSEL_FALLBACK_* reason. Grows by appending; the reader
+ * passes its size.
+ */
+typedef struct wsel_child_counters {
+    uint32_t struct_size;
+    /* 1 for a policy's own child, 2 for a child's child, ... */
+    uint32_t depth;
+    /* The child's plugin name (wsel_plugin.name), NUL-terminated. */
+    char name[72];
+    /* Scores and selects the child answered itself. */
+    uint64_t scores;
+    uint64_t answers;
+    /* Scores and selects the host answered instead, by reason. */
+    uint64_t fallbacks;
+    uint64_t fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
+    /* 1 once the child was ejected after repeated failures (until its
+     * policy is switched). */
+    uint32_t ejected;
+    uint32_t reserved0;
+} wsel_child_counters;
+
+/*
+ * Counters of child `index` of the live policy (depth first, in the order
+ * the policy opened them), writing min(out_size, sizeof(*out)) bytes.
+ * Returns 0, WSEL_EINVAL, or WSEL_ENOENT past the last child (and when no
+ * policy is loaded). [any thread]
+ */
+WSEL_HOST_API int32_t wsel_host_read_child_counters(wsel_host *host, uint32_t index,
+                                                    wsel_child_counters *out,
+                                                    size_t out_size);
+
+/*
+ * A plugin context: what a host does to create a policy, without the
+ * switch. For tools that create instances themselves (`wsel validate`,
+ * tests): the configuration parsed as a switch parses it (typed values to
+ * `values`, num_params doubles; WSEL_PARAM_JSON texts kept) and a host
+ * table bound to the context whose param_json and child_* functions work,
+ * children going through `host`'s trust rules, ejection limit and log.
+ * Every instance created with the table is the context's: children are
+ * listed under it (wsel_plugin_context_child_counters).
+ * [control thread] OWNERSHIP: `lib` and `host` the caller's, and must
+ * outlive the context; the context the caller's, closed with
+ * wsel_plugin_context_close after every instance created from its table
+ * is destroyed.
+ */
+typedef struct wsel_plugin_context wsel_plugin_context;
+
+WSEL_HOST_API int32_t wsel_plugin_context_open(wsel_host *host, wsel_library *lib,
+                                               const char *config, double *values,
+                                               wsel_plugin_context **out, char *err,
+                                               size_t err_size);
+/* The context's host table, valid until wsel_plugin_context_close. */
+WSEL_HOST_API const wsel_host_api *wsel_plugin_context_api(wsel_plugin_context *ctx);
+/* As wsel_host_read_child_counters, for the context's children. */
+WSEL_HOST_API int32_t wsel_plugin_context_child_counters(wsel_plugin_context *ctx,
+                                                         uint32_t index,
+                                                         wsel_child_counters *out,
+                                                         size_t out_size);
+/* Close the context and every child still open; NULL is a no-op. */
+WSEL_HOST_API void wsel_plugin_context_close(wsel_plugin_context *ctx);
 
 /* ===================================================================== */
 /* Frozen layouts (checked against the 1.0 header in tests/abi)           */

@@ -143,6 +143,14 @@
     X(wsel_outcome, flags)                                                               \
     X(wsel_host_api, rng_below)                                                          \
     X(wsel_host_api, eligible_skip)                                                      \
+    X(wsel_host_api, param_json)                                                         \
+    X(wsel_host_api, child_open)                                                         \
+    X(wsel_host_api, child_score)                                                        \
+    X(wsel_host_api, child_select)                                                       \
+    X(wsel_host_api, child_finished)                                                     \
+    X(wsel_host_api, child_outcome)                                                      \
+    X(wsel_host_api, child_topology_changed)                                             \
+    X(wsel_host_api, child_close)                                                        \
     X(wsel_plugin, score)                                                                \
     X(wsel_plugin, on_request_outcome)
 
@@ -157,6 +165,12 @@
     X(WSEL_HOST_API_SIZE_1_1)                                                            \
     X(WSEL_PLUGIN_SIZE_1_1)                                                              \
     X(WSEL_OUTCOME_SIZE_1_1)                                                             \
+    X(WSEL_CHILD_HAS_SCORE)                                                              \
+    X(WSEL_CHILD_STATELESS)                                                              \
+    X(WSEL_CHILD_ANSWERED)                                                               \
+    X(WSEL_CHILD_FALLBACK)                                                               \
+    X(WSEL_CHILD_MAX_DEPTH)                                                              \
+    X(WSEL_PARAM_JSON)                                                                   \
     X(WSEL_REASON_NONE)                                                                  \
     X(WSEL_REASON_CHEAPEST)                                                              \
     X(WSEL_REASON_SAMPLED)                                                               \

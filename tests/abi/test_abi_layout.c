@@ -130,6 +130,12 @@ static void test_v1_1_tails_match_the_literal_pins(void **state)
         {"wsel_outcome.prompt_tokens", 48, 4}, {"wsel_outcome.cached_tokens", 52, 4},
         {"wsel_outcome.output_tokens", 56, 4}, {"wsel_outcome.flags", 60, 4},
         {"wsel_host_api.rng_below", 64, 8},    {"wsel_host_api.eligible_skip", 72, 8},
+        {"wsel_host_api.param_json", 80, 8},   {"wsel_host_api.child_open", 88, 8},
+        {"wsel_host_api.child_score", 96, 8},  {"wsel_host_api.child_select", 104, 8},
+        {"wsel_host_api.child_finished", 112, 8},
+        {"wsel_host_api.child_outcome", 120, 8},
+        {"wsel_host_api.child_topology_changed", 128, 8},
+        {"wsel_host_api.child_close", 136, 8},
         {"wsel_plugin.score", 96, 8},          {"wsel_plugin.on_request_outcome", 104, 8},
     };
     const abi_facts *v1_0 = abi_facts_v1_0();
@@ -146,7 +152,7 @@ static void test_v1_1_tails_match_the_literal_pins(void **state)
         uint64_t size;
     } sizes[] = {
         {"sizeof(wsel_request)", 96},  {"sizeof(wsel_choice)", 48},
-        {"sizeof(wsel_host_api)", 80}, {"sizeof(wsel_plugin)", 112},
+        {"sizeof(wsel_host_api)", 144}, {"sizeof(wsel_plugin)", 112},
         {"sizeof(wsel_outcome)", 64},
     };
     size_t found = 0;

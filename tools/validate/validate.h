@@ -132,6 +132,10 @@ typedef struct vinstance {
     void *instance;
     int has_instance; /* create() succeeded (instance may be NULL) */
     double *params;   /* num_params values: the config applied to defaults */
+    /* ABI 1.1: the host table every create() gets, with the config's JSON
+     * parameters and children (wsel_plugin_context) through `host`. */
+    wsel_host *host;
+    wsel_plugin_context *pctx;
 } vinstance;
 
 /* Open ctx->path, parse ctx->config and create an instance. On failure

@@ -161,21 +161,35 @@ int32_t vinstance_open(vinstance *vi, const vcontext *ctx, vcheck_result *res)
         rc = WSEL_ENOMEM;
         goto out_close_lib;
     }
-    rc = wsel_config_parse(v.lib, ctx->config, v.params, err, sizeof(err));
+    /* A host for the plugin's children (a pipeline's): the same trust
+     * rules, its log to stderr. */
+    wsel_host_options o;
+    wsel_host_options_default(&o);
+    rc = wsel_host_create(&o, &v.host);
+    if (rc < 0) {
+        vfail(res, "cannot create a host: %s", wsel_strerror(rc));
+        goto out_free_params;
+    }
+    rc = wsel_plugin_context_open(v.host, v.lib, ctx->config, v.params, &v.pctx, err,
+                                  sizeof(err));
     if (rc < 0) {
         vfail(res, "config %s refused: %s", ctx->config ? ctx->config : "{}", err);
-        goto out_free_params;
+        goto out_destroy_host;
     }
     rc = vinstance_create(&v, v.params, &v.instance);
     v.has_instance = rc == 0;
     if (rc < 0) {
         vfail(res, "create() with config %s returned %d (%s)",
               ctx->config ? ctx->config : "{}", rc, wsel_errname(rc));
-        goto out_free_params;
+        goto out_close_context;
     }
     *vi = v;
     return 0;
 
+out_close_context:
+    wsel_plugin_context_close(v.pctx);
+out_destroy_host:
+    wsel_host_destroy(v.host);
 out_free_params:
     free(v.params);
 out_close_lib:
@@ -186,8 +200,9 @@ out_close_lib:
 int32_t vinstance_create(const vinstance *vi, const double *params, void **out)
 {
     void *instance = NULL;
-    int32_t rc =
-        vi->plugin->create(vhost_api(), params, vi->plugin->num_params, &instance);
+    const wsel_host_api *api =
+        vi->pctx != NULL ? wsel_plugin_context_api(vi->pctx) : vhost_api();
+    int32_t rc = vi->plugin->create(api, params, vi->plugin->num_params, &instance);
     if (rc > 0)
         return WSEL_EPLUGIN;
     if (rc == 0)
@@ -199,6 +214,9 @@ void vinstance_close(vinstance *vi)
 {
     if (vi->has_instance)
         vi->plugin->destroy(vi->instance);
+    wsel_plugin_context_close(vi->pctx);
+    if (vi->host != NULL)
+        wsel_host_destroy(vi->host);
     free(vi->params);
     if (vi->lib != NULL)
         wsel_library_close(vi->lib);

@@ -193,6 +193,10 @@ static void check_one_param(const wsel_plugin *p, uint32_t i, vcheck_result *res
                   name, k, d->min_value, d->max_value, d->default_value);
         break;
     }
+    case WSEL_PARAM_JSON: /* ABI 1.1 */
+        if (d->min_value != 0 || d->default_value != 0 || d->max_value != 0)
+            vfail(res, "parameter '%s' (json): min, default and max must be 0", name);
+        break;
     default:
         vfail(res, "parameter '%s': unknown type %u", name, d->type);
     }
@@ -342,7 +346,10 @@ static void check_bad_config_refused(const vcontext *ctx, vcheck_result *res)
     char json[600];
     for (uint32_t i = 0; i < p->num_params; i++) {
         const wsel_param_def *d = wsel_library_param(lib, i);
-        snprintf(json, sizeof(json), "{\"%s\": [1, 2]}", d->name);
+        /* A JSON parameter takes an array: a number is its wrong type. */
+        snprintf(json, sizeof(json), d->type == WSEL_PARAM_JSON ? "{\"%s\": 1}"
+                                                                : "{\"%s\": [1, 2]}",
+                 d->name);
         expect_refused(lib, json, d->name, values, res);
         if (d->type == WSEL_PARAM_ENUM) {
             snprintf(json, sizeof(json), "{\"%s\": \"wsel_validate_no_such_choice\"}",
