@@ -285,6 +285,94 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
     }
 }
 
+/* Big-endian unsigned of n bytes at p. */
+static uint64_t be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/*
+ * msgpack_unpack allocates a container's elements as soon as it reads its
+ * header, trusting the declared count: a 5-byte array32 header claiming
+ * 2^32 elements asks for 64 GiB. One pass over the headers first (no
+ * recursion, nothing allocated) refuses a message whose declared counts or
+ * lengths exceed the bytes that follow: every element takes at least one.
+ * Returns 1 when every size fits in `len` bytes holding one object.
+ */
+static int msgpack_sizes_fit(const unsigned char *b, size_t len)
+{
+    /* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
+     * what follows it is decided below. */
+    static const signed char extra[32] = {
+        0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8, /* c0..cf */
+        1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
+    };
+    uint64_t pending = 1; /* objects still to read */
+    size_t pos = 0;
+    while (pending > 0) {
+        if (pos >= len)
+            return 0;
+        unsigned t = b[pos++];
+        pending--;
+        uint64_t items = 0, payload = 0;
+        if (t <= 0x7f || t >= 0xe0) {
+            continue;
+        } else if (t <= 0x8f) {
+            items = 2u * (t & 0x0f);
+        } else if (t <= 0x9f) {
+            items = t & 0x0f;
+        } else if (t <= 0xbf) {
+            payload = t & 0x1f;
+        } else {
+            int n = extra[t - 0xc0];
+            if (n < 0 || (size_t)n > len - pos)
+                return 0;
+            const unsigned char *h = b + pos;
+            pos += (size_t)n;
+            switch (t) {
+            case 0xc4:
+            case 0xc5:
+            case 0xc6: /* bin */
+            case 0xd9:
+            case 0xda:
+            case 0xdb: /* str */
+                payload = be(h, n);
+                break;
+            case 0xc7:
+            case 0xc8:
+            case 0xc9: /* ext: length, then type */
+                payload = be(h, n - 1);
+                break;
+            case 0xd4:
+            case 0xd5:
+            case 0xd6:
+            case 0xd7:
+            case 0xd8: /* fixext */
+                payload = 1u << (t - 0xd4);
+                break;
+            case 0xdc:
+            case 0xdd: /* array */
+                items = be(h, n);
+                break;
+            case 0xde:
+            case 0xdf: /* map */
+                items = 2u * be(h, n);
+                break;
+            default: /* nil, bool, numbers: the header is all */
+                break;
+            }
+        }
+        if (payload > len - pos || items > len - pos)
+            return 0;
+        pos += (size_t)payload;
+        pending += items;
+    }
+    return 1;
+}
+
 static int32_t skip(wsel_router *r, int reason)
 {
     pthread_mutex_lock(&r->mu);
@@ -328,7 +416,7 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
     msgpack_zone_clear(d->zone);
     msgpack_object obj;
     size_t off = 0;
-    if (sizes[2] == 0 ||
+    if (sizes[2] == 0 || !msgpack_sizes_fit(frames[2], sizes[2]) ||
         msgpack_unpack(frames[2], sizes[2], &off, d->zone, &obj) !=
             MSGPACK_UNPACK_SUCCESS ||
         off != sizes[2])

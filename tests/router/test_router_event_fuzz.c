@@ -52,12 +52,14 @@ static void valid_batch(kvmsg *m)
         if (kind < 6) {
             uint32_t nb = 1 + below(3);
             uint64_t h[3];
-            uint32_t t[3 * BS];
+            /* A wrong block size (BS + 1) sends that many tokens per block. */
+            uint32_t bs = below(20) ? BS : BS + 1;
+            uint32_t t[3 * (BS + 1)];
             for (uint32_t i = 0; i < nb; i++)
                 h[i] = below(200);
-            for (uint32_t i = 0; i < nb * BS; i++)
+            for (uint32_t i = 0; i < nb * bs; i++)
                 t[i] = below(50);
-            kv_stored(m, h, nb, (int)below(2), below(200), t, below(20) ? BS : BS + 1);
+            kv_stored(m, h, nb, (int)below(2), below(200), t, bs);
         } else if (kind < 9) {
             kv_removed(m, below(200));
         } else {

@@ -178,6 +178,16 @@ static void test_bad_input_counted(void **state)
     assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 2), WSEL_EINVAL);
     s3[1] = 4;
     assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
+    /* An array32 header claiming 2^32 - 1 elements in a 5-byte message:
+     * refused before msgpack would allocate 64 GiB for it. */
+    s3[1] = 8;
+    f3[2] = "\xdd\xff\xff\xff\xff";
+    s3[2] = 5;
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
+    /* A str32 claiming 4 GiB inside a fixarray. */
+    f3[2] = "\x91\xdb\xff\xff\xff\xff";
+    s3[2] = 6;
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f3, s3, 3), WSEL_EINVAL);
     wsel_router_counters c;
     wsel_router_read_counters(r, &c);
     assert_int_equal(c.kv_messages, 1);
@@ -186,7 +196,7 @@ static void test_bad_input_counted(void **state)
     assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_BLOCK_SIZE], 1);
     assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_TOKENS], 1);
     assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_RANK], 2);
-    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_MSGPACK], 2);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_MSGPACK], 4);
     assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_SHAPE], 1);
     assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_FRAMES], 2);
     /* Nothing refused reached the index. */
