@@ -22,7 +22,7 @@ fi
 runs=$1
 jobs=$(nproc)
 # The same set as scripts/test.sh: suites that exercise threads.
-concurrency_regex='stress|switch|concurren|hysteresis|validate'
+concurrency_regex='stress|switch|concurren|hysteresis|validate|router'
 
 build() { # build DIR [cmake args...] -- as scripts/test.sh builds
   local dir=$1

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${WSEL_FUZZ_SECONDS:-60}
 # Suites that exercise threads; the TSan build runs these.
-concurrency_regex='stress|switch|concurren|hysteresis|validate'
+concurrency_regex='stress|switch|concurren|hysteresis|validate|router'
 
 step() { printf '\n==== %s ====\n' "$*"; }
 
