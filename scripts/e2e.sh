@@ -1,0 +1,423 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# e2e.sh [BUILD_DIR] -- wsel end to end: emulated engines, nginx with
+# ngx_http_upstream_wsel_module, a Mooncake trace replayed through nginx per
+# policy, the table beside `wsel sim`'s, and the module's added latency.
+#
+#   scripts/e2e.sh build-e2e          # BUILD_DIR defaults to build/
+#
+# Per policy and KV source (events, history) it starts WORKERS wsel-engines
+# of DP ranks each with KV events (`wsel cluster`, free loopback ports),
+# nginx in a scratch prefix (foreground, one worker, its own conf, pid and
+# logs, on a free 127.0.0.1 port) and `wsel replay`s the trace through
+# nginx at SPEEDUP, reading the module's status afterwards. Engines and nginx
+# start afresh for every run, so no run inherits another's caches. Then
+# `wsel sim` runs the same cluster, trace and policies, and the latency
+# bench compares the module with nginx's plain round-robin on the same
+# engines (see docs/nginx.md for the method and the figures).
+#
+# Environment (defaults in brackets):
+#   TRACES      folder of the traces [../shared/traces from the repository]
+#   TRACE       the trace [$TRACES/mooncake_arxiv_slice.jsonl]
+#   POLICIES    bundled policies [softmax hysteresis dpgroup chash roundrobin]
+#   MODES       wsel_kv_source values to run [events history]
+#   WORKERS, DP the cluster [8, 2]
+#   SPEEDUP     arrival times divided by this [12: ~70 % of saturation]
+#   TIME_SCALE  engines' model ms per wall ms [0.5: ~60 s a run, 13 min in all]
+#   LAT_ROUNDS  latency bench rounds, each wsel then plain [6]
+#   LAT_REQUESTS requests per latency round and side, sequential [999]
+#   LAT_MODES   the module's KV sources in the latency bench [events history]
+#   NGINX       the nginx binary [/usr/sbin/nginx]
+#   BUDGET_S    wall-clock ceiling of the whole script, seconds [1500]
+#   OUT         keep every log, status and result here [a temp dir, removed]
+#
+# Only 127.0.0.1; everything started here is stopped on exit (trap).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(cd "${1:-$repo/build}" && pwd)
+TRACES=${TRACES:-$repo/../shared/traces}
+TRACE=${TRACE:-$TRACES/mooncake_arxiv_slice.jsonl}
+POLICIES=${POLICIES:-softmax hysteresis dpgroup chash roundrobin}
+MODES=${MODES:-events history}
+WORKERS=${WORKERS:-8}
+DP=${DP:-2}
+SPEEDUP=${SPEEDUP:-12}
+TIME_SCALE=${TIME_SCALE:-0.5}
+LAT_ROUNDS=${LAT_ROUNDS:-6}
+LAT_REQUESTS=${LAT_REQUESTS:-999}
+LAT_MODES=${LAT_MODES:-events history}
+NGINX=${NGINX:-/usr/sbin/nginx}
+BUDGET_S=${BUDGET_S:-1500}
+BLOCK=64
+
+wsel=$build/bin/wsel
+module=$build/nginx/ngx_http_upstream_wsel_module.so
+for f in "$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE"; do
+  [[ -e $f ]] || { echo "e2e.sh: $f not found" >&2; exit 2; }
+done
+for p in $POLICIES; do
+  [[ -e $build/plugins/$p.so ]] || { echo "e2e.sh: $build/plugins/$p.so not found" >&2; exit 2; }
+done
+
+keep_out=1
+if [[ -z ${OUT:-} ]]; then
+  OUT=$(mktemp -d /tmp/wsel-e2e.XXXXXX)
+  keep_out=0
+fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+deadline=$((SECONDS + BUDGET_S))
+
+cluster_pid=""
+nginx_pid=""
+
+# stop PID: TERM, up to 20 s, then KILL; only processes started here.
+stop() {
+  local pid=$1 i
+  [[ -n $pid ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_all() {
+  stop "$nginx_pid"
+  nginx_pid=""
+  stop "$cluster_pid" # wsel cluster stops its engines
+  cluster_pid=""
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_all
+  if ((keep_out == 0 && rc == 0)); then
+    rm -rf "$OUT"
+  else
+    echo "e2e.sh: logs in $OUT" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+die() {
+  echo "e2e.sh: $*" >&2
+  exit 1
+}
+
+left() { # seconds left of the budget, at least 1
+  local l=$((deadline - SECONDS))
+  ((l > 0)) || die "over the budget of ${BUDGET_S} s"
+  echo "$l"
+}
+
+free_port() {
+  python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_cluster DIR TIME_SCALE: the engines, waits for their ready file.
+start_cluster() {
+  local dir=$1 ts=$2 i
+  rm -f "$dir/ready"
+  "$wsel" cluster --workers "$WORKERS" --dp "$DP" --kv-events --time-scale "$ts" \
+    --host 127.0.0.1 --block-size "$BLOCK" --quiet --ready-file "$dir/ready" \
+    >"$dir/cluster.log" 2>&1 &
+  cluster_pid=$!
+  for ((i = 0; i < 1200; i++)); do
+    [[ -s $dir/ready ]] && return 0
+    kill -0 "$cluster_pid" 2>/dev/null || die "wsel cluster exited: $(tail -5 "$dir/cluster.log")"
+    sleep 0.1
+  done
+  die "the engines did not start in 120 s"
+}
+
+# write_conf DIR POLICY MODE PORT: nginx.conf from the ready file. POLICY
+# "plain": no module loaded, nginx's own round-robin over the same servers
+# with the same proxy settings (the latency bench's baseline).
+write_conf() {
+  local dir=$1 policy=$2 mode=$3 port=$4 d=$1/nginx
+  local servers wsrv load="" wsel_ups="" route="" rank="" status_loc=""
+  rm -rf "$d"
+  mkdir -p "$d/logs" "$d/tmp" "$d/conf"
+  servers=$(awk '$3 == "http" { sub("http://", "", $4); printf "        server %s max_fails=0;\n", $4 }' "$dir/ready")
+  if [[ $policy != plain ]]; then
+    wsrv=$(awk -v dp="$DP" '
+      $3 == "http" { sub("http://", "", $4); addr[$2] = $4; n = $2 + 1 }
+      $3 == "kv_events" { kv[$2] = kv[$2] (kv[$2] == "" ? "" : ",") $5 }
+      END { for (w = 0; w < n; w++) printf "        wsel_server %s dp=%s kv=%s;\n", addr[w], dp, kv[w] }' "$dir/ready")
+    load="load_module $module;"
+    wsel_ups="        wsel_policy $build/plugins/$policy.so '{}';
+$wsrv
+        wsel_block_size $BLOCK;
+        wsel_kv_source $mode;
+        wsel_prompt tokens;"
+    route="wsel_route engines;"
+    rank="proxy_set_header X-data-parallel-rank \$wsel_dp_rank;"
+    status_loc="location = /wsel/status { wsel_status engines; }"
+  fi
+  cat >"$d/conf/nginx.conf" <<EOF
+# SPDX-License-Identifier: Apache-2.0
+$load
+worker_processes 1;
+daemon off;
+pid $d/logs/nginx.pid;
+error_log $d/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    client_body_temp_path $d/tmp/body;
+    proxy_temp_path $d/tmp/proxy;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+    upstream engines {
+$servers
+$wsel_ups
+        keepalive 256;
+    }
+    server {
+        listen 127.0.0.1:$port;
+        client_body_buffer_size 4m;
+        client_max_body_size 16m;
+        location /v1/ {
+            $route
+            proxy_pass http://engines;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            $rank
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }
+        $status_loc
+    }
+}
+EOF
+}
+
+status() { # status PORT: the module's JSON status
+  curl -sf --max-time 10 "http://127.0.0.1:$1/wsel/status"
+}
+
+# start_nginx DIR MODE POLICY: nginx in the foreground on a free port (sets
+# port), waits until it proxies; in events mode also for the first KV event
+# of a probe request (the event subscriptions are up).
+start_nginx() {
+  local dir=$1 mode=$2 policy=$3 try i probe
+  for ((try = 0; try < 3; try++)); do
+    port=$(free_port)
+    write_conf "$dir" "$policy" "$mode" "$port"
+    "$NGINX" -p "$dir/nginx/" -c "$dir/nginx/conf/nginx.conf" -e "$dir/nginx/logs/error.log" \
+      >"$dir/nginx/logs/stdout.log" 2>&1 &
+    nginx_pid=$!
+    for ((i = 0; i < 600; i++)); do
+      kill -0 "$nginx_pid" 2>/dev/null || break
+      curl -sf --max-time 10 "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break 2
+      sleep 0.1
+    done
+    stop "$nginx_pid"
+    nginx_pid=""
+    grep -q "Address already in use" "$dir/nginx/logs/error.log" 2>/dev/null ||
+      die "nginx did not start: $(tail -5 "$dir/nginx/logs/error.log" 2>/dev/null)"
+  done
+  [[ -n $nginx_pid ]] || die "nginx: no free port after 3 tries"
+  [[ $policy != plain && $mode == events ]] || return 0
+  # 128 random token ids: a prompt no engine has cached yet
+  probe=$(python3 -c 'import json, random
+print(json.dumps({"prompt": random.sample(range(32000), 128), "max_tokens": 1}))')
+  for ((i = 0; i < 300; i++)); do
+    if ((i % 50 == 0)); then
+      curl -sf --max-time 10 -H 'Content-Type: application/json' -d "$probe" \
+        "http://127.0.0.1:$port/v1/completions" >/dev/null || die "the probe request failed"
+    fi
+    status "$port" | grep -q '"kv_blocks_stored":0,' || return 0
+    sleep 0.1
+  done
+  die "no KV event reached nginx in 30 s"
+}
+
+echo "e2e: $WORKERS workers x $DP ranks, trace $(basename "$TRACE"), speedup $SPEEDUP," \
+  "time-scale $TIME_SCALE; policies: $POLICIES; KV sources: $MODES; results in $OUT" >&2
+
+# 1. the trace through nginx, per policy and KV source
+for mode in $MODES; do
+  for policy in $POLICIES; do
+    run=$OUT/run-$policy-$mode
+    mkdir -p "$run"
+    start_cluster "$run" "$TIME_SCALE"
+    start_nginx "$run" "$mode" "$policy"
+    echo "e2e: $policy, $mode: replaying (nginx on 127.0.0.1:$port)" >&2
+    t=$(left)
+    timeout "$t" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$TRACE" \
+      --speedup "$SPEEDUP" --time-scale "$TIME_SCALE" --concurrency 4096 --timeout 600 \
+      --no-progress --json --requests-out "$run/requests.jsonl" >"$run/replay.json" \
+      2>"$run/replay.err" || die "wsel replay failed ($policy, $mode): $(tail -3 "$run/replay.err")"
+    status "$port" >"$run/status.json" || die "no status after the replay"
+    stop_all
+  done
+done
+
+# 2. wsel sim: the same cluster, trace, speedup and policies
+sim_args=()
+for p in $POLICIES; do sim_args+=(--plugin "$p"); done
+"$wsel" sim --trace "$TRACE" --workers "$WORKERS" --dp "$DP" --speedup "$SPEEDUP" \
+  "${sim_args[@]}" --json --no-progress >"$OUT/sim.json"
+
+# 3. added latency: the same engines (at the largest time scale: their
+# model time is nanoseconds of wall time), two nginx set-ups taking turns,
+# never both running: the module (first policy, per LAT_MODES) and a plain
+# round-robin nginx without it. Rounds of sequential one-token requests with
+# the trace's prompt lengths and every block unique (hit rate 0 on both
+# sides, so the engines do the same work whatever the routing), compared by
+# client-side TTFT.
+lat=$OUT/latency
+mkdir -p "$lat"
+lat_policy=${POLICIES%% *}
+start_cluster "$lat" 1000000
+echo "e2e: latency bench, $LAT_ROUNDS rounds of $LAT_REQUESTS sequential requests per side" >&2
+for ((r = 0; r < LAT_ROUNDS; r++)); do
+  for side in $LAT_MODES plain; do
+    python3 - "$TRACE" "$LAT_REQUESTS" "$r" "$side" >"$lat/trace-$side-$r.jsonl" <<'EOF'
+import json, sys
+n, rnd, side = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+next_id = 10_000_000 * (1 + 3 * rnd + ["events", "history", "plain"].index(side))
+with open(sys.argv[1]) as f:
+    rows = [json.loads(l) for l in f if l.strip()][:n]
+for r in rows:
+    r["timestamp"] = 0
+    r["output_length"] = 1
+    r["hash_ids"] = list(range(next_id, next_id + len(r["hash_ids"])))
+    next_id += len(r["hash_ids"])
+    print(json.dumps(r))
+EOF
+    if [[ $side == plain ]]; then
+      start_nginx "$lat" - plain
+    else
+      start_nginx "$lat" "$side" "$lat_policy"
+    fi
+    t=$(left)
+    timeout "$t" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$lat/trace-$side-$r.jsonl" \
+      --concurrency 1 --timeout 60 --no-progress --json \
+      --requests-out "$lat/$side-$r.jsonl" >"$lat/$side-$r.json" 2>"$lat/$side-$r.err" ||
+      die "latency replay failed: $(tail -3 "$lat/$side-$r.err")"
+    if [[ $side != plain ]]; then
+      status "$port" >"$lat/status-$side-$r.json"
+    fi
+    stop "$nginx_pid"
+    nginx_pid=""
+  done
+done
+stop_all
+
+# 4. the tables
+python3 - "$OUT" "$MODES" "$POLICIES" "$LAT_ROUNDS" "$WORKERS" "$DP" "$LAT_MODES" <<'EOF'
+import json, os, statistics, sys
+out, modes, policies, rounds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
+ranks = int(sys.argv[5]) * int(sys.argv[6])
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+sim = {r["plugin"]: r for r in load(os.path.join(out, "sim.json"))["results"]}
+rows = {}
+for mode in modes:
+    for p in policies:
+        d = os.path.join(out, "run-%s-%s" % (p, mode))
+        rows[p, mode] = (load(os.path.join(d, "replay.json"))["results"][0],
+                         load(os.path.join(d, "status.json")))
+
+print("Through nginx (wsel replay's columns, model time; route_us: the module's own "
+      "time per request, mean):")
+print("%-20s %6s %13s %12s %12s %10s %10s %7s %6s %7s %9s" % (
+    "plugin", "hit%", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_s",
+    "e2e_p99_s", "tok/s", "lost", "fallbk", "route_us"))
+for mode in modes:
+    for p in policies:
+        r, s = rows[p, mode]
+        print("%-20s %6.1f %13.0f %12.0f %12.0f %10.2f %10.2f %7.0f %6d %7d %9.1f" % (
+            p + "/" + mode, 100 * r["kv_hit_rate"], r["ttft_ms"]["mean"], r["ttft_ms"]["p50"],
+            r["ttft_ms"]["p99"], r["e2e_ms"]["p50"] / 1000, r["e2e_ms"]["p99"] / 1000,
+            r["throughput_tok_s"], r["lost_requests"], s["fallbacks"],
+            s["route_time_ns_sum"] / max(s["requests"], 1) / 1000))
+
+print()
+print("Beside wsel sim (same cluster, trace, speedup): hit% and TTFT mean / p50 / p99 ms")
+hdr = "%-12s" % "policy"
+for mode in modes:
+    hdr += " %8s" % ("hit%" + mode[0])
+hdr += " %8s" % "hit%sim"
+for mode in modes:
+    hdr += " %20s" % ("ttft " + mode)
+hdr += " %20s" % "ttft sim"
+print(hdr)
+for p in policies:
+    line = "%-12s" % p
+    for mode in modes:
+        line += " %8.1f" % (100 * rows[p, mode][0]["kv_hit_rate"])
+    line += " %8.1f" % (100 * sim[p]["kv_hit_rate"])
+    for t in [rows[p, m][0]["ttft_ms"] for m in modes] + [sim[p]["ttft_ms"]]:
+        line += " %20s" % ("%.0f / %.0f / %.0f" % (t["mean"], t["p50"], t["p99"]))
+    print(line)
+
+def order(key):
+    return " < ".join(sorted(policies, key=key))
+
+print()
+print("Ordering by TTFT mean (best first):")
+for mode in modes:
+    print("  nginx/%-8s %s" % (mode, order(lambda p: rows[p, mode][0]["ttft_ms"]["mean"])))
+print("  sim          %s" % order(lambda p: sim[p]["ttft_ms"]["mean"]))
+print("Hit rate gap, nginx events - sim (points): " + ", ".join(
+    "%s %+.1f" % (p, 100 * (rows[p, "events"][0]["kv_hit_rate"] - sim[p]["kv_hit_rate"]))
+    for p in policies) if "events" in modes else "")
+
+lat_modes = sys.argv[7].split()
+bins = [(0, 2048), (2048, 4096), (4096, 8192), (8192, 16384), (16384, 1 << 40)]
+
+def lat_rows(side):
+    v = []
+    for r in range(rounds):
+        with open(os.path.join(out, "latency", "%s-%d.jsonl" % (side, r))) as f:
+            for l in f:
+                q = json.loads(l)
+                if not q["ok"]:
+                    sys.exit("latency bench: a failed request")
+                v.append((q["isl"], q["ttft_ms"] * 1000))
+    return v
+
+def p50(v, lo=0, hi=1 << 40):
+    v = [t for isl, t in v if lo <= isl < hi]
+    return statistics.median(v) if v else float("nan")
+
+plain = lat_rows("plain")
+print()
+print("Added latency at %d ranks: %d rounds x %d sequential one-token requests per side, "
+      "every block unique, client-side TTFT p50 in wall us" % (ranks, rounds, len(plain) // rounds))
+print("%-22s %8s %8s %8s %8s %8s %8s" % ("prompt tokens", "all", "<2k", "2k-4k", "4k-8k",
+                                         "8k-16k", ">=16k"))
+print("%-22s %8d" % ("requests", len(plain)) + "".join(
+    " %8d" % len([1 for isl, _ in plain if lo <= isl < hi]) for lo, hi in bins))
+print("%-22s %8.0f" % ("plain round-robin", p50(plain)) + "".join(
+    " %8.0f" % p50(plain, lo, hi) for lo, hi in bins))
+for m in lat_modes:
+    w = lat_rows(m)
+    print("%-22s %8.0f" % ("wsel " + m, p50(w)) + "".join(
+        " %8.0f" % p50(w, lo, hi) for lo, hi in bins))
+    print("%-22s %8.0f" % ("  added", p50(w) - p50(plain)) + "".join(
+        " %8.0f" % (p50(w, lo, hi) - p50(plain, lo, hi)) for lo, hi in bins))
+for m in lat_modes:
+    sts = [load(os.path.join(out, "latency", "status-%s-%d.json" % (m, r))) for r in range(rounds)]
+    n = sum(x["requests"] for x in sts)
+    print("module route time, %s (status): mean %.1f us, p50 <= %d us over %d requests" % (
+        m, sum(x["route_time_ns_sum"] for x in sts) / max(n, 1) / 1000,
+        max(x["route_time_us_p50"] for x in sts), n))
+EOF
