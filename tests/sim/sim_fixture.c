@@ -4,10 +4,16 @@
  */
 #include "sim_fixture.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 const char *fixture_write(int slot, const char *text)
 {
@@ -97,4 +103,36 @@ void standin_policy(standin *st, sim_policy *out)
     out->select = standin_select;
     out->finished = standin_finished;
     out->switch_to = standin_switch;
+}
+
+const char *fixture_wsel_path(void)
+{
+    static char wsel[4096];
+    if (wsel[0] == '\0') {
+        const char *build = getenv("WSEL_BUILD_DIR");
+        snprintf(wsel, sizeof(wsel), "%s/bin/wsel", build ? build : ".");
+    }
+    return wsel;
+}
+
+int fixture_run_wsel(const char *subcommand, const char *args, char **out)
+{
+    const char *wsel = fixture_wsel_path();
+    if (access(wsel, X_OK) != 0) {
+        print_message("%s not built; skipping\n", wsel);
+        skip();
+    }
+    char cmd[9000];
+    snprintf(cmd, sizeof(cmd), "'%s' %s --no-progress %s 2>&1", wsel, subcommand, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t len = 0;
+    FILE *mem = open_memstream(out, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+        fwrite(chunk, 1, n, mem);
+    fclose(mem);
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

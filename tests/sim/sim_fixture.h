@@ -17,6 +17,13 @@
 const char *fixture_write(int slot, const char *text);
 void fixture_remove(const char *path);
 
+/* The built `wsel` command: $WSEL_BUILD_DIR/bin/wsel (static storage). */
+const char *fixture_wsel_path(void);
+/* Run `wsel SUBCOMMAND --no-progress ARGS` (ARGS a shell fragment); returns
+ * its exit status and its combined stdout and stderr (malloc'd) in *out.
+ * Skips the calling cmocka test when wsel is not built. */
+int fixture_run_wsel(const char *subcommand, const char *args, char **out);
+
 /*
  * Stand-in policy. With `rows` set it answers rows[i] for the i-th
  * request (cycling); otherwise the lowest Dynamo cost, ties to the lowest

@@ -20,37 +20,10 @@
 
 #include "sim_fixture.h"
 
-static char wsel[4096];
-
-static int find_wsel(void **state)
-{
-    (void)state;
-    const char *build = getenv("WSEL_BUILD_DIR");
-    snprintf(wsel, sizeof(wsel), "%s/bin/wsel", build ? build : ".");
-    return 0;
-}
-
-/* Run `wsel eval ARGS` (a shell fragment); returns the exit status and the
- * combined output (malloc'd) in *out. */
+/* Run `wsel eval ARGS` (sim_fixture.c). */
 static int run_eval(const char *args, char **out)
 {
-    if (access(wsel, X_OK) != 0) {
-        print_message("%s not built; skipping\n", wsel);
-        skip();
-    }
-    char cmd[9000];
-    snprintf(cmd, sizeof(cmd), "'%s' eval --no-progress %s 2>&1", wsel, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t len = 0;
-    FILE *mem = open_memstream(out, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
-        fwrite(chunk, 1, n, mem);
-    fclose(mem);
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return fixture_run_wsel("eval", args, out);
 }
 
 #define TINY                                                                             \
@@ -142,5 +115,5 @@ int main(void)
         cmocka_unit_test(test_tiny_eval_json_has_every_part),
         cmocka_unit_test(test_tiny_eval_table_has_a_section_per_load),
     };
-    return cmocka_run_group_tests(tests, find_wsel, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

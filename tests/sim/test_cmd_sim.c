@@ -17,37 +17,10 @@
 
 #include "sim_fixture.h"
 
-static char wsel[4096];
-
-static int find_wsel(void **state)
-{
-    (void)state;
-    const char *build = getenv("WSEL_BUILD_DIR");
-    snprintf(wsel, sizeof(wsel), "%s/bin/wsel", build ? build : ".");
-    return 0;
-}
-
-/* Run `wsel sim ARGS` (a shell fragment); returns the exit status and the
- * combined output (malloc'd) in *out. */
+/* Run `wsel sim ARGS` (sim_fixture.c). */
 static int run_sim(const char *args, char **out)
 {
-    if (access(wsel, X_OK) != 0) {
-        print_message("%s not built; skipping\n", wsel);
-        skip();
-    }
-    char cmd[9000];
-    snprintf(cmd, sizeof(cmd), "'%s' sim --no-progress %s 2>&1", wsel, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t len = 0;
-    FILE *mem = open_memstream(out, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
-        fwrite(chunk, 1, n, mem);
-    fclose(mem);
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return fixture_run_wsel("sim", args, out);
 }
 
 static void test_help_lists_every_option_with_its_default(void **state)
@@ -81,7 +54,8 @@ static void test_bad_trace_line_exits_1_with_file_and_line(void **state)
     (void)state;
     /* The trace is read while replaying, so a policy must load. */
     char plugin[4200];
-    snprintf(plugin, sizeof(plugin), "%.4000s/../plugins/softmax.so", wsel);
+    snprintf(plugin, sizeof(plugin), "%.4000s/../plugins/softmax.so",
+             fixture_wsel_path());
     if (access(plugin, R_OK) != 0) {
         print_message("softmax.so not built; skipping\n");
         skip();
@@ -128,5 +102,5 @@ int main(void)
         cmocka_unit_test(test_bad_trace_line_exits_1_with_file_and_line),
         cmocka_unit_test(test_analyze_prints_json_statistics),
     };
-    return cmocka_run_group_tests(tests, find_wsel, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
