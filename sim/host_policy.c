@@ -25,15 +25,15 @@ static int32_t hp_select(void *ctx, wsel_request *request, const wsel_rank_state
     if (rc != 0)
         return rc;
     wsel_host_prepare_request_sized(hp->host, request, sizeof(*request), request->rng);
-    wsel_choice choice;
-    memset(&choice, 0, sizeof(choice));
-    choice.struct_size = sizeof(choice);
+    wsel_choice *choice = &hp->choice;
+    memset(choice, 0, sizeof(*choice));
+    choice->struct_size = sizeof(*choice);
     uint64_t t0 = now_ns();
-    rc = wsel_host_select(hp->host, request, &hp->table.table, &choice);
+    rc = wsel_host_select(hp->host, request, &hp->table.table, choice);
     *select_ns = now_ns() - t0;
     if (rc < 0)
         return rc;
-    *row = choice.row;
+    *row = choice->row;
     return rc;
 }
 

@@ -17,6 +17,9 @@ typedef struct sim_host_policy {
     wsel_host *host;
     wsel_table_buf table;
     uint64_t topology_epoch;
+    /* The last answer of select: row, and the plugin's reason and score
+     * when it gave them (for `wsel sim --explain`). */
+    wsel_choice choice;
     char build_err[256];
 } sim_host_policy;
 
