@@ -10,6 +10,14 @@
  * eligible row is busy. Two scans of the flags column: count, then find the
  * drawn row. Stateless and safe to call concurrently: the instance only
  * holds the host table.
+ *
+ * No score function (ABI 1.1), on purpose: a score says which rows a
+ * policy prefers, and random prefers none. Its only truthful score is a
+ * constant, which a composer normalises to 0 for every row (it adds
+ * nothing to a pipeline), and per-row random numbers would be noise
+ * passed off as a preference.
+ * To put random in a pipeline, use it as the picker (picker_plugin): its
+ * select then draws among the rows the pipeline's filters leave.
  */
 #include <stdlib.h>
 

@@ -8,6 +8,16 @@
  * (k mod m)-th of the m eligible rows, so each gets an equal share. Eligible
  * means not WSEL_ROW_EXCLUDED, and not WSEL_ROW_BUSY unless every one is.
  * Concurrent selects are safe: each takes its own ticket atomically.
+ *
+ * Score (ABI 1.1): each eligible row's distance ahead of the cursor in the
+ * rotation, 0 for the row the next select answers, 1 for the one after,
+ * ... m - 1; rows outside the rotation (excluded, or busy while an idle row
+ * is eligible) score m. So argmin of the scores is what select would
+ * answer now. Score reads the ticket and never moves it (a score records
+ * no request as routed): only this plugin's own select turns the rotation.
+ * In a pipeline, where only score is called, the scores therefore stay the
+ * same from request to request, a fixed order rather than a rotation;
+ * docs/policies.md ("roundrobin") says so.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -96,9 +106,41 @@ static int32_t rr_select(void *instance, const wsel_request *request,
     uint32_t m = count_rows(table, skip);
     uint32_t k = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
     choice->row = nth_row(table, skip, k);
-    if (WSEL_CHOICE_HAS(choice, reason))
+    if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation (ABI 1.1) */
         choice->reason =
             skip & WSEL_ROW_BUSY ? WSEL_REASON_ROTATION : WSEL_REASON_ALL_BUSY;
+        choice->flags = WSEL_CHOICE_SCORED;
+        choice->score = 0.0; /* rr_score's value for the row it answers */
+    }
+    return 0;
+}
+
+/* [select thread, concurrent] Distance ahead of the cursor: argmin is the
+ * row the next select answers. Reads the ticket, never takes one; no
+ * allocation. */
+static int32_t rr_score(void *instance, const wsel_request *request,
+                        const wsel_table *table, double *scores)
+{
+    roundrobin *rr = instance;
+    (void)request;
+    uint8_t skip;
+    int32_t rc =
+        wsel_call_eligible_skip(rr->host, table->flags, table->num_rows, &skip, NULL);
+    if (rc < 0)
+        return rc;
+    uint32_t m = count_rows(table, skip);
+    uint32_t k =
+        (uint32_t)(atomic_load_explicit(&rr->next_ticket, memory_order_relaxed) % m);
+    /* The eligible row with index e in the rotation is (e - k) mod m ahead. */
+    uint32_t e = 0;
+    for (uint32_t i = 0; i < table->num_rows; i++) {
+        if (table->flags[i] & skip) {
+            scores[i] = (double)m;
+            continue;
+        }
+        scores[i] = (double)(e >= k ? e - k : e + m - k);
+        e++;
+    }
     return 0;
 }
 
@@ -108,10 +150,11 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT, /* not stateless: the ticket moves */
     .name = "roundrobin",
-    .version = "1.0.0",
+    .version = "1.1.0",
     .description = "each request to the next eligible rank in turn",
     .param_def_size = sizeof(wsel_param_def),
     .create = rr_create,
     .destroy = rr_destroy,
     .select = rr_select,
+    .score = rr_score,
 };

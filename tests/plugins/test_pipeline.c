@@ -132,7 +132,7 @@ static int setup_dir(void **state)
     put(PIPE_PLUGIN_DIR, "pipeline", "pipeline", 0755);
     put(PIPE_PLUGIN_DIR, "softmax", "softmax", 0755);
     put(PIPE_PLUGIN_DIR, "dpgroup", "dpgroup", 0755);
-    put(PIPE_PLUGIN_DIR, "roundrobin", "roundrobin", 0755);
+    put(PIPE_PLUGIN_DIR, "random", "random", 0755);
     put(PIPE_FIXTURE_DIR, "fx_score_error", "fx_score_error", 0755);
     /* The same file, writable by anyone: the trust rules refuse it. */
     put(PIPE_PLUGIN_DIR, "softmax", "loose", 0666);
@@ -142,8 +142,8 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
     (void)state;
-    const char *names[] = {"pipeline",   "softmax",        "dpgroup",
-                           "roundrobin", "fx_score_error", "loose"};
+    const char *names[] = {"pipeline", "softmax",        "dpgroup",
+                           "random",   "fx_score_error", "loose"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s.so", dir, names[i]);
@@ -304,7 +304,7 @@ static void test_child_without_score_or_bad_config_fails_the_switch(void **state
     (void)state;
     wsel_host *host = new_host(0);
     char err[1024] = "";
-    assert_true(switch_pipeline(host, "{\"scorers\": [{\"path\": \"roundrobin\"}]}", err,
+    assert_true(switch_pipeline(host, "{\"scorers\": [{\"path\": \"random\"}]}", err,
                                 sizeof(err)) < 0);
     assert_true(switch_pipeline(host,
                                 "{\"scorers\": [{\"path\": \"softmax\", "

@@ -41,6 +41,9 @@ static void test_descriptor_is_stateless_concurrent_without_parameters(void **st
     assert_int_equal(p->struct_size, sizeof(wsel_plugin));
     assert_int_equal(p->capabilities, WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS);
     assert_int_equal(p->num_params, 0);
+    /* No score on purpose (plugins/random/random.c): a constant says
+     * nothing, and random numbers would be an invented preference. */
+    assert_null(p->score);
 }
 
 static void test_eligible_rows_share_requests_uniformly(void **state)
@@ -108,6 +111,29 @@ static void test_busy_rows_share_requests_when_every_eligible_row_is_busy(void *
     harness_table_free(t);
 }
 
+/* The explanation (ABI 1.1): a random draw, or all busy. No score is
+ * claimed, since random has no score function. */
+static void test_the_choice_says_random_or_all_busy(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_new(3, NULL);
+    void *instance = harness_create(NULL, NULL, 0);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 11, 1, 0, NULL, 0);
+    wsel_choice choice = {.struct_size = sizeof(choice)};
+    assert_int_equal(wsel_plugin_entry.select(instance, &req, &t->table, &choice), 0);
+    assert_int_equal(choice.reason, WSEL_REASON_RANDOM);
+    assert_int_equal(choice.flags, 0);
+    t->flags[0] = t->flags[1] = t->flags[2] = WSEL_ROW_BUSY;
+    harness_request(&req, &rng, 11, 2, 0, NULL, 0);
+    choice = (wsel_choice){.struct_size = sizeof(choice)};
+    assert_int_equal(wsel_plugin_entry.select(instance, &req, &t->table, &choice), 0);
+    assert_int_equal(choice.reason, WSEL_REASON_ALL_BUSY);
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
 static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void **state)
 {
     (void)state;
@@ -149,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_busy_rows_share_requests_when_every_eligible_row_is_busy),
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
         cmocka_unit_test(test_same_seed_and_request_give_the_same_row),
+        cmocka_unit_test(test_the_choice_says_random_or_all_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

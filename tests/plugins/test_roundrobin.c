@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_roundrobin.c -- the roundrobin plugin: fair rotation over eligible
- * rows, flag handling, and an exact share under concurrent selects.
+ * rows, flag handling, an exact share under concurrent selects, and the
+ * score (distance ahead of the cursor) whose argmin is the next answer.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -111,6 +112,115 @@ static void test_two_instances_keep_separate_turns(void **state)
     harness_table_free(t);
 }
 
+/* score() into `scores` (num_rows doubles); fails the test unless it
+ * returns 0. */
+static void score_rows(void *instance, const harness_table *t, double *scores)
+{
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 7, 99, 0, NULL, 0);
+    assert_int_equal(wsel_plugin_entry.score(instance, &req, &t->table, scores), 0);
+}
+
+static void assert_scores(const double *scores, const double *expected, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        assert_true(scores[i] == expected[i]);
+}
+
+static void test_score_is_the_distance_ahead_of_the_cursor(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_new(4, NULL);
+    void *instance = harness_create(NULL, NULL, 0);
+    double scores[4];
+    score_rows(instance, t, scores);
+    assert_scores(scores, (const double[]){0, 1, 2, 3}, 4);
+    /* Scoring takes no ticket: the same scores again, and the next select
+     * still answers row 0. */
+    score_rows(instance, t, scores);
+    assert_scores(scores, (const double[]){0, 1, 2, 3}, 4);
+    const uint32_t first[] = {0, 1, 2};
+    expect_rows(instance, t, first, 3);
+    score_rows(instance, t, scores); /* cursor at ticket 3: row 3 next */
+    assert_scores(scores, (const double[]){1, 2, 3, 0}, 4);
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
+static void test_rows_outside_the_rotation_score_the_rotation_length(void **state)
+{
+    (void)state;
+    /* Rows 1 excluded and 3 busy: the rotation is rows 0, 2, 4 (m = 3). */
+    harness_table *t = harness_table_new(5, NULL);
+    t->flags[1] = WSEL_ROW_EXCLUDED;
+    t->flags[3] = WSEL_ROW_BUSY;
+    void *instance = harness_create(NULL, NULL, 0);
+    const uint32_t first[] = {0, 2, 4, 0};
+    expect_rows(instance, t, first, 4); /* ticket 4: k = 4 mod 3 = 1 */
+    double scores[5];
+    score_rows(instance, t, scores);
+    assert_scores(scores, (const double[]){2, 3, 0, 3, 1}, 5);
+    /* Every eligible row busy: the busy ones rotate, and score alike. */
+    t->flags[0] = t->flags[2] = t->flags[4] = WSEL_ROW_BUSY;
+    score_rows(instance, t, scores); /* m = 4, k = 4 mod 4 = 0 */
+    assert_scores(scores, (const double[]){0, 4, 1, 2, 3}, 5);
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
+/* Over many tables and cursors, the unique minimum of the scores is the
+ * row the following select answers, and the choice explains it. */
+static void test_argmin_of_the_scores_is_the_next_answer(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_new(37, NULL);
+    void *instance = harness_create(NULL, NULL, 0);
+    double scores[37];
+    for (uint32_t k = 0; k < 500; k++) {
+        for (uint32_t i = 0; i < 37; i++) /* a pattern that changes with k */
+            t->flags[i] = (uint8_t)(((i * 7 + k) % 5 == 0 ? WSEL_ROW_EXCLUDED : 0) |
+                                    ((i + k) % 3 == 0 ? WSEL_ROW_BUSY : 0));
+        score_rows(instance, t, scores);
+        uint32_t best = 0, at_best = 0;
+        for (uint32_t i = 0; i < 37; i++) {
+            if (scores[i] < scores[best])
+                best = i;
+        }
+        for (uint32_t i = 0; i < 37; i++)
+            at_best += scores[i] == scores[best];
+        assert_int_equal(at_best, 1);
+        assert_true(scores[best] == 0.0);
+        wsel_request req;
+        wsel_rng rng;
+        harness_request(&req, &rng, 7, k, 0, NULL, 0);
+        wsel_choice choice = {.struct_size = sizeof(choice)};
+        assert_int_equal(wsel_plugin_entry.select(instance, &req, &t->table, &choice), 0);
+        assert_int_equal(choice.row, best);
+        assert_int_equal(choice.reason, WSEL_REASON_ROTATION);
+        assert_int_equal(choice.flags, WSEL_CHOICE_SCORED);
+        assert_true(choice.score == 0.0);
+    }
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
+static void test_score_of_a_table_with_every_row_excluded_fails(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_new(3, NULL);
+    t->flags[0] = t->flags[1] = t->flags[2] = WSEL_ROW_EXCLUDED;
+    void *instance = harness_create(NULL, NULL, 0);
+    double scores[3];
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 7, 1, 0, NULL, 0);
+    assert_int_equal(wsel_plugin_entry.score(instance, &req, &t->table, scores),
+                     WSEL_ENOCANDIDATE);
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
 /* Concurrency: THREADS threads select PER_THREAD times each on one
  * instance. Tickets 0 .. THREADS * PER_THREAD - 1 are each taken exactly
  * once, so each of ROWS rows is chosen exactly THREADS * PER_THREAD / ROWS
@@ -181,6 +291,10 @@ int main(void)
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
         cmocka_unit_test(test_two_instances_keep_separate_turns),
         cmocka_unit_test(test_concurrent_selects_share_rows_exactly_evenly),
+        cmocka_unit_test(test_score_is_the_distance_ahead_of_the_cursor),
+        cmocka_unit_test(test_rows_outside_the_rotation_score_the_rotation_length),
+        cmocka_unit_test(test_argmin_of_the_scores_is_the_next_answer),
+        cmocka_unit_test(test_score_of_a_table_with_every_row_excluded_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
