@@ -33,11 +33,16 @@
  * default cost). Either way every block of the request (at the depths of
  * grid_step below) now names the chosen rank as its owner.
  *
+ * The score function (ABI 1.1) is the default cost with the dead band
+ * taken off the owner's, while its load is inside the bound (see
+ * hysteresis_score), so the policy composes in `pipeline`.
+ *
  * Cost of a select: one pass over the rows (best cost), a binary search of
  * O(log n) table probes over the request's n blocks, and, when an owner is
  * found, one pass over the rows to find it and the loads; then O(64 + 32
  * log2(n / 64)) table writes. No lock, no allocation.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +322,31 @@ static void explain(wsel_choice *choice, uint32_t reason, double cost)
     choice->score = cost;
 }
 
+/*
+ * The request's owner's row (the owner fingerprint found in *out_owner, 0:
+ * none) when it is a candidate and its load is inside the bound, else
+ * UINT32_MAX. Select keeps that row when its cost is also inside the dead
+ * band: cost <= best + band_width(h, best).
+ */
+static uint32_t owner_in_bound(const hysteresis *h, const wsel_request *req,
+                               const wsel_table *t, uint8_t skip, uint32_t *out_owner)
+{
+    uint32_t owner = find_owner(h, req);
+    *out_owner = owner;
+    if (owner == 0)
+        return UINT32_MAX;
+    double owner_load = 0.0, min_load = 0.0, mean_load = 0.0;
+    uint32_t row = owner_row(t, owner, skip, &owner_load, &min_load, &mean_load);
+    double bound = min_load + h->load_slack * (mean_load - min_load);
+    return row != UINT32_MAX && owner_load <= bound ? row : UINT32_MAX;
+}
+
+/* The dead band's width around the best candidate cost. */
+static double band_width(const hysteresis *h, double best)
+{
+    return h->rel_margin * fabs(best) + h->abs_margin;
+}
+
 static int32_t hysteresis_select(void *instance, const wsel_request *req,
                                  const wsel_table *t, wsel_choice *choice)
 {
@@ -333,18 +363,13 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
         !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;
 
-    uint32_t owner = find_owner(h, req);
-    if (owner != 0) {
-        double owner_load = 0.0, min_load = 0.0, mean_load = 0.0;
-        uint32_t row = owner_row(t, owner, skip, &owner_load, &min_load, &mean_load);
-        double limit = best + h->rel_margin * fabs(best) + h->abs_margin;
-        double bound = min_load + h->load_slack * (mean_load - min_load);
-        if (row != UINT32_MAX && t->cost[row] <= limit && owner_load <= bound) {
-            choice->row = row;
-            record(h, req, owner);
-            explain(choice, WSEL_REASON_STICKY, t->cost[row]);
-            return 0;
-        }
+    uint32_t owner;
+    uint32_t kept = owner_in_bound(h, req, t, skip, &owner);
+    if (kept != UINT32_MAX && t->cost[kept] <= best + band_width(h, best)) {
+        choice->row = kept;
+        record(h, req, owner);
+        explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
+        return 0;
     }
 
     uint32_t row;
@@ -361,13 +386,46 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     return 0;
 }
 
+/*
+ * [select thread, concurrent] The score (ABI 1.1), lower is better, in
+ * cost units: every row's default cost, except that the owner of the
+ * request's deepest routed block, while its load is inside the bound, has
+ * its cost less the dead band's width (rel_margin * |best| + abs_margin).
+ * (whether or not its cost is inside the band). So the lowest score is the
+ * row select takes at temperature 0: the owner whenever select keeps it
+ * (cost <= best + band, so its score is <= the best cost; exactly equal, a
+ * tie, only at the band's very edge), otherwise the cheapest row, which
+ * the owner's score, above the best cost, does not undercut.
+ * In `pipeline` the band is a stickiness bonus the other scorers can
+ * outweigh. Reads the owner table, never writes it: a score is not a
+ * routing. Rows select would never take (excluded; busy while another row
+ * is not) score their cost, or DBL_MAX when it is not finite.
+ */
+static int32_t hysteresis_score(void *instance, const wsel_request *req,
+                                const wsel_table *t, double *scores)
+{
+    const hysteresis *h = instance;
+    uint8_t skip;
+    double best;
+    int32_t rc = scan_candidates(h->host, t, &skip, &best);
+    if (rc != 0)
+        return rc;
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        scores[i] = isfinite(t->cost[i]) ? t->cost[i] : DBL_MAX;
+    uint32_t owner;
+    uint32_t kept = owner_in_bound(h, req, t, skip, &owner);
+    if (kept != UINT32_MAX)
+        scores[kept] = t->cost[kept] - band_width(h, best);
+    return 0;
+}
+
 WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .abi_major = WSEL_ABI_MAJOR,
     .abi_minor = WSEL_ABI_MINOR,
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "hysteresis",
-    .version = "2.0.0",
+    .version = "2.1.0",
     .description = "keeps a request on the owner of its deepest routed prefix block "
                    "while inside a dead band and a load bound",
     .params = hysteresis_params,
@@ -378,4 +436,5 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .select = hysteresis_select,
     .on_request_finished = NULL,
     .on_topology_changed = NULL,
+    .score = hysteresis_score,
 };

@@ -432,6 +432,70 @@ static void test_eight_threads_at_once_keep_every_key_on_one_row(void **state)
     wsel_plugin_entry.destroy(h);
 }
 
+/* score() for a request made of `hashes`; fails the test if it fails. */
+static void score_blocks(void *h, const harness_table *t, uint64_t request_id,
+                         const uint64_t *hashes, uint32_t n, double *scores)
+{
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, request_id, 0, hashes, n);
+    assert_int_equal(wsel_plugin_entry.score(h, &req, &t->table, scores), 0);
+}
+
+/*
+ * The score is the cost, with the band taken off the owner's while its
+ * load is inside the bound; its lowest row is the one select then takes.
+ * Band: rel 0.10, abs 4; best cost 10, so the width is 10 * 0.1 + 4 = 5.
+ */
+static void
+test_the_score_takes_the_band_off_the_owner_and_its_argmin_is_select(void **state)
+{
+    (void)state;
+    void *h = create_with_band();
+    harness_table *t = harness_table_uniform(4, 1);
+    const uint64_t p[] = {5, 6, 7};
+    double scores[4];
+
+    /* No owner yet: the score is the cost. */
+    fill_costs(t, 100.0);
+    t->cost[2] = 0.0;
+    score_blocks(h, t, 1, p, 3, scores);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_true(scores[i] == t->cost[i]);
+    /* Scoring routes nothing: the request still has no owner, so the
+     * cheapest row takes it (row 2, which then owns it). */
+    assert_int_equal(pick_blocks(h, t, 2, p, 3), 2);
+
+    /* Owner row 2 at cost 14 <= 10 + 5: score 9, the lowest; select keeps it. */
+    fill_costs(t, 20.0);
+    t->cost[0] = 10.0;
+    t->cost[2] = 14.0;
+    score_blocks(h, t, 3, p, 3, scores);
+    assert_true(scores[0] == 10.0 && scores[1] == 20.0 && scores[3] == 20.0);
+    assert_true(scores[2] == 9.0);
+    assert_int_equal(pick_blocks(h, t, 4, p, 3), 2);
+
+    /* At 16 > 15 its score 11 is above row 0's 10, and select moves to row 0. */
+    t->cost[2] = 16.0;
+    score_blocks(h, t, 5, p, 3, scores);
+    assert_true(scores[2] == 11.0 && scores[0] == 10.0);
+    assert_int_equal(pick_blocks(h, t, 6, p, 3), 0);
+
+    /* Row 0 owns it now; outside the load bound it gets no discount
+     * (loads [58, 0, 0, 400]: bound 0 + 0.5 * 114.5 = 57.25). */
+    fill_costs(t, 10.0);
+    t->prefill_tokens[0] = 58;
+    t->prefill_tokens[3] = 400;
+    score_blocks(h, t, 7, p, 3, scores);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_true(scores[i] == 10.0);
+    t->prefill_tokens[0] = 57;
+    score_blocks(h, t, 8, p, 3, scores);
+    assert_true(scores[0] == 5.0);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +510,8 @@ int main(void)
         cmocka_unit_test(test_a_removed_incumbent_is_replaced_and_a_moved_one_followed),
         cmocka_unit_test(test_the_affinity_key_is_used_only_without_blocks_or_when_asked),
         cmocka_unit_test(test_eight_threads_at_once_keep_every_key_on_one_row),
+        cmocka_unit_test(
+            test_the_score_takes_the_band_off_the_owner_and_its_argmin_is_select),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
