@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* route.c -- wsel_router_route (overlaps -> table -> select -> accounting)
  * and the two load notices, first token and finished. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,9 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     wsel_rng rng;
     wsel_request req;
     memset(&req, 0, sizeof(req));
+    const uint64_t now = rt_now_us(r);
     req.request_id = id;
+    req.timestamp_us = now;
     req.isl_tokens = isl;
     req.block_size = r->opt.block_size;
     req.num_block_hashes = nb;
@@ -148,6 +151,9 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     r->req[qi] = (rt_req){.id = id,
                           .prefill = prefill,
                           .blocks = blocks,
+                          .t_route = now,
+                          .isl = isl,
+                          .cached = (uint32_t)(covered < isl ? covered : isl),
                           .slot = sid,
                           .gen = s->gen,
                           .prefilling = 1};
@@ -214,15 +220,26 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
     uint32_t sid = live_slot(r, qi);
     if (q->prefilling && sid != RT_NIL)
         r->slots[sid].active_prefill_tokens -= q->prefill;
+    if (q->prefilling) {
+        uint64_t t = rt_now_us(r);
+        /* 0 means "no first token": a same-microsecond one counts as 1. */
+        q->t_first = t > q->t_route ? t : q->t_route + 1;
+    }
     q->prefilling = 0;
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
 
-int32_t wsel_router_finished(wsel_router *r, uint64_t request_id)
+int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
+                                const wsel_router_finish *info)
 {
-    if (!r)
+    if (!r || (info && info->struct_size < offsetof(wsel_router_finish, output_tokens)))
         return WSEL_EINVAL;
+    wsel_router_finish in;
+    memset(&in, 0, sizeof(in));
+    if (info)
+        memcpy(&in, info,
+               info->struct_size < sizeof(in) ? info->struct_size : sizeof(in));
     pthread_mutex_lock(&r->mu);
     uint32_t qi = rt_map_get(&r->reqs, request_id);
     if (qi == RT_MAP_NONE) {
@@ -231,22 +248,40 @@ int32_t wsel_router_finished(wsel_router *r, uint64_t request_id)
     }
     rt_req *q = &r->req[qi];
     uint32_t sid = live_slot(r, qi);
-    uint64_t worker_id = 0;
-    uint32_t rank = 0;
+    wsel_outcome o;
+    memset(&o, 0, sizeof(o));
     if (sid != RT_NIL) {
         rt_slot *s = &r->slots[sid];
         if (q->prefilling)
             s->active_prefill_tokens -= q->prefill;
         s->active_blocks -= q->blocks;
         s->active_requests--;
-        worker_id = r->workers[s->worker].id;
-        rank = s->rank;
+        uint64_t now = rt_now_us(r);
+        o.struct_size = sizeof(o);
+        o.request_id = request_id;
+        o.worker_id = r->workers[s->worker].id;
+        o.dp_rank = s->rank;
+        o.ttft_us = in.ttft_us ? in.ttft_us : q->t_first ? q->t_first - q->t_route : 0;
+        o.e2e_us = in.e2e_us ? in.e2e_us : now > q->t_route ? now - q->t_route : 0;
+        o.finished_us = now;
+        o.prompt_tokens = q->isl;
+        o.cached_tokens = (in.flags & WSEL_ROUTER_FINISH_CACHED_KNOWN)
+                              ? (in.cached_tokens < q->isl ? in.cached_tokens : q->isl)
+                              : q->cached;
+        o.output_tokens = in.output_tokens;
+        o.flags = (in.flags & WSEL_ROUTER_FINISH_FAILED) ? WSEL_OUTCOME_FAILED : 0;
     }
     req_release(r, qi);
-    if (sid != RT_NIL) {
-        wsel_host_request_finished(r->opt.host, request_id, worker_id, rank);
+    if (sid != RT_NIL)
         rt_check_drained(r, r->slots[sid].worker);
-    }
     pthread_mutex_unlock(&r->mu);
+    /* Outside the mutex: a slow policy hook never holds up a route. */
+    if (sid != RT_NIL)
+        wsel_host_request_outcome(r->opt.host, &o);
     return 0;
+}
+
+int32_t wsel_router_finished(wsel_router *r, uint64_t request_id)
+{
+    return wsel_router_finished_ex(r, request_id, NULL);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "router_internal.h"
 
@@ -18,6 +19,15 @@ void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)
         r->opt.log(r->opt.log_user, level, msg);
     else if (level <= WSEL_LOG_WARN)
         fprintf(stderr, "wsel-router: %s\n", msg);
+}
+
+uint64_t rt_now_us(const wsel_router *r)
+{
+    if (r->opt.clock_us)
+        return r->opt.clock_us(r->opt.clock_user);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static void set_err(char *err, size_t size, const char *msg)

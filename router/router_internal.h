@@ -44,6 +44,9 @@ typedef struct rt_req {
     uint64_t id;
     uint64_t prefill;
     uint64_t blocks;
+    uint64_t t_route, t_first; /* router clock, us; t_first 0 = not yet */
+    uint32_t isl;
+    uint32_t cached; /* overlap x block size, capped at isl */
     uint32_t slot, gen;
     uint32_t prefilling;
     uint32_t next_free;
@@ -98,6 +101,9 @@ int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
                  char *const *endpoints);
 void rt_kvsub_remove(wsel_router *r, uint64_t worker_id);
 void rt_kvsub_stop(wsel_router *r);
+
+/* The router's clock (the options' or CLOCK_MONOTONIC), microseconds. */
+uint64_t rt_now_us(const wsel_router *r);
 
 /* Log through the options' sink. */
 void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)

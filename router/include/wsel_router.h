@@ -31,9 +31,9 @@
  * (a route holds it for the whole call, a few microseconds at 1,024 rows);
  * the KV event thread (started by the first worker with KV endpoints), like
  * any caller of wsel_router_apply_kv_message, holds it while decoding and
- * applying one message: decoding a batch happens under the mutex too. Policy switches are libwsel-host's: call
- * wsel_host_switch on the host you passed in, from your control thread; the
- * router never waits for one.
+ * applying one message: decoding a batch happens under the mutex too. Policy switches are
+ * libwsel-host's: call wsel_host_switch on the host you passed in, from your control
+ * thread; the router never waits for one.
  *
  * Errors: 0 or a negative WSEL_E* (wsel.h); `err`/`err_size` as in
  * wsel_host.h (caller's buffer, NUL-terminated message, may be NULL).
@@ -95,6 +95,12 @@ typedef struct wsel_router_options {
     /* Log sink (wsel_host.h's type); NULL = warnings to stderr. */
     wsel_log_fn log;
     void *log_user;
+    /* The router's clock, microseconds, never decreasing: route, first
+     * token and finish are stamped with it and outcomes' times are
+     * differences of it. NULL = CLOCK_MONOTONIC. Called under the router's
+     * mutex; must not call the router. [any thread] */
+    uint64_t (*clock_us)(void *user);
+    void *clock_user;
 } wsel_router_options;
 
 /* Create a router with no workers. [control thread] */
@@ -218,9 +224,59 @@ WSEL_ROUTER_API int32_t wsel_router_route(wsel_router *router,
  * WSEL_ENOENT if not in flight. Idempotent. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_first_token(wsel_router *router, uint64_t request_id);
 /* The request ended (done, failed or cancelled): all its load leaves the
- * rank and the host's on_request_finished hook is told. WSEL_ENOENT if not
- * in flight. [any thread] */
+ * rank and the policy is told its outcome (below), as by
+ * wsel_router_finished_ex with info NULL: output tokens unknown (0), not
+ * failed. WSEL_ENOENT if not in flight. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_finished(wsel_router *router, uint64_t request_id);
+
+/* wsel_router_finish.flags */
+#define WSEL_ROUTER_FINISH_FAILED       0x1u /* upstream error, cancelled, client gone */
+#define WSEL_ROUTER_FINISH_CACHED_KNOWN 0x2u /* cached_tokens is the engine's figure */
+
+/* What the caller knows of how a request ended (wsel_router_finished_ex).
+ * Appended to by later versions; a zero field means "unknown / the
+ * router's own figure". */
+typedef struct wsel_router_finish {
+    /* sizeof(wsel_router_finish) as the caller compiled it. */
+    uint32_t struct_size;
+    /* WSEL_ROUTER_FINISH_* bits. */
+    uint32_t flags;
+    /* Output tokens generated (0 = unknown). */
+    uint32_t output_tokens;
+    /* With WSEL_ROUTER_FINISH_CACHED_KNOWN: prompt tokens the engine served
+     * from its cache (e.g. vLLM's usage.prompt_tokens_details.cached_tokens),
+     * capped at the prompt; without it the router's estimate is used. */
+    uint32_t cached_tokens;
+    /* Times the caller measured itself (e.g. a replayer in model time),
+     * microseconds from the route; 0 = the router's clock. */
+    uint64_t ttft_us;
+    uint64_t e2e_us;
+} wsel_router_finish;
+
+/*
+ * The request ended: its load leaves the rank as with wsel_router_finished,
+ * then, after the router's mutex is released, the host is told with
+ * wsel_host_request_outcome (the live policy's on_request_finished, then
+ * its on_request_outcome hook, an isolated policy's too) with:
+ *   worker_id, dp_rank  the row it was routed to;
+ *   ttft_us             first token - route on the router's clock (0 if
+ *                       wsel_router_first_token was never called);
+ *   e2e_us              finish - route on the router's clock;
+ *   finished_us         the finish on the router's clock;
+ *   prompt_tokens       the request's isl (tokens, or a text's estimate);
+ *   cached_tokens       overlap it was routed with x block_size, capped at
+ *                       the prompt (or info's figure, see its flags);
+ *   output_tokens       info's (0 = unknown);
+ *   flags               WSEL_OUTCOME_FAILED when info says so.
+ * ttft_us / e2e_us non-zero in info replace the router's. The route's
+ * wsel_request.timestamp_us is the route time on the same clock. A request
+ * whose worker was removed meanwhile is forgotten: nothing is delivered.
+ * info may be NULL (as wsel_router_finished); fields past info->struct_size
+ * read as 0. Returns 0, WSEL_ENOENT if not in flight, WSEL_EINVAL.
+ * [any thread] OWNERSHIP: info is the caller's, read during the call.
+ */
+WSEL_ROUTER_API int32_t wsel_router_finished_ex(wsel_router *router, uint64_t request_id,
+                                                const wsel_router_finish *info);
 
 /* ===================================================================== */
 /* KV events                                                              */

@@ -3,7 +3,8 @@
  * test_router.c -- libwsel-router with exact answers: hashing (pinned XXH3
  * values, the chaining rule), topology (epochs, limits, drain, remove), the
  * route's overlaps and its load accounting, the history index's LRU bound,
- * and a bundled plugin answering through the router.
+ * a bundled plugin answering through the router, and the outcomes a
+ * finished request delivers to the policy (a fixture plugin logs them).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -375,6 +376,191 @@ static void test_builtin(void **state)
     done(&f);
 }
 
+/* --- outcomes ------------------------------------------------------------ */
+
+/* The test's clock (router option clock_us) and the host's log, where the
+ * fixture plugin writes every hook call. */
+static uint64_t fake_now_us;
+static char logs[8][256];
+static int nlogs;
+
+static uint64_t fake_clock(void *user)
+{
+    (void)user;
+    return fake_now_us;
+}
+
+static void capture_log(void *user, int32_t level, const char *msg)
+{
+    (void)user, (void)level;
+    if (strncmp(msg, "finished ", 9) != 0 && strncmp(msg, "outcome ", 8) != 0)
+        return; /* the host's own messages (switches) */
+    if (nlogs < 8)
+        snprintf(logs[nlogs++], sizeof(logs[0]), "%s", msg);
+}
+
+static wsel_router *make_outcomes(fx *f)
+{
+    wsel_host_options ho;
+    wsel_host_options_default(&ho);
+    ho.log = capture_log;
+    assert_int_equal(wsel_host_create(&ho, &f->host), 0);
+    char err[512];
+    int32_t rc =
+        wsel_host_switch(f->host, WSEL_TEST_OUTCOME_FIXTURE, "{}", err, sizeof(err));
+    if (rc != 0)
+        print_error("switch: %s\n", err);
+    assert_int_equal(rc, 0);
+    wsel_router_options o = {.struct_size = sizeof(o),
+                             .block_size = BS,
+                             .kv_source = WSEL_ROUTER_KV_HISTORY,
+                             .host = f->host,
+                             .clock_us = fake_clock};
+    assert_int_equal(wsel_router_create(&o, &f->router, err, sizeof(err)), 0);
+    nlogs = 0;
+    return f->router;
+}
+
+/* The two lines the fixture logs for one finished request. */
+static void expect_outcome(const wsel_route_result *a, uint64_t ttft, uint64_t e2e,
+                           uint64_t fin, uint32_t prompt, uint32_t cached,
+                           uint32_t output, uint32_t flags)
+{
+    char want[256];
+    assert_int_equal(nlogs, 2);
+    snprintf(want, sizeof(want), "finished %llu on %llu/%u",
+             (unsigned long long)a->request_id, (unsigned long long)a->worker_id,
+             a->dp_rank);
+    assert_string_equal(logs[0], want);
+    snprintf(want, sizeof(want),
+             "outcome %llu on %llu/%u ttft=%llu e2e=%llu fin=%llu prompt=%u cached=%u "
+             "output=%u flags=%u",
+             (unsigned long long)a->request_id, (unsigned long long)a->worker_id,
+             a->dp_rank, (unsigned long long)ttft, (unsigned long long)e2e,
+             (unsigned long long)fin, prompt, cached, output, flags);
+    assert_string_equal(logs[1], want);
+    nlogs = 0;
+}
+
+/* A finished request reaches the policy with the row it ran on, its times
+ * on the router's clock, its prompt, the cached tokens it was routed with,
+ * and what the caller said (output tokens, failure). */
+static void test_outcome_fields(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make_outcomes(&f);
+    add(r, 1, 2);
+    add(r, 2, 1);
+    uint32_t t[18];
+    for (uint32_t i = 0; i < 18; i++)
+        t[i] = 300 + i;
+    wsel_route_result a, b;
+    /* Routed at 1000, first token at 1250, finished at 1900 with 7 output
+     * tokens: 18 prompt tokens, nothing cached. */
+    fake_now_us = 1000;
+    assert_int_equal(route(r, t, 18, &a), 0);
+    assert_int_equal(a.answer, WSEL_ANSWER_PLUGIN);
+    fake_now_us = 1250;
+    assert_int_equal(wsel_router_first_token(r, a.request_id), 0);
+    fake_now_us = 1300;
+    assert_int_equal(wsel_router_first_token(r, a.request_id), 0); /* the first counts */
+    assert_int_equal(nlogs, 0);
+    fake_now_us = 1900;
+    wsel_router_finish fin = {.struct_size = sizeof(fin), .output_tokens = 7};
+    assert_int_equal(wsel_router_finished_ex(r, a.request_id, &fin), 0);
+    expect_outcome(&a, 250, 900, 1900, 18, 0, 7, 0);
+    /* The same prompt again: the 4 blocks history put on that rank, 16
+     * tokens cached. It fails before its first token: ttft unknown (0). */
+    fake_now_us = 2000;
+    assert_int_equal(route(r, t, 18, &b), 0);
+    assert_int_equal(b.overlap_blocks, 4);
+    fake_now_us = 2600;
+    fin = (wsel_router_finish){.struct_size = sizeof(fin),
+                               .flags = WSEL_ROUTER_FINISH_FAILED};
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, &fin), 0);
+    expect_outcome(&b, 0, 600, 2600, 18, 16, 0, WSEL_OUTCOME_FAILED);
+    /* wsel_router_finished: output unknown, not failed; a first token in
+     * the route's microsecond counts as 1 us, never as "unknown". */
+    fake_now_us = 3000;
+    assert_int_equal(route(r, t, 18, &b), 0);
+    assert_int_equal(wsel_router_first_token(r, b.request_id), 0);
+    fake_now_us = 3010;
+    assert_int_equal(wsel_router_finished(r, b.request_id), 0);
+    expect_outcome(&b, 1, 10, 3010, 18, 16, 0, 0);
+    /* The caller's own figures: cached tokens (capped at the prompt) and
+     * times replace the router's. */
+    fake_now_us = 4000;
+    assert_int_equal(route(r, t, 18, &b), 0);
+    fin = (wsel_router_finish){.struct_size = sizeof(fin),
+                               .flags = WSEL_ROUTER_FINISH_CACHED_KNOWN,
+                               .output_tokens = 3,
+                               .cached_tokens = 12,
+                               .ttft_us = 55,
+                               .e2e_us = 77};
+    fake_now_us = 5000;
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, &fin), 0);
+    expect_outcome(&b, 55, 77, 5000, 18, 12, 3, 0);
+    assert_int_equal(route(r, t, 18, &b), 0);
+    fin.cached_tokens = 1000;
+    fin.ttft_us = fin.e2e_us = 0;
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, &fin), 0);
+    expect_outcome(&b, 0, 0, 5000, 18, 18, 3, 0);
+    /* A caller's shorter struct (no cached_tokens, no times) reads 0 there. */
+    assert_int_equal(route(r, t, 18, &b), 0);
+    fin = (wsel_router_finish){.struct_size = offsetof(wsel_router_finish, cached_tokens),
+                               .flags = WSEL_ROUTER_FINISH_CACHED_KNOWN,
+                               .output_tokens = 2,
+                               .cached_tokens = 5,
+                               .ttft_us = 99};
+    fake_now_us = 5040;
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, &fin), 0);
+    expect_outcome(&b, 0, 40, 5040, 18, 0, 2, 0);
+    /* Too short to hold its flags: refused, the request still in flight. */
+    assert_int_equal(route(r, t, 18, &b), 0);
+    fin.struct_size = 4;
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, &fin), WSEL_EINVAL);
+    assert_int_equal(nlogs, 0);
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, NULL), 0);
+    assert_int_equal(nlogs, 2);
+    nlogs = 0;
+    assert_int_equal(wsel_router_finished_ex(r, b.request_id, NULL), WSEL_ENOENT);
+    assert_int_equal(nlogs, 0);
+    done(&f);
+}
+
+/* Cached tokens are the overlap x block size capped at the prompt (a text
+ * prompt's token estimate may be shorter than its chunks); a request whose
+ * worker was removed is forgotten, its outcome never delivered. */
+static void test_outcome_cap_and_removed_worker(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make_outcomes(&f);
+    add(r, 1, 1);
+    /* 32 characters = 2 chunks of 16; isl given as 5 tokens. */
+    wsel_route_request q = {.struct_size = sizeof(q),
+                            .isl_tokens = 5,
+                            .text = "0123456789abcdefghijklmnopqrstuv",
+                            .text_len = 32};
+    wsel_route_result a;
+    fake_now_us = 100;
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    expect_outcome(&a, 0, 0, 100, 5, 0, 0, 0);
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(a.overlap_blocks, 2);
+    fake_now_us = 130;
+    assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    expect_outcome(&a, 0, 30, 130, 5, 5, 0, 0);
+    /* Removed while in flight: the finish is accepted, nothing delivered. */
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(wsel_router_remove_worker(r, 1), 0);
+    assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    assert_int_equal(nlogs, 0);
+    done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +572,8 @@ int main(void)
         cmocka_unit_test(test_history_lru_bound),
         cmocka_unit_test(test_plugin),
         cmocka_unit_test(test_builtin),
+        cmocka_unit_test(test_outcome_fields),
+        cmocka_unit_test(test_outcome_cap_and_removed_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
