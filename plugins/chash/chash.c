@@ -19,6 +19,9 @@
  * (sketch.h): a system prompt every request shares never becomes the key,
  * a conversation's turns all key on its first own block.
  *
+ * The score function (ABI 1.1) ranks every row by the walk's order of
+ * preference (score_ring), so the policy composes in `pipeline`.
+ *
  * The ring depends on the worker set only; it is rebuilt in place when the
  * set changes (no allocation after create). Selects share a reader lock;
  * a rebuild takes it exclusively. The sketch is lock-free.
@@ -393,6 +396,91 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     return 0;
 }
 
+/*
+ * The score (ABI 1.1), under the lock: the ring walk's order of preference
+ * over every row, lower is better. With W workers on the ring and a worker
+ * met k-th on the walk from the request's key (k = 0, 1, ...):
+ *   a worker within the load bound:      k
+ *   a worker over it (load L):           W + L * W + k
+ *   a worker without an eligible rank:   W + (total + 1) * W + W
+ * and inside a worker, its rank select would take (cheapest_rank) scores
+ * that value, every other rank that value + 0.5 + 0.25 * (its cost's place
+ * between the worker's cheapest and dearest costs, 0 to 1). So the row
+ * select takes has the single lowest score: the first worker in bound on
+ * the walk, or when none is, the least loaded, first met among equals.
+ * Returns 0, WSEL_ENOCANDIDATE or RING_STALE.
+ */
+static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_table *t,
+                          double *scores)
+{
+    uint8_t skip;
+    if (wsel_call_eligible_skip(c->host, t->flags, t->num_rows, &skip, NULL) < 0)
+        return chash_ring_matches(&c->ring, t) ? WSEL_ENOCANDIDATE : RING_STALE;
+    uint64_t total;
+    uint32_t n_eligible;
+    int32_t rc = eligible_load(&c->ring, t, skip, &total, &n_eligible);
+    if (rc != 0)
+        return rc;
+    if (n_eligible == 0)
+        return WSEL_ENOCANDIDATE;
+    uint64_t cap = load_cap(c->epsilon, total, n_eligible);
+    const chash_ring *ring = &c->ring;
+    double w = (double)ring->num_workers;
+    /* Until the walk meets them: workers without an eligible rank. */
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        scores[i] = w + ((double)total + 1.0) * w + w;
+
+    uint64_t visited[CHASH_MAX_WORKERS / 64];
+    memset(visited, 0, ((size_t)t->num_groups + 63) / 64 * sizeof(visited[0]));
+    uint32_t start = chash_ring_find(ring, chash_mix64(request_key(c, req, n_eligible)));
+    uint32_t judged = 0;
+    for (uint32_t k = 0; k < ring->num_points && judged < ring->num_workers; k++) {
+        uint32_t idx =
+            start + k < ring->num_points ? start + k : start + k - ring->num_points;
+        uint32_t g = ring->points[idx].owner;
+        if (visited[g / 64] & (1ull << (g % 64)))
+            continue;
+        visited[g / 64] |= 1ull << (g % 64);
+        double order = (double)judged++;
+        uint64_t load;
+        if (!worker_state(t, g, skip, &load))
+            continue;
+        double base = load + 1 <= cap ? order : w + (double)load * w + order;
+        uint32_t pick = cheapest_rank(t, g, skip);
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        double lo = t->cost[pick], hi = lo;
+        for (uint32_t i = first; i < end; i++)
+            if ((t->flags[i] & skip) == 0 && t->cost[i] > hi)
+                hi = t->cost[i];
+        for (uint32_t i = first; i < end; i++) {
+            double place = 0.0;
+            if (hi > lo && (t->flags[i] & skip) == 0 && t->cost[i] > lo)
+                place = (t->cost[i] - lo) / (hi - lo);
+            scores[i] = i == pick ? base : base + 0.5 + 0.25 * place;
+        }
+    }
+    return 0;
+}
+
+/* [select thread, concurrent] The walk's order as a score (score_ring);
+ * reads the sketch of recent traffic, never counts the request in it. */
+static int32_t chash_score(void *instance, const wsel_request *req, const wsel_table *t,
+                           double *scores)
+{
+    chash *c = instance;
+    pthread_rwlock_rdlock(&c->lock);
+    int32_t rc = score_ring(c, req, t, scores);
+    pthread_rwlock_unlock(&c->lock);
+    if (rc == RING_STALE) {
+        pthread_rwlock_wrlock(&c->lock);
+        rc = chash_ring_matches(&c->ring, t) ? 0 : chash_ring_build(&c->ring, t);
+        if (rc == 0)
+            rc = score_ring(c, req, t, scores);
+        pthread_rwlock_unlock(&c->lock);
+    }
+    return rc;
+}
+
 static int32_t chash_select(void *instance, const wsel_request *req, const wsel_table *t,
                             wsel_choice *choice)
 {
@@ -436,7 +524,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "chash",
-    .version = "2.0.0",
+    .version = "2.1.0",
     .description = "consistent hashing with bounded loads: sticky keys, no worker "
                    "above (1 + epsilon) x mean",
     .params = chash_params,
@@ -447,4 +535,5 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .select = chash_select,
     .on_request_finished = NULL,
     .on_topology_changed = chash_on_topology_changed,
+    .score = chash_score,
 };

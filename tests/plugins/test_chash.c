@@ -388,10 +388,75 @@ static void test_threads_on_two_topologies_agree_with_a_single_thread(void **sta
     wsel_plugin_entry.destroy(c);
 }
 
+/* score() for `key` (affinity key, no hashes); fails the test if it fails. */
+static void score_key(void *c, const harness_table *t, uint64_t request_id, uint64_t key,
+                      double *scores)
+{
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, request_id, key, NULL, 0);
+    assert_int_equal(wsel_plugin_entry.score(c, &req, &t->table, scores), 0);
+}
+
+/*
+ * The score is the walk's order: 4 idle workers of 2 ranks (rank costs 10
+ * and 20) get 0, 1, 2, 3 on their cheaper rank, + 0.75 on the dearer one
+ * (0.5 + 0.25 * 1), and the row scoring 0 is select's. Then the worker the
+ * key lands on carries 10 requests: total 10, cap ceil(1.25 * 11 / 4) = 4,
+ * so it is over the bound and scores W + L * W + k = 4 + 40 + 0 = 44, and
+ * select takes the row scoring 1, the next worker on the walk.
+ */
+static void test_the_score_is_the_walks_order_and_its_argmin_is_select(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(4, 2);
+    for (uint32_t i = 0; i < 8; i++)
+        t->cost[i] = i % 2 == 0 ? 20.0 : 10.0;
+    double scores[8];
+    score_key(c, t, 1, 99, scores);
+    uint32_t seen = 0, first = UINT32_MAX, second = UINT32_MAX;
+    for (uint32_t g = 0; g < 4; g++) {
+        double base = scores[2 * g + 1];
+        assert_true(base == floor(base) && base >= 0.0 && base <= 3.0);
+        assert_true(scores[2 * g] == base + 0.75);
+        seen |= 1u << (uint32_t)base;
+        if (base == 0.0)
+            first = 2 * g + 1;
+        if (base == 1.0)
+            second = 2 * g + 1;
+    }
+    assert_int_equal(seen, 0xf);
+    assert_int_equal(pick(c, t, 2, 99), first);
+
+    t->active_requests[first] = 10;
+    score_key(c, t, 3, 99, scores);
+    assert_true(scores[first] == 44.0);
+    assert_true(scores[second] == 1.0);
+    assert_int_equal(pick(c, t, 4, 99), second);
+
+    /* Only the loaded worker eligible: the bound is its own (cap
+     * ceil(1.25 * 11 / 1) = 14), so it takes the key, and the excluded
+     * workers score above it. */
+    for (uint32_t i = 0; i < 8; i++)
+        if (group_of(t, i) != group_of(t, first))
+            t->flags[i] = WSEL_ROW_EXCLUDED;
+    score_key(c, t, 5, 99, scores);
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < 8; i++)
+        if (scores[i] < scores[best])
+            best = i;
+    assert_int_equal(best, first);
+    assert_int_equal(pick(c, t, 6, 99), first);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
+        cmocka_unit_test(test_the_score_is_the_walks_order_and_its_argmin_is_select),
         cmocka_unit_test(test_a_shared_system_prompt_does_not_collapse_the_keys),
         cmocka_unit_test(test_a_prompt_everyone_repeats_keys_on_its_last_block),
         cmocka_unit_test(test_the_cheapest_eligible_rank_of_the_worker_is_chosen),
