@@ -21,6 +21,23 @@ Cases:
   isolated  a plugin that crashes its helper (tests/isolated's iso_segv) in
             isolated mode: every request is answered 200, the crashes are
             counted as fallbacks
+  switches  issue 16's floor: at least 100 accepted policy switches under a
+            steady stream of requests from 4 clients, by the admin location
+            (4 of 5) and nginx -s reload (1 of 5), cycling softmax, p2c and
+            hysteresis with configs; every 10th attempt is one that must be
+            refused (an untrusted world-writable copy or a broken plugin; by
+            the admin location, nginx -s reload or SIGHUP to the master) and
+            the old policy keeps serving, with the reason. Every switch is
+            seen in the status; 0 failed requests
+  kill      one of three engines is killed (SIGKILL) while requests flow
+            and one is in flight there (proxy_next_upstream error timeout
+            non_idempotent, max_fails=1). wsel-engine sends its 200 header
+            when it accepts a request, so the responses it had in flight are
+            cut (the clients see short reads, at most one per client, nginx
+            logs each); nginx retries what it can (connections refused or
+            reset before a header) on a live engine: every request started
+            after the kill is answered 200. The status counts the upstream
+            failures and retries, and no load is left on the dead ranks
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -65,14 +82,14 @@ def hreq(port, method, path, body=None, headers=None):
 
 
 class Engine:
-    def __init__(self, exe, workdir, name):
+    def __init__(self, exe, workdir, name, time_scale=50):
         self.port_file = os.path.join(workdir, name + ".port")
         if os.path.exists(self.port_file):
             os.unlink(self.port_file)
         self.log = open(os.path.join(workdir, name + ".log"), "w")
         self.proc = subprocess.Popen(
             [exe, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
-             "--block-size", str(BLOCK), "--dp", "2", "--time-scale", "50",
+             "--block-size", str(BLOCK), "--dp", "2", "--time-scale", str(time_scale),
              "--kv-blocks", "4096", "--quiet", "--kv-events", "tcp://127.0.0.1:0"],
             stdout=self.log, stderr=subprocess.STDOUT)
         for _ in deadline_loop(name + "'s port file"):
@@ -129,9 +146,10 @@ class Nginx:
         self.port = free_port()
         self.proc = None
 
-    def write_conf(self, policy, workers=1, config="{}", isolated=None):
+    def write_conf(self, policy, workers=1, config="{}", isolated=None,
+                   server_opts="max_fails=0", next_upstream="error timeout"):
         d = self.dir
-        ups = "\n".join("        server %s max_fails=0;" % e.addr for e in self.engines)
+        ups = "\n".join("        server %s %s;" % (e.addr, server_opts) for e in self.engines)
         wsrv = "\n".join(
             "        wsel_server %s dp=2 kv=%s,%s;" % (
                 e.addr, e.lines[("kv_events", "0")], e.lines[("kv_events", "1")])
@@ -172,6 +190,7 @@ http {
             proxy_set_header X-data-parallel-rank $wsel_dp_rank;
             proxy_buffering off;
             proxy_read_timeout 300s;
+            proxy_next_upstream %(next_upstream)s;
         }
         location = /wsel/status { wsel_status engines; }
         location = /wsel/admin { wsel_admin engines; }
@@ -179,7 +198,7 @@ http {
 }
 """ % dict(module=self.module, workers=workers, d=d, ups=ups, wsrv=wsrv, policy=policy,
            config=config, block=BLOCK, port=self.port,
-           iso="on " + isolated if isolated else "off")
+           iso="on " + isolated if isolated else "off", next_upstream=next_upstream)
         with open(self.conf, "w") as f:
             f.write(text)
 
@@ -275,10 +294,10 @@ def replay(wsel, port, workdir, name, requests):
     return rows
 
 
-def start_all(args):
+def start_all(args, n=2, time_scale=50):
     nginx, module, engine, wsel, plugins, fixtures, workdir = args
     os.makedirs(workdir, exist_ok=True)
-    engines = [Engine(engine, workdir, "engine%d" % i) for i in range(2)]
+    engines = [Engine(engine, workdir, "engine%d" % i, time_scale) for i in range(n)]
     ng = Nginx(nginx, module, workdir, engines)
     return engines, ng
 
@@ -468,6 +487,306 @@ def case_isolated(args):
             e.stop()
 
 
+class Traffic:
+    """A steady stream of completions through nginx from THREADS clients,
+    each a new connection (a reload's old worker closes idle keep-alive
+    connections; a client racing that close is the client's retry, not a
+    failed request). Every answer other than 200 is kept as a failure."""
+
+    def __init__(self, port, threads, max_tokens, seed):
+        self.port = port
+        self.max_tokens = max_tokens
+        self.cond = threading.Condition()
+        self.ok = 0
+        self.failures = []
+        self.stop_flag = False
+        self.threads = [threading.Thread(target=self.run, args=(seed + i,))
+                        for i in range(threads)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, seed):
+        # shared prefixes (4 groups of 3 blocks) plus a unique tail: routing
+        # by cache matters and the policies disagree
+        n = 0
+        while True:
+            with self.cond:
+                if self.stop_flag:
+                    return
+            group = (seed + n) % 4
+            tail = 10000 + seed * 1000 + n % 900     # < the engines' 32,000 ids
+            prompt = list(range(group * 1000, group * 1000 + 3 * BLOCK)) + \
+                list(range(tail, tail + 20))
+            n += 1
+            started = time.monotonic()
+            try:
+                st, body = complete(self.port, prompt, self.max_tokens)
+                err = None if st == 200 else "%d %s" % (st, body[:200])
+            except (OSError, http.client.HTTPException) as e:
+                err = "%s: %s" % (type(e).__name__, e)
+            with self.cond:
+                if err is None:
+                    self.ok += 1
+                else:
+                    self.failures.append((started, err))
+                self.cond.notify_all()
+
+    def done(self):
+        with self.cond:
+            return self.ok + len(self.failures)
+
+    def wait_for(self, count, what, tolerate=lambda started, err: False):
+        """Until COUNT requests have been answered in total; fails at the
+        first failure TOLERATE does not accept."""
+        end = time.monotonic() + CEILING_S
+        with self.cond:
+            while self.ok + len(self.failures) < count or \
+                    not all(tolerate(*f) for f in self.failures):
+                if not all(tolerate(*f) for f in self.failures):
+                    fail("%d requests failed while waiting for %s, first: %s"
+                         % (len(self.failures), what, self.failures[:3]))
+                left = end - time.monotonic()
+                if left <= 0:
+                    fail("gave up waiting for %s (%d answered)"
+                         % (what, self.ok + len(self.failures)))
+                self.cond.wait(left)
+
+    def stop(self):
+        with self.cond:
+            self.stop_flag = True
+        for t in self.threads:
+            t.join()
+
+
+def wait_exit(pid, what):
+    """Until process PID is gone (or a zombie its parent has not reaped)."""
+    for _ in deadline_loop(what):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state == "Z":
+            return
+
+
+SWITCHES = 100      # accepted switches, at least
+REFUSE_EVERY = 10   # every 10th attempt is one that must be refused
+RELOAD_EVERY = 5    # every 5th accepted switch is a reload, the rest admin
+
+
+def case_switches(args):
+    """100 policy switches under load, 0 failed requests (issue 16's floor)."""
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    policies = [("softmax", os.path.join(plugins, "softmax.so"), '{"temperature": 0.5}'),
+                ("p2c", os.path.join(plugins, "p2c.so"),
+                 '{"d": 2, "column": "active_requests"}'),
+                ("hysteresis", os.path.join(plugins, "hysteresis.so"),
+                 '{"rel_margin": 0.5, "abs_margin": 16}')]
+    broken = os.path.join(fixtures, "fx_no_entry.so")
+    os.makedirs(workdir, exist_ok=True)
+    # an untrusted copy of a good plugin: world-writable, refused by the
+    # host's trust rules (docs: trust) whatever its contents
+    untrusted_dir = os.path.join(workdir, "untrusted")
+    shutil.rmtree(untrusted_dir, ignore_errors=True)
+    os.makedirs(untrusted_dir)
+    os.chmod(untrusted_dir, 0o755)
+    untrusted = os.path.join(untrusted_dir, "softmax.so")
+    shutil.copyfile(policies[0][1], untrusted)
+    os.chmod(untrusted, 0o666)
+    refusals = [("admin", untrusted, "writable"), ("reload", broken, "refused"),
+                ("admin", broken, ""), ("sighup", untrusted, "writable")]
+
+    engines, ng = start_all(args)
+    traffic = None
+    t0 = time.monotonic()
+    try:
+        cur = 0
+        name, path, config = policies[cur]
+        ng.write_conf(path, config=config, next_upstream="error timeout non_idempotent")
+        ng.start()
+        s = wait_policy(ng, name)
+        pid = s["worker_pid"]
+        traffic = Traffic(ng.port, threads=4, max_tokens=4, seed=1)
+        accepted = {"admin": 0, "reload": 0}
+        refused = {"admin": 0, "reload": 0, "sighup": 0}
+        attempt = 0
+        while accepted["admin"] + accepted["reload"] < SWITCHES:
+            attempt += 1
+            # under load: requests were answered since the last switch
+            traffic.wait_for(traffic.done() + 3, "traffic between switches")
+            s = ng.get_status()
+            if s["worker_pid"] != pid or s["policy"] != name:
+                fail("attempt %d: status %r, expected %s in worker %d"
+                     % (attempt, s, name, pid))
+            if attempt % REFUSE_EVERY == 0:
+                how, bad, reason = refusals[(attempt // REFUSE_EVERY - 1) % len(refusals)]
+                if how == "admin":
+                    before = s["admin_refused"]
+                    st, ans = ng.admin(bad)
+                    if st != 409 or ans["ok"] or ans["policy"] != name \
+                            or reason not in ans["error"] or not ans["error"]:
+                        fail("admin switch to %s: %d %r" % (bad, st, ans))
+                    s = ng.get_status()
+                    if s["policy"] != name or s["policy_path"] != path \
+                            or s["admin_refused"] != before + 1 \
+                            or s["last_switch_error"] != ans["error"]:
+                        fail("status after a refused admin switch: %r" % s)
+                else:
+                    ng.write_conf(bad, config="{}",
+                                  next_upstream="error timeout non_idempotent")
+                    if how == "reload":
+                        # nginx -s reload reads the configuration first
+                        p = subprocess.run(ng.cmd("-s", "reload"), stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, timeout=CEILING_S)
+                        out = p.stdout.decode()
+                        if p.returncode == 0 or reason not in out:
+                            fail("nginx -s reload accepted %s: %s" % (bad, out))
+                    else:
+                        # the running master, signalled directly, refuses it
+                        log_before = len(ng.log())
+                        os.kill(ng.proc.pid, signal.SIGHUP)
+                        for _ in deadline_loop("the master to refuse the reload"):
+                            new = ng.log()[log_before:]
+                            if "refused" in new:
+                                break
+                        if reason not in new:
+                            fail("the refused reload's log has no reason %r: %s"
+                                 % (reason, new))
+                    ng.write_conf(path, config=config,
+                                  next_upstream="error timeout non_idempotent")
+                    s = ng.get_status()
+                    if s["worker_pid"] != pid or s["policy"] != name:
+                        fail("after a refused reload: %r" % s)
+                refused[how] += 1
+                continue
+
+            cur = (cur + 1) % len(policies)
+            name, path, config = policies[cur]
+            n_accepted = accepted["admin"] + accepted["reload"]
+            if n_accepted % RELOAD_EVERY == RELOAD_EVERY - 1:
+                old = pid
+                ng.write_conf(path, config=config,
+                              next_upstream="error timeout non_idempotent")
+                ng.reload()
+                s = wait_policy(ng, name, old)
+                pid = s["worker_pid"]
+                # the old worker finishes its requests and exits; until it
+                # does it may still accept, so the next admin switch waits
+                wait_exit(old, "the old worker %d to exit" % old)
+                if s["policy_path"] != path:
+                    fail("reload to %s: status %r" % (path, s))
+                accepted["reload"] += 1
+            else:
+                before = s["admin_switches"]
+                st, ans = ng.admin(path, json.loads(config))
+                if st != 200 or not ans["ok"] or ans["policy"] != name \
+                        or ans["worker_pid"] != pid:
+                    fail("admin switch to %s: %d %r" % (name, st, ans))
+                s = ng.get_status()
+                if s["policy"] != name or s["policy_path"] != path \
+                        or s["admin_switches"] != before + 1 or s["last_switch_error"]:
+                    fail("status after the admin switch to %s: %r" % (name, s))
+                accepted["admin"] += 1
+        traffic.wait_for(traffic.done() + 3, "traffic after the last switch")
+        traffic.stop()
+        elapsed = time.monotonic() - t0
+        s = ng.get_status()
+        if traffic.failures:
+            fail("%d of %d requests failed under switches, first: %s"
+                 % (len(traffic.failures), traffic.done(), traffic.failures[:3]))
+        if sum(r["active_requests"] for r in s["ranks"]) != 0:
+            fail("load left after the traffic: %r" % s["ranks"])
+        print("switches: %d accepted (%d admin, %d reload) and %d refused (%d admin, "
+              "%d nginx -s reload, %d SIGHUP) under %d requests from 4 clients, "
+              "0 failed, %.1f s"
+              % (accepted["admin"] + accepted["reload"], accepted["admin"],
+                 accepted["reload"], sum(refused.values()), refused["admin"],
+                 refused["reload"], refused["sighup"], traffic.ok, elapsed))
+    finally:
+        if traffic:
+            traffic.stop()
+        ng.stop()
+        for e in engines:
+            e.stop()
+
+
+def case_kill(args):
+    """SIGKILL one of three engines while requests flow (see the module's
+    docstring): what nginx can retry it retries, what it cannot is counted,
+    every request started after the kill is answered 200."""
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    softmax = os.path.join(plugins, "softmax.so")
+    # time scale 5: a 24-token answer takes tens of milliseconds of wall
+    # time, so requests are in flight on every engine when one is killed
+    engines, ng = start_all(args, n=3, time_scale=5)
+    victim = engines[1]
+    traffic = None
+    cut_line = "upstream prematurely closed connection while reading upstream"
+    try:
+        # fail_timeout is long enough that the test never sees it expire
+        ng.write_conf(softmax, server_opts="max_fails=1 fail_timeout=%ds" % (CEILING_S * 5),
+                      next_upstream="error timeout non_idempotent")
+        ng.start()
+        wait_policy(ng, "softmax")
+        traffic = Traffic(ng.port, threads=6, max_tokens=24, seed=7)
+        traffic.wait_for(30, "traffic before the kill")
+        for _ in deadline_loop("a request in flight on the victim"):
+            s = ng.get_status()
+            if sum(r["active_requests"] for r in s["ranks"] if r["server"] == victim.addr):
+                break
+        before = s
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait()          # exited: its sockets are closed
+        killed_t = time.monotonic()
+        killed_at = traffic.done()
+
+        # Failures tolerated: only requests started before the kill. The
+        # engine sends its 200 header when it accepts a request, so nginx
+        # has passed it on and can only cut the response (the client sees a
+        # short read; nginx logs CUT_LINE); everything else is retried.
+        def in_flight(started, err):
+            return started < killed_t and err.startswith("IncompleteRead")
+        traffic.wait_for(killed_at + 60, "traffic after the kill", in_flight)
+        traffic.stop()
+        answered = traffic.done()
+        cut = len(traffic.failures)
+        # new requests, one at a time: every one answered by a live engine
+        for i in range(20):
+            st, body = complete(ng.port, list(range(i * 7, i * 7 + 2 * BLOCK)), 2)
+            if st != 200:
+                fail("request %d after the kill: %d %s" % (i, st, body[:200]))
+        s = ng.get_status()
+        failures = s["upstream_failures"] - before["upstream_failures"]
+        retries = s["retries"] - before["retries"]
+        unavailable = s["peer_unavailable"] - before["peer_unavailable"]
+        logged = ng.log().count(cut_line)
+        if cut > 6 or logged != cut:
+            fail("%d responses cut (6 clients), nginx logged %d: %s"
+                 % (cut, logged, traffic.failures))
+        if failures < 1 or retries < 1 or retries > failures:
+            fail("the kill was not counted: upstream_failures +%d, retries +%d: %r"
+                 % (failures, retries, s))
+        if "responses_cut" in s and s["responses_cut"] - before["responses_cut"] != cut:
+            fail("status responses_cut %d, clients saw %d"
+                 % (s["responses_cut"] - before["responses_cut"], cut))
+        if s["requests"] != answered + 20 or s["route_errors"] != 0:
+            fail("status requests %d, clients sent %d: %r"
+                 % (s["requests"], answered + 20, s))
+        if sum(r["active_requests"] for r in s["ranks"]) != 0:
+            fail("load left after the kill: %r" % s["ranks"])
+        print("kill: engine %s killed after %d answers; %d responses in flight there cut "
+              "(nginx logged %d), %d requests answered after the kill, all 200; status: "
+              "upstream_failures +%d, retries +%d, peer_unavailable +%d"
+              % (victim.addr, killed_at, cut, logged, answered - killed_at - cut + 20,
+                 failures, retries, unavailable))
+    finally:
+        if traffic:
+            traffic.stop()
+        ng.stop()
+        for e in engines:
+            e.stop()
+
 def main():
     if len(sys.argv) not in (9, 11):
         fail(__doc__)
@@ -476,7 +795,8 @@ def main():
     if case == "isolated":
         case_isolated(args)
     else:
-        {"route": case_route, "refused": case_refused}[case](args[:7])
+        {"route": case_route, "refused": case_refused, "switches": case_switches,
+         "kill": case_kill}[case](args[:7])
     print("PASS")
 
 
