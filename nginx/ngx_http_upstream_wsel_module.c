@@ -82,6 +82,7 @@ typedef struct {
     uint64_t                        retries;
     uint64_t                        peer_unavailable;
     uint64_t                        upstream_failures;
+    uint64_t                        failed_outcomes;
     uint64_t                        admin_switches;
     uint64_t                        admin_refused;
     uint64_t                        lat[NGX_HTTP_WSEL_LAT_BUCKETS];
@@ -102,8 +103,17 @@ typedef struct {
 } ngx_http_wsel_loc_conf_t;
 
 
+/* One "key": NUMBER of the response looked for across its buffers. */
+typedef struct {
+    ngx_uint_t                      matched;   /* key bytes matched */
+    ngx_uint_t                      digits;
+    uint64_t                        value;
+} ngx_http_wsel_scan_t;
+
+
 typedef struct {
     ngx_http_wsel_upstream_t       *up;
+    ngx_http_request_t             *request;
     ngx_int_t                       phase_status;
     uint64_t                        request_id;
     uint64_t                        worker_id;
@@ -111,8 +121,13 @@ typedef struct {
     unsigned                        routed:1;
     unsigned                        first:1;
     unsigned                        tried:1;
+    unsigned                        have_cached:1;
     u_char                          rank_text[NGX_INT_T_LEN];
     size_t                          rank_len;
+    /* the response's "usage" figures, scanned as it streams by */
+    uint32_t                        output_tokens;
+    uint32_t                        cached_tokens;
+    ngx_http_wsel_scan_t            scan[2];
 } ngx_http_wsel_ctx_t;
 
 
@@ -698,15 +713,58 @@ ngx_http_wsel_body(ngx_http_request_t *r, size_t *len)
 /* routing: precontent phase, variable, body filter, cleanup                */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * The routed request ends: its outcome goes to the policy through
+ * libwsel-router, with the response's completion_tokens (0 if it had none)
+ * and cached_tokens (the engine's figure when the response says it), failed
+ * when the client went away, the upstream failed, the status is not a
+ * success, or no response byte came back.
+ */
+static void
+ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
+    ngx_uint_t failed)
+{
+    ngx_http_upstream_t  *u;
+    wsel_router_finish    fin;
+
+    if (!ctx->routed || ctx->up->router == NULL) {
+        return;
+    }
+
+    ngx_memzero(&fin, sizeof(fin));
+    fin.struct_size = sizeof(fin);
+    fin.output_tokens = ctx->output_tokens;
+
+    if (ctx->have_cached) {
+        fin.flags |= WSEL_ROUTER_FINISH_CACHED_KNOWN;
+        fin.cached_tokens = ctx->cached_tokens;
+    }
+
+    u = r->upstream;
+
+    if (failed
+        || r->connection->error
+        || u == NULL
+        || u->error
+        || !ctx->first
+        || r->headers_out.status == 0
+        || r->headers_out.status >= NGX_HTTP_BAD_REQUEST)
+    {
+        fin.flags |= WSEL_ROUTER_FINISH_FAILED;
+        ctx->up->failed_outcomes++;
+    }
+
+    (void) wsel_router_finished_ex(ctx->up->router, ctx->request_id, &fin);
+    ctx->routed = 0;
+}
+
+
 static void
 ngx_http_wsel_cleanup(void *data)
 {
     ngx_http_wsel_ctx_t  *ctx = data;
 
-    if (ctx->routed && ctx->up->router) {
-        (void) wsel_router_finished(ctx->up->router, ctx->request_id);
-        ctx->routed = 0;
-    }
+    ngx_http_wsel_finish(ctx->request, ctx, 0);
 }
 
 
@@ -732,6 +790,7 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     ngx_pool_cleanup_t        *cln;
     wsel_route_request         q;
     wsel_route_result          res;
+    wsel_router_finish         fin;
     ngx_http_wsel_prompt_t     prompt;
     ngx_http_wsel_upstream_t  *up = ctx->up;
 
@@ -777,7 +836,10 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
-        (void) wsel_router_finished(up->router, res.request_id);
+        ngx_memzero(&fin, sizeof(fin));
+        fin.struct_size = sizeof(fin);
+        fin.flags = WSEL_ROUTER_FINISH_FAILED;
+        (void) wsel_router_finished_ex(up->router, res.request_id, &fin);
         return;
     }
 
@@ -858,6 +920,7 @@ ngx_http_wsel_precontent_handler(ngx_http_request_t *r)
     }
 
     ctx->up = up;
+    ctx->request = r;
     ctx->phase_status = NGX_DONE;
     ngx_http_set_ctx(r, ctx, ngx_http_upstream_wsel_module);
 
@@ -895,6 +958,70 @@ ngx_http_wsel_rank_variable(ngx_http_request_t *r,
 }
 
 
+/*
+ * The usage figures of an OpenAI-style response ("completion_tokens": N,
+ * "cached_tokens": N), wherever they are (a JSON body, the last SSE
+ * chunk), matched byte by byte so a key or number split across buffers is
+ * still read; the last value of each key wins.
+ */
+static void
+ngx_http_wsel_scan_usage(ngx_http_wsel_ctx_t *ctx, u_char *p, u_char *e)
+{
+    static const ngx_str_t  keys[2] = {
+        ngx_string("\"completion_tokens\":"),
+        ngx_string("\"cached_tokens\":")
+    };
+
+    u_char                 c;
+    ngx_uint_t             k;
+    ngx_http_wsel_scan_t  *sc;
+
+    for ( /* void */ ; p < e; p++) {
+        c = *p;
+
+        for (k = 0; k < 2; k++) {
+            sc = &ctx->scan[k];
+
+            if (sc->matched < keys[k].len) {
+                if (c == keys[k].data[sc->matched]) {
+                    sc->matched++;
+                    sc->digits = 0;
+                    sc->value = 0;
+
+                } else {
+                    sc->matched = c == '"';
+                }
+
+                continue;
+            }
+
+            if (c >= '0' && c <= '9' && sc->value < 0xffffffffu) {
+                sc->value = sc->value * 10 + (c - '0');
+                sc->digits++;
+                continue;
+            }
+
+            if (c == ' ' && sc->digits == 0) {
+                continue;
+            }
+
+            if (sc->digits) {
+                if (k == 0) {
+                    ctx->output_tokens = sc->value > 0xffffffffu
+                                         ? 0xffffffffu : (uint32_t) sc->value;
+                } else {
+                    ctx->cached_tokens = sc->value > 0xffffffffu
+                                         ? 0xffffffffu : (uint32_t) sc->value;
+                    ctx->have_cached = 1;
+                }
+            }
+
+            sc->matched = c == '"';
+        }
+    }
+}
+
+
 static ngx_int_t
 ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
@@ -904,13 +1031,21 @@ ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     if (r == r->main && in) {
         ctx = ngx_http_get_module_ctx(r, ngx_http_upstream_wsel_module);
 
-        if (ctx && ctx->routed && !ctx->first) {
+        if (ctx && ctx->routed) {
             for (cl = in; cl; cl = cl->next) {
-                if (ngx_buf_size(cl->buf) > 0) {
+                if (ngx_buf_size(cl->buf) <= 0) {
+                    continue;
+                }
+
+                if (!ctx->first) {
                     ctx->first = 1;
                     (void) wsel_router_first_token(ctx->up->router,
                                                    ctx->request_id);
-                    break;
+                }
+
+                if (ngx_buf_in_memory(cl->buf)) {
+                    ngx_http_wsel_scan_usage(ctx, cl->buf->pos,
+                                             cl->buf->last);
                 }
             }
         }
@@ -978,8 +1113,7 @@ ngx_http_wsel_get_peer(ngx_peer_connection_t *pc, void *data)
         /* a retry (proxy_next_upstream): the load leaves the first choice,
          * round-robin picks among the untried; the rank header stays */
         wp->up->retries++;
-        (void) wsel_router_finished(wp->up->router, ctx->request_id);
-        ctx->routed = 0;
+        ngx_http_wsel_finish(ctx->request, ctx, 1);
         return ngx_http_upstream_get_round_robin_peer(pc, rrp);
     }
 
@@ -1002,8 +1136,7 @@ ngx_http_wsel_get_peer(ngx_peer_connection_t *pc, void *data)
         ngx_http_upstream_rr_peers_unlock(rrp->peers);
 
         wp->up->peer_unavailable++;
-        (void) wsel_router_finished(wp->up->router, ctx->request_id);
-        ctx->routed = 0;
+        ngx_http_wsel_finish(ctx->request, ctx, 1);
         return ngx_http_upstream_get_round_robin_peer(pc, rrp);
     }
 
@@ -1566,6 +1699,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "},\"requests\":%uL,\"routes\":%uL,\"no_prompt\":%uL,"
             "\"builtin_routes\":%uL,\"route_errors\":%uL,\"retries\":%uL,"
             "\"peer_unavailable\":%uL,\"upstream_failures\":%uL,"
+            "\"failed_outcomes\":%uL,"
             "\"admin_switches\":%uL,\"admin_refused\":%uL,"
             "\"prompt_blocks\":%uL,\"overlap_blocks\":%uL,"
             "\"kv_messages\":%uL,\"kv_blocks_stored\":%uL,"
@@ -1575,7 +1709,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "\"ranks\":[",
             up->requests, rcn.routes, up->no_prompt, rcn.builtin_routes,
             up->route_errors, up->retries, up->peer_unavailable,
-            up->upstream_failures, up->admin_switches, up->admin_refused,
+            up->upstream_failures, up->failed_outcomes, up->admin_switches,
+            up->admin_refused,
             rcn.prompt_blocks, rcn.overlap_blocks, rcn.kv_messages,
             rcn.kv_blocks_stored, rcn.kv_blocks_removed,
             rcn.kv_skipped[0] + rcn.kv_skipped[1] + rcn.kv_skipped[2]
@@ -1624,6 +1759,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         WSEL_PROM("retries_total", "counter", up->retries);
         WSEL_PROM("peer_unavailable_total", "counter", up->peer_unavailable);
         WSEL_PROM("upstream_failures_total", "counter", up->upstream_failures);
+        WSEL_PROM("failed_outcomes_total", "counter", up->failed_outcomes);
         WSEL_PROM("prompt_blocks_total", "counter", rcn.prompt_blocks);
         WSEL_PROM("overlap_blocks_total", "counter", rcn.overlap_blocks);
         WSEL_PROM("kv_messages_total", "counter", rcn.kv_messages);

@@ -28,6 +28,9 @@
 #   LAT_ROUNDS  latency bench rounds, each wsel then plain [6]
 #   LAT_REQUESTS requests per latency round and side, sequential [999]
 #   LAT_MODES   the module's KV sources in the latency bench [events history]
+#   PARTS       what to run: "replay" (the trace per policy, wsel sim, their
+#               tables) and/or "latency" (the added-latency bench alone)
+#               [replay latency]
 #   NGINX       the nginx binary [/usr/sbin/nginx]
 #   BUDGET_S    wall-clock ceiling of the whole script, seconds [1500]
 #   OUT         keep every log, status and result here [a temp dir, removed]
@@ -48,6 +51,7 @@ TIME_SCALE=${TIME_SCALE:-0.5}
 LAT_ROUNDS=${LAT_ROUNDS:-6}
 LAT_REQUESTS=${LAT_REQUESTS:-999}
 LAT_MODES=${LAT_MODES:-events history}
+PARTS=${PARTS:-replay latency}
 NGINX=${NGINX:-/usr/sbin/nginx}
 BUDGET_S=${BUDGET_S:-1500}
 BLOCK=64
@@ -247,6 +251,9 @@ print(json.dumps({"prompt": random.sample(range(32000), 128), "max_tokens": 1}))
 echo "e2e: $WORKERS workers x $DP ranks, trace $(basename "$TRACE"), speedup $SPEEDUP," \
   "time-scale $TIME_SCALE; policies: $POLICIES; KV sources: $MODES; results in $OUT" >&2
 
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+want replay || MODES=""
+
 # 1. the trace through nginx, per policy and KV source
 for mode in $MODES; do
   for policy in $POLICIES; do
@@ -268,8 +275,10 @@ done
 # 2. wsel sim: the same cluster, trace, speedup and policies
 sim_args=()
 for p in $POLICIES; do sim_args+=(--plugin "$p"); done
-"$wsel" sim --trace "$TRACE" --workers "$WORKERS" --dp "$DP" --speedup "$SPEEDUP" \
-  "${sim_args[@]}" --json --no-progress >"$OUT/sim.json"
+if want replay; then
+  "$wsel" sim --trace "$TRACE" --workers "$WORKERS" --dp "$DP" --speedup "$SPEEDUP" \
+    "${sim_args[@]}" --json --no-progress >"$OUT/sim.json"
+fi
 
 # 3. added latency: the same engines (at the largest time scale: their
 # model time is nanoseconds of wall time), two nginx set-ups taking turns,
@@ -281,8 +290,9 @@ for p in $POLICIES; do sim_args+=(--plugin "$p"); done
 lat=$OUT/latency
 mkdir -p "$lat"
 lat_policy=${POLICIES%% *}
-start_cluster "$lat" 1000000
-echo "e2e: latency bench, $LAT_ROUNDS rounds of $LAT_REQUESTS sequential requests per side" >&2
+want latency || LAT_ROUNDS=0
+((LAT_ROUNDS == 0)) || start_cluster "$lat" 1000000
+((LAT_ROUNDS == 0)) || echo "e2e: latency bench, $LAT_ROUNDS rounds of $LAT_REQUESTS sequential requests per side" >&2
 for ((r = 0; r < LAT_ROUNDS; r++)); do
   for side in $LAT_MODES plain; do
     python3 - "$TRACE" "$LAT_REQUESTS" "$r" "$side" >"$lat/trace-$side-$r.jsonl" <<'EOF'
@@ -327,58 +337,63 @@ def load(path):
     with open(path) as f:
         return json.load(f)
 
-sim = {r["plugin"]: r for r in load(os.path.join(out, "sim.json"))["results"]}
-rows = {}
-for mode in modes:
-    for p in policies:
-        d = os.path.join(out, "run-%s-%s" % (p, mode))
-        rows[p, mode] = (load(os.path.join(d, "replay.json"))["results"][0],
-                         load(os.path.join(d, "status.json")))
+def replay_tables():
 
-print("Through nginx (wsel replay's columns, model time; route_us: the module's own "
-      "time per request, mean):")
-print("%-20s %6s %13s %12s %12s %10s %10s %7s %6s %7s %9s" % (
-    "plugin", "hit%", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_s",
-    "e2e_p99_s", "tok/s", "lost", "fallbk", "route_us"))
-for mode in modes:
-    for p in policies:
-        r, s = rows[p, mode]
-        print("%-20s %6.1f %13.0f %12.0f %12.0f %10.2f %10.2f %7.0f %6d %7d %9.1f" % (
-            p + "/" + mode, 100 * r["kv_hit_rate"], r["ttft_ms"]["mean"], r["ttft_ms"]["p50"],
-            r["ttft_ms"]["p99"], r["e2e_ms"]["p50"] / 1000, r["e2e_ms"]["p99"] / 1000,
-            r["throughput_tok_s"], r["lost_requests"], s["fallbacks"],
-            s["route_time_ns_sum"] / max(s["requests"], 1) / 1000))
-
-print()
-print("Beside wsel sim (same cluster, trace, speedup): hit% and TTFT mean / p50 / p99 ms")
-hdr = "%-12s" % "policy"
-for mode in modes:
-    hdr += " %8s" % ("hit%" + mode[0])
-hdr += " %8s" % "hit%sim"
-for mode in modes:
-    hdr += " %20s" % ("ttft " + mode)
-hdr += " %20s" % "ttft sim"
-print(hdr)
-for p in policies:
-    line = "%-12s" % p
+    sim = {r["plugin"]: r for r in load(os.path.join(out, "sim.json"))["results"]}
+    rows = {}
     for mode in modes:
-        line += " %8.1f" % (100 * rows[p, mode][0]["kv_hit_rate"])
-    line += " %8.1f" % (100 * sim[p]["kv_hit_rate"])
-    for t in [rows[p, m][0]["ttft_ms"] for m in modes] + [sim[p]["ttft_ms"]]:
-        line += " %20s" % ("%.0f / %.0f / %.0f" % (t["mean"], t["p50"], t["p99"]))
-    print(line)
+        for p in policies:
+            d = os.path.join(out, "run-%s-%s" % (p, mode))
+            rows[p, mode] = (load(os.path.join(d, "replay.json"))["results"][0],
+                             load(os.path.join(d, "status.json")))
 
-def order(key):
-    return " < ".join(sorted(policies, key=key))
+    print("Through nginx (wsel replay's columns, model time; route_us: the module's own "
+          "time per request, mean):")
+    print("%-20s %6s %13s %12s %12s %10s %10s %7s %6s %7s %9s" % (
+        "plugin", "hit%", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_s",
+        "e2e_p99_s", "tok/s", "lost", "fallbk", "route_us"))
+    for mode in modes:
+        for p in policies:
+            r, s = rows[p, mode]
+            print("%-20s %6.1f %13.0f %12.0f %12.0f %10.2f %10.2f %7.0f %6d %7d %9.1f" % (
+                p + "/" + mode, 100 * r["kv_hit_rate"], r["ttft_ms"]["mean"], r["ttft_ms"]["p50"],
+                r["ttft_ms"]["p99"], r["e2e_ms"]["p50"] / 1000, r["e2e_ms"]["p99"] / 1000,
+                r["throughput_tok_s"], r["lost_requests"], s["fallbacks"],
+                s["route_time_ns_sum"] / max(s["requests"], 1) / 1000))
 
-print()
-print("Ordering by TTFT mean (best first):")
-for mode in modes:
-    print("  nginx/%-8s %s" % (mode, order(lambda p: rows[p, mode][0]["ttft_ms"]["mean"])))
-print("  sim          %s" % order(lambda p: sim[p]["ttft_ms"]["mean"]))
-print("Hit rate gap, nginx events - sim (points): " + ", ".join(
-    "%s %+.1f" % (p, 100 * (rows[p, "events"][0]["kv_hit_rate"] - sim[p]["kv_hit_rate"]))
-    for p in policies) if "events" in modes else "")
+    print()
+    print("Beside wsel sim (same cluster, trace, speedup): hit% and TTFT mean / p50 / p99 ms")
+    hdr = "%-12s" % "policy"
+    for mode in modes:
+        hdr += " %8s" % ("hit%" + mode[0])
+    hdr += " %8s" % "hit%sim"
+    for mode in modes:
+        hdr += " %20s" % ("ttft " + mode)
+    hdr += " %20s" % "ttft sim"
+    print(hdr)
+    for p in policies:
+        line = "%-12s" % p
+        for mode in modes:
+            line += " %8.1f" % (100 * rows[p, mode][0]["kv_hit_rate"])
+        line += " %8.1f" % (100 * sim[p]["kv_hit_rate"])
+        for t in [rows[p, m][0]["ttft_ms"] for m in modes] + [sim[p]["ttft_ms"]]:
+            line += " %20s" % ("%.0f / %.0f / %.0f" % (t["mean"], t["p50"], t["p99"]))
+        print(line)
+
+    def order(key):
+        return " < ".join(sorted(policies, key=key))
+
+    print()
+    print("Ordering by TTFT mean (best first):")
+    for mode in modes:
+        print("  nginx/%-8s %s" % (mode, order(lambda p: rows[p, mode][0]["ttft_ms"]["mean"])))
+    print("  sim          %s" % order(lambda p: sim[p]["ttft_ms"]["mean"]))
+    print("Hit rate gap, nginx events - sim (points): " + ", ".join(
+        "%s %+.1f" % (p, 100 * (rows[p, "events"][0]["kv_hit_rate"] - sim[p]["kv_hit_rate"]))
+        for p in policies) if "events" in modes else "")
+
+if modes:
+    replay_tables()
 
 lat_modes = sys.argv[7].split()
 bins = [(0, 2048), (2048, 4096), (4096, 8192), (8192, 16384), (16384, 1 << 40)]
@@ -398,6 +413,8 @@ def p50(v, lo=0, hi=1 << 40):
     v = [t for isl, t in v if lo <= isl < hi]
     return statistics.median(v) if v else float("nan")
 
+if rounds == 0:
+    sys.exit(0)
 plain = lat_rows("plain")
 print()
 print("Added latency at %d ranks: %d rounds x %d sequential one-token requests per side, "
