@@ -184,6 +184,17 @@ static uint32_t grid_floor(uint32_t d)
     return d - d % grid_step(d);
 }
 
+/* The grid depth after d: d + 1 rounded up to its own step (steps are
+ * powers of two that change only at powers of two, so this never skips a
+ * grid depth): 1 -> 2 ... 63 -> 64 -> 66 ... 126 -> 128 -> 132 ... */
+static uint32_t grid_next(uint32_t d)
+{
+    if (d >= UINT32_MAX - (1u << 26)) /* past the last step: end the walk */
+        return UINT32_MAX;
+    uint32_t s = grid_step(d + 1);
+    return (d + s) & ~(s - 1);
+}
+
 /*
  * The request's own prefix: its shallowest block that is NOT common, a
  * block being common when more than one worker's share (1 / n_workers) of
@@ -231,7 +242,7 @@ static void count_request(chash *c, const wsel_request *req)
     uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
     if (n == 0)
         return;
-    for (uint32_t d = 1; d <= n; d += grid_step(d))
+    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = grid_next(d))
         chash_sketch_add(&c->recent, req->block_hashes[d - 1]);
     if (grid_floor(n) != n)
         chash_sketch_add(&c->recent, req->block_hashes[n - 1]);

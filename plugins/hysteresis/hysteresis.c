@@ -173,6 +173,17 @@ static uint32_t grid_floor(uint32_t d)
     return d - d % grid_step(d);
 }
 
+/* The grid depth after d: d + 1 rounded up to its own step (steps are
+ * powers of two that change only at powers of two, so this never skips a
+ * grid depth): 1 -> 2 ... 63 -> 64 -> 66 ... 126 -> 128 -> 132 ... */
+static uint32_t grid_next(uint32_t d)
+{
+    if (d >= UINT32_MAX - (1u << 26)) /* past the last step: end the walk */
+        return UINT32_MAX;
+    uint32_t s = grid_step(d + 1);
+    return (d + s) & ~(s - 1);
+}
+
 /* A key for the affinity key, kept apart from block hashes of equal value. */
 static uint64_t affinity_slot_key(uint64_t affinity_key)
 {
@@ -230,7 +241,7 @@ static void record(hysteresis *h, const wsel_request *req, uint32_t owner)
             sticky_table_put(&h->owners, affinity_slot_key(req->affinity_key), owner);
         return;
     }
-    for (uint32_t d = 1; d <= n; d += grid_step(d))
+    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = grid_next(d))
         sticky_table_put(&h->owners, req->block_hashes[d - 1], owner);
     sticky_table_put(&h->owners, req->block_hashes[n - 1], owner);
 }

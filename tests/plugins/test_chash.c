@@ -89,27 +89,28 @@ static void test_a_key_stays_on_its_worker_while_loads_are_in_bound(void **state
  * conversation's next turn (its prompt extended) lands where the turn
  * before it did, because it keys on the same first own block.
  */
-static void test_a_shared_system_prompt_does_not_collapse_the_keys(void **state)
+static void expect_a_shared_prompt_spreads(uint32_t prompt_blocks)
 {
-    (void)state;
     void *c = harness_create(NULL, NULL, 0);
     harness_table *t = harness_table_uniform(10, 1);
     uint32_t count[10] = {0};
+    uint64_t p[256], q[256];
+    assert_true(prompt_blocks + 6 <= 256);
+    for (uint32_t j = 0; j < prompt_blocks; j++)
+        p[j] = q[j] = j + 1;
     wsel_request req;
     wsel_rng rng;
     for (uint64_t i = 0; i < 400; i++) {
-        uint64_t p[11] = {1, 2, 3, 4, 5, 6, 7, 8};
         for (uint32_t j = 0; j < 3; j++)
-            p[8 + j] = 1000 * (i + 1) + j;
-        harness_request(&req, &rng, SEED, i, 0, p, 11);
+            p[prompt_blocks + j] = 1000 * (i + 1) + j;
+        harness_request(&req, &rng, SEED, i, 0, p, prompt_blocks + 3);
         uint32_t row = harness_select(c, &req, t);
         count[row]++;
         if (i % 50 == 49) {
             /* The next turn of conversation i. */
-            uint64_t q[14] = {1, 2, 3, 4, 5, 6, 7, 8};
             for (uint32_t j = 0; j < 6; j++)
-                q[8 + j] = 1000 * (i + 1) + j;
-            harness_request(&req, &rng, SEED, 100000 + i, 0, q, 14);
+                q[prompt_blocks + j] = 1000 * (i + 1) + j;
+            harness_request(&req, &rng, SEED, 100000 + i, 0, q, prompt_blocks + 6);
             assert_int_equal(harness_select(c, &req, t), row);
         }
     }
@@ -119,6 +120,21 @@ static void test_a_shared_system_prompt_does_not_collapse_the_keys(void **state)
     }
     harness_table_free(t);
     wsel_plugin_entry.destroy(c);
+}
+
+static void test_a_shared_system_prompt_does_not_collapse_the_keys(void **state)
+{
+    (void)state;
+    expect_a_shared_prompt_spreads(8);
+}
+
+/* The same past depth 64, where the sketch counts every 2nd block (every
+ * 4th past 128): a 150-block tool prompt is counted at the very depths the
+ * key search probes, so it is common there too. */
+static void test_a_long_shared_prompt_does_not_collapse_the_keys(void **state)
+{
+    (void)state;
+    expect_a_shared_prompt_spreads(150);
 }
 
 /* A prompt repeated whole by every request keys on its last block: they
@@ -458,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
         cmocka_unit_test(test_the_score_is_the_walks_order_and_its_argmin_is_select),
         cmocka_unit_test(test_a_shared_system_prompt_does_not_collapse_the_keys),
+        cmocka_unit_test(test_a_long_shared_prompt_does_not_collapse_the_keys),
         cmocka_unit_test(test_a_prompt_everyone_repeats_keys_on_its_last_block),
         cmocka_unit_test(test_the_cheapest_eligible_rank_of_the_worker_is_chosen),
         cmocka_unit_test(test_an_excluded_worker_passes_its_keys_clockwise),

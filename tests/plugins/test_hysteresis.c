@@ -432,6 +432,39 @@ static void test_eight_threads_at_once_keep_every_key_on_one_row(void **state)
     wsel_plugin_entry.destroy(h);
 }
 
+/*
+ * Past depth 64 the table records every 2nd depth (every 4th past 128):
+ * the depths recorded must be the ones the search probes. A 128-block tool
+ * prompt is shared by two agents; the first agent's next step must follow
+ * its own deepest block (row 1), not the tool prompt's last recipient
+ * (row 2), although row 3 is the cheapest by a little.
+ */
+static void test_a_long_prompt_follows_its_own_deepest_block_past_depth_64(void **state)
+{
+    (void)state;
+    void *h = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(4, 1);
+    uint64_t a[200], b[200];
+    for (uint32_t j = 0; j < 128; j++)
+        a[j] = b[j] = j + 1;
+    for (uint32_t j = 128; j < 200; j++) {
+        a[j] = 1000 + j;
+        b[j] = 2000 + j;
+    }
+    fill_costs(t, 100.0);
+    t->cost[1] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 1, a, 150), 1); /* agent A, step 1 */
+    fill_costs(t, 100.0);
+    t->cost[2] = 0.0;
+    assert_int_equal(pick_blocks(h, t, 2, b, 150), 2); /* agent B, step 1 */
+    fill_costs(t, 10.0);
+    t->cost[3] = 9.0;
+    assert_int_equal(pick_blocks(h, t, 3, a, 200), 1); /* agent A, step 2 */
+    assert_int_equal(pick_blocks(h, t, 4, b, 181), 2); /* agent B, step 2 */
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(h);
+}
+
 /* score() for a request made of `hashes`; fails the test if it fails. */
 static void score_blocks(void *h, const harness_table *t, uint64_t request_id,
                          const uint64_t *hashes, uint32_t n, double *scores)
@@ -503,6 +536,7 @@ int main(void)
         cmocka_unit_test(
             test_an_overload_beyond_the_band_moves_the_key_on_the_first_decision),
         cmocka_unit_test(test_a_request_follows_the_owner_of_its_deepest_routed_block),
+        cmocka_unit_test(test_a_long_prompt_follows_its_own_deepest_block_past_depth_64),
         cmocka_unit_test(test_an_owner_whose_load_leaves_the_bound_is_released),
         cmocka_unit_test(test_a_shared_system_prompt_does_not_pile_onto_one_rank),
         cmocka_unit_test(test_a_capacity_of_one_remembers_only_the_last_block_written),
