@@ -88,6 +88,12 @@ typedef struct bench_result {
     double allocs_per_select;
     uint64_t fallbacks; /* host answers that were not the plugin's */
     uint32_t batch;     /* selects per timed sample */
+    /* The score function (ABI 1.1), called directly; has_score 0 = none,
+     * and the score fields are 0. */
+    int has_score;
+    double score_ns_p50;
+    double score_ns_p99;
+    double allocs_per_score;
 } bench_result;
 
 typedef struct bench_config {
@@ -95,10 +101,12 @@ typedef struct bench_config {
     uint32_t runs;            /* runs; the median of their quantiles is kept */
     uint32_t warmup;          /* untimed selects before each run */
     double temperature;       /* the requests' temperature */
+    const char *config;       /* the plugin's JSON configuration; NULL = defaults */
 } bench_config;
 
-/* Measure one plugin at `rows` rows. Returns 0, or a negative code with a
- * message naming the plugin in err. */
+/* Measure one plugin at `rows` rows: select directly and through the host,
+ * and its score function directly when it has one. Returns 0, or a
+ * negative code with a message naming the plugin in err. */
 int32_t bench_plugin(const char *path, uint32_t rows, const bench_config *cfg,
                      bench_result *out, char *err, size_t err_size);
 
@@ -107,16 +115,20 @@ int32_t bench_table_build(uint32_t rows, const bench_config *cfg, double *out_ns
                           char *err, size_t err_size);
 
 /* Allocations made by `selects` selects on a `rows`-row table, direct and
- * through the host, into *out_direct / *out_host. */
-int32_t bench_count_allocs(const char *path, uint32_t rows, uint32_t selects,
-                           uint64_t *out_direct, uint64_t *out_host, char *err,
-                           size_t err_size);
+ * through the host, into *out_direct / *out_host, and by as many direct
+ * score calls into *out_score (0 without a score function). `config` is
+ * the plugin's JSON configuration (NULL = defaults). */
+int32_t bench_count_allocs(const char *path, const char *config, uint32_t rows,
+                           uint32_t selects, uint64_t *out_direct, uint64_t *out_host,
+                           uint64_t *out_score, char *err, size_t err_size);
 
-/* Run `selects` selects at `temperature` for callgrind: prepared first,
+/* Run `selects` selects at `temperature` for callgrind (the plugin with
+ * `config`, NULL = defaults): prepared first,
  * then called in bench_callgrind_direct_loop (through the descriptor) or
  * bench_callgrind_host_loop (through wsel_host_select). */
-int32_t bench_callgrind(const char *path, uint32_t rows, uint32_t selects, int via_host,
-                        double temperature, char *err, size_t err_size);
+int32_t bench_callgrind(const char *path, const char *config, uint32_t rows,
+                        uint32_t selects, int via_host, double temperature, char *err,
+                        size_t err_size);
 
 /* Run `builds` wsel_table_build calls on `rows` ranks inside
  * bench_callgrind_build_loop, for callgrind. */

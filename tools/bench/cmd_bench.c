@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * cmd_bench.c -- `wsel bench`: select latency, host overhead, allocations
- * per select and the cost of building a table, per plugin and table size.
- * The method is in docs/bench.md; the loops are in bench_run.c.
+ * cmd_bench.c -- `wsel bench`: select and score latency, host overhead,
+ * allocations per select and per score, the cost of building a table, per
+ * plugin and table size, and a pipeline of three scorers against its most
+ * expensive child. The method is in docs/bench.md; the loops are in
+ * bench_run.c.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -24,14 +26,20 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: wsel bench [--plugin NAME|PATH]... [--rows LIST] [--json]\n"
-            "                  [--runs N] [--selects N] [--temperature T]\n"
-            "       wsel bench --alloc-check [--plugin NAME|PATH]...\n"
-            "       wsel bench --callgrind-one PLUGIN [--rows N] [--selects N] "
-            "[--host]\n"
+            "usage: wsel bench [--plugin NAME|PATH]... [--pipeline] [--rows LIST]\n"
+            "                  [--json] [--runs N] [--selects N] [--temperature T]\n"
+            "       wsel bench --alloc-check [--plugin NAME|PATH]... [--pipeline]\n"
+            "       wsel bench --callgrind-one PLUGIN [--config JSON] [--rows N]\n"
+            "                  [--selects N] [--host]\n"
             "       wsel bench --callgrind-build [--rows N] [--selects N]\n\n"
-            "Measure select latency per plugin, directly and through the host.\n\n"
-            "  --plugin P       measure P (repeatable; default every bundled plugin)\n"
+            "Measure select latency per plugin, directly and through the host, and\n"
+            "score latency (directly) for plugins with a score function.\n\n"
+            "  --plugin P       measure P (repeatable; default every bundled plugin\n"
+            "                   and the pipeline below)\n"
+            "  --pipeline       also measure pipeline with scorers softmax, p2c and\n"
+            "                   dpgroup, and its ratio to its most expensive child\n"
+            "  --config JSON    configuration of every --plugin given (and of\n"
+            "                   --callgrind-one); default: each plugin's defaults\n"
             "  --rows LIST      table sizes, comma-separated (default "
             "8,64,512,1024,4096)\n"
             "  --runs N         runs per measurement; medians are reported (default 5)\n"
@@ -40,7 +48,8 @@ static void usage(FILE *out)
             "  --temperature T  the requests' temperature (default 0, Dynamo's); the\n"
             "                   default run adds softmax at T=0.5, where it samples\n"
             "  --json           print JSON\n"
-            "  --alloc-check    fail if any select allocates (quick; for CTest)\n"
+            "  --alloc-check    fail if any select or score allocates (quick; for "
+            "CTest)\n"
             "  --callgrind-one P  run --selects selects of P for callgrind "
             "(bench/callgrind.sh)\n"
             "  --host           with --callgrind-one: through wsel_host_select\n"
@@ -80,8 +89,9 @@ typedef struct bench_args {
     uint32_t runs;
     uint32_t selects; /* 0 = by size */
     double temperature;
-    int json, alloc_check, via_host, callgrind_build;
+    int json, alloc_check, via_host, callgrind_build, pipeline;
     const char *callgrind_one;
+    const char *config; /* --config: for the --plugin and --callgrind-one given */
 } bench_args;
 
 static int parse_args(int argc, char **argv, bench_args *a)
@@ -101,6 +111,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->json = 1;
         } else if (strcmp(s, "--alloc-check") == 0) {
             a->alloc_check = 1;
+        } else if (strcmp(s, "--pipeline") == 0) {
+            a->pipeline = 1;
         } else if (strcmp(s, "--callgrind-build") == 0) {
             a->callgrind_build = 1;
         } else if (strcmp(s, "--host") == 0) {
@@ -120,6 +132,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
                         argv[i]);
                 return WSEL_EXIT_USAGE;
             }
+        } else if (strcmp(s, "--config") == 0 && has_value) {
+            a->config = argv[++i];
         } else if (strcmp(s, "--callgrind-one") == 0 && has_value) {
             a->callgrind_one = argv[++i];
         } else if (strcmp(s, "--rows") == 0 && has_value) {
@@ -144,23 +158,52 @@ static int parse_args(int argc, char **argv, bench_args *a)
     return 0;
 }
 
-/* One line of the benchmark: a plugin at a request temperature. */
+/* One line of the benchmark: a plugin at a request temperature, with a
+ * configuration (NULL = defaults). */
 typedef struct bench_entry {
     const char *name;
+    const char *label; /* printed name; NULL = name (with @T=) */
     char path[PATH_MAX];
     double temperature;
+    const char *config;
 } bench_entry;
+
+/* The pipeline `wsel bench` measures: three scorers, the argmin picker. */
+#define PIPELINE_LABEL "pipeline3"
+#define PIPELINE_CONFIG                                                                  \
+    "{\"scorers\": [{\"path\": \"softmax\"}, {\"path\": \"p2c\"}, "                      \
+    "{\"path\": \"dpgroup\"}]}"
+static const char *const pipeline_children[] = {"softmax", "p2c", "dpgroup"};
+#define PIPELINE_CHILDREN 3u
+
+/* The pipeline's line, when pipeline.so is found (a note otherwise). */
+static uint32_t add_pipeline(bench_entry *out, uint32_t n)
+{
+    char err[2400];
+    if (n == MAX_PLUGINS ||
+        wsel_plugin_resolve("pipeline", out[n].path, PATH_MAX, err, sizeof(err)) < 0) {
+        fprintf(stderr, "wsel bench: pipeline not measured: %s\n", err);
+        return n;
+    }
+    out[n].name = "pipeline";
+    out[n].label = PIPELINE_LABEL;
+    out[n].temperature = 0;
+    out[n].config = PIPELINE_CONFIG;
+    return n + 1;
+}
 
 /*
  * The plugins to measure: the ones given, else every bundled one found
- * (plus softmax at T=0.5, where it samples rather than taking the argmin).
- * Sets *bad when a plugin given by the user cannot be found.
+ * (plus softmax at T=0.5, where it samples rather than taking the argmin,
+ * and the three-scorer pipeline). Sets *bad when a plugin given by the
+ * user cannot be found.
  */
 static uint32_t plugin_list(const bench_args *a, bench_entry *out, int *bad)
 {
     char err[2400];
     uint32_t n = 0;
     *bad = 0;
+    memset(out, 0, MAX_PLUGINS * sizeof(*out));
     uint32_t count = a->num_plugins ? a->num_plugins : wsel_num_bundled_plugins;
     for (uint32_t i = 0; i < count && n + 1 < MAX_PLUGINS; i++) {
         const char *spec = a->num_plugins ? a->plugins[i] : wsel_bundled_plugins[i];
@@ -172,6 +215,7 @@ static uint32_t plugin_list(const bench_args *a, bench_entry *out, int *bad)
         }
         out[n].name = spec;
         out[n].temperature = a->temperature;
+        out[n].config = a->num_plugins ? a->config : NULL;
         n++;
         if (!a->num_plugins && strcmp(spec, "softmax") == 0 && a->temperature == 0) {
             out[n] = out[n - 1];
@@ -179,6 +223,8 @@ static uint32_t plugin_list(const bench_args *a, bench_entry *out, int *bad)
             n++;
         }
     }
+    if (!a->num_plugins || a->pipeline)
+        n = add_pipeline(out, n);
     return n;
 }
 
@@ -233,6 +279,18 @@ static const char *budget_verdict(const char *name, const bench_result *r)
     return overhead_ok ? "ok" : "OVER (overhead > 5 %)";
 }
 
+/* " and 2000 scores" when the plugin at `path` has a score function. */
+static const char *score_note(const char *path)
+{
+    wsel_library *lib = NULL;
+    char err[256];
+    if (wsel_library_open(path, NULL, &lib, err, sizeof(err)) < 0)
+        return "";
+    int has = wsel_library_plugin(lib)->score != NULL;
+    wsel_library_close(lib);
+    return has ? " and 2000 scores" : " (no score function)";
+}
+
 static int run_alloc_check(const bench_args *a)
 {
     if (!bench_alloc_available()) {
@@ -247,23 +305,23 @@ static int run_alloc_check(const bench_args *a)
     for (uint32_t p = 0; p < n; p++) {
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
             char err[1024] = "";
-            uint64_t direct = 0, host = 0;
+            uint64_t direct = 0, host = 0, score = 0;
             if (entries[p].temperature != a->temperature)
                 continue; /* the extra softmax line: same code path */
-            const char *name = entries[p].name;
-            if (bench_count_allocs(entries[p].path, sizes[k], 2000, &direct, &host, err,
-                                   sizeof(err)) < 0) {
+            const char *name = entries[p].label ? entries[p].label : entries[p].name;
+            if (bench_count_allocs(entries[p].path, entries[p].config, sizes[k], 2000,
+                                   &direct, &host, &score, err, sizeof(err)) < 0) {
                 printf("FAIL %s at %u rows: %s\n", name, sizes[k], err);
                 failed = 1;
-            } else if (direct || host) {
+            } else if (direct || host || score) {
                 printf("FAIL %s at %u rows: %llu allocations in 2000 direct selects, "
-                       "%llu through the host\n",
+                       "%llu through the host, %llu in 2000 scores\n",
                        name, sizes[k], (unsigned long long)direct,
-                       (unsigned long long)host);
+                       (unsigned long long)host, (unsigned long long)score);
                 failed = 1;
             } else {
-                printf("PASS %s at %u rows: 0 allocations in 2x2000 selects\n", name,
-                       sizes[k]);
+                printf("PASS %s at %u rows: 0 allocations in 2x2000 selects%s\n", name,
+                       sizes[k], score_note(entries[p].path));
             }
         }
     }
@@ -285,7 +343,7 @@ static int run_callgrind_one(const bench_args *a)
     if (a->num_rows == 5 && rows == 8) /* --rows not given */
         rows = 1024;
     uint32_t selects = a->selects ? a->selects : 1000;
-    if (bench_callgrind(path, rows, selects, a->via_host, a->temperature, err,
+    if (bench_callgrind(path, a->config, rows, selects, a->via_host, a->temperature, err,
                         sizeof(err)) < 0) {
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;
@@ -305,19 +363,120 @@ static int run_callgrind_build(const bench_args *a)
     return WSEL_EXIT_OK;
 }
 
+static void entry_label(const bench_entry *e, char *label, size_t size)
+{
+    if (e->label != NULL)
+        snprintf(label, size, "%s", e->label);
+    else if (e->temperature > 0)
+        snprintf(label, size, "%s@T=%g", e->name, e->temperature);
+    else
+        snprintf(label, size, "%s", e->name);
+}
+
 static void print_result_text(const bench_entry *e, const bench_result *r)
 {
-    char label[64];
-    if (e->temperature > 0)
-        snprintf(label, sizeof(label), "%s@T=%g", e->name, e->temperature);
+    char label[64], score[48];
+    entry_label(e, label, sizeof(label));
+    const char *verdict = e->label ? NULL : budget_verdict(e->name, r);
+    if (r->has_score)
+        snprintf(score, sizeof(score), "%9.1f %9.1f", r->score_ns_p50, r->score_ns_p99);
     else
-        snprintf(label, sizeof(label), "%s", e->name);
-    const char *verdict = budget_verdict(e->name, r);
-    printf("%-14s %6u %9.1f %9.1f %9.1f %7.3f %7.2f %7.2g  %s%s\n", label, r->rows,
+        snprintf(score, sizeof(score), "%9s %9s", "-", "-");
+    printf("%-14s %6u %9.1f %9.1f %9.1f %7.3f %7.2f %s %7.2g  %s%s\n", label, r->rows,
            r->direct_ns_p50, r->host_ns_p50, r->host_ns_p99,
            r->direct_ns_p50 > 0 ? r->host_ns_p50 / r->direct_ns_p50 : 0.0,
-           r->host_ns_p50 / r->rows, r->allocs_per_select, verdict ? verdict : "",
-           r->fallbacks ? " (host fell back!)" : "");
+           r->host_ns_p50 / r->rows, score,
+           r->has_score ? r->allocs_per_select + r->allocs_per_score
+                        : r->allocs_per_select,
+           verdict ? verdict : "", r->fallbacks ? " (host fell back!)" : "");
+}
+
+/* Every result of the run, to set the pipeline beside its children. */
+typedef struct bench_store {
+    const bench_entry *entry[MAX_PLUGINS * MAX_ROWS];
+    bench_result result[MAX_PLUGINS * MAX_ROWS];
+    uint32_t count;
+} bench_store;
+
+static const bench_result *stored(const bench_store *st, const char *name, uint32_t rows)
+{
+    for (uint32_t i = 0; i < st->count; i++)
+        if (st->entry[i]->label == NULL && st->entry[i]->temperature == 0 &&
+            strcmp(st->entry[i]->name, name) == 0 && st->result[i].rows == rows)
+            return &st->result[i];
+    return NULL;
+}
+
+/*
+ * The pipeline's ratio to its most expensive child, at each size both
+ * were measured: the pipeline's direct select against each child's own
+ * select and score (direct p50s; a child not measured in the run is
+ * measured here). The floor (issue 17): at most 3x at 1,024 rows.
+ */
+static int print_pipeline_ratio(const bench_store *st, const bench_args *a,
+                                const bench_config *base)
+{
+    int failed = 0;
+    for (uint32_t i = 0; i < st->count; i++) {
+        if (st->entry[i]->label == NULL || strcmp(st->entry[i]->label, PIPELINE_LABEL))
+            continue;
+        const bench_result *pipe = &st->result[i];
+        double worst_select = 0, worst_score = 0;
+        const char *worst_select_name = "?", *worst_score_name = "?";
+        for (uint32_t c = 0; c < PIPELINE_CHILDREN; c++) {
+            const char *name = pipeline_children[c];
+            bench_result own;
+            const bench_result *r = stored(st, name, pipe->rows);
+            if (r == NULL) {
+                char path[PATH_MAX], err[2400];
+                bench_config cfg = *base;
+                cfg.temperature = 0;
+                cfg.config = NULL;
+                cfg.selects_per_run =
+                    a->selects ? a->selects : (pipe->rows > 1024 ? 5000 : 20000);
+                if (wsel_plugin_resolve(name, path, sizeof(path), err, sizeof(err)) < 0 ||
+                    bench_plugin(path, pipe->rows, &cfg, &own, err, sizeof(err)) < 0) {
+                    fprintf(stderr, "wsel bench: pipeline child %s: %s\n", name, err);
+                    failed = 1;
+                    continue;
+                }
+                r = &own;
+            }
+            if (r->direct_ns_p50 > worst_select) {
+                worst_select = r->direct_ns_p50;
+                worst_select_name = name;
+            }
+            if (r->has_score && r->score_ns_p50 > worst_score) {
+                worst_score = r->score_ns_p50;
+                worst_score_name = name;
+            }
+        }
+        if (worst_select <= 0 || worst_score <= 0)
+            continue;
+        double ratio_select = pipe->direct_ns_p50 / worst_select;
+        double ratio_score = pipe->direct_ns_p50 / worst_score;
+        double worst = ratio_select > ratio_score ? ratio_select : ratio_score;
+        if (a->json) {
+            printf(",\"pipeline\":{\"rows\":%u,\"scorers\":\"softmax,p2c,dpgroup\","
+                   "\"select_ns_p50\":%.1f,\"child_select_ns_p50\":%.1f,"
+                   "\"child_select\":\"%s\",\"child_score_ns_p50\":%.1f,"
+                   "\"child_score\":\"%s\",\"ratio_to_select\":%.3f,"
+                   "\"ratio_to_score\":%.3f}",
+                   pipe->rows, pipe->direct_ns_p50, worst_select, worst_select_name,
+                   worst_score, worst_score_name, ratio_select, ratio_score);
+            continue;
+        }
+        printf("%s at %u rows (scorers softmax, p2c, dpgroup; argmin): select %.0f ns = "
+               "%.2fx the most expensive child's select (%s %.0f ns), %.2fx its score "
+               "(%s %.0f ns)%s\n",
+               PIPELINE_LABEL, pipe->rows, pipe->direct_ns_p50, ratio_select,
+               worst_select_name, worst_select, ratio_score, worst_score_name,
+               worst_score,
+               pipe->rows != 1024 ? ""
+               : worst <= 3.0     ? "  ok (<= 3x)"
+                                  : "  OVER (> 3x)");
+    }
+    return failed;
 }
 
 int wsel_cmd_bench(int argc, char **argv)
@@ -353,15 +512,19 @@ int wsel_cmd_bench(int argc, char **argv)
     } else {
         printf("machine: %s\n", machine);
         printf("cost column (wsel_table_build, 4096 rows): %.2f ns/row\n\n", cost_ns);
-        printf("%-14s %6s %9s %9s %9s %7s %7s %7s  %s\n", "plugin", "rows", "direct50",
-               "host50", "host99", "ratio", "ns/row", "allocs", "budget");
+        printf("%-14s %6s %9s %9s %9s %7s %7s %9s %9s %7s  %s\n", "plugin", "rows",
+               "direct50", "host50", "host99", "ratio", "ns/row", "score50", "score99",
+               "allocs", "budget");
     }
+    static bench_store store;
+    store.count = 0;
     int failed = 0, first = 1;
     for (uint32_t p = 0; p < n; p++) {
         for (uint32_t k = 0; k < a.num_rows; k++) {
             cfg.selects_per_run =
                 a.selects ? a.selects : (a.rows[k] > 1024 ? 5000 : 20000);
             cfg.temperature = entries[p].temperature;
+            cfg.config = entries[p].config;
             bench_result r;
             if (bench_plugin(entries[p].path, a.rows[k], &cfg, &r, err, sizeof(err)) <
                 0) {
@@ -369,18 +532,27 @@ int wsel_cmd_bench(int argc, char **argv)
                 failed = 1;
                 continue;
             }
+            store.entry[store.count] = &entries[p];
+            store.result[store.count++] = r;
             if (a.json) {
-                printf("%s{\"plugin\":\"%s\",\"temperature\":%g,\"rows\":%u,"
-                       "\"batch\":%u,\"direct_ns_p50\":%.1f,"
+                char label[64], score[160] = "";
+                entry_label(&entries[p], label, sizeof(label));
+                if (r.has_score)
+                    snprintf(score, sizeof(score),
+                             ",\"score_ns_p50\":%.1f,\"score_ns_p99\":%.1f,"
+                             "\"allocs_per_score\":%.4g",
+                             r.score_ns_p50, r.score_ns_p99, r.allocs_per_score);
+                printf("%s{\"plugin\":\"%s\",\"label\":\"%s\",\"temperature\":%g,"
+                       "\"rows\":%u,\"batch\":%u,\"direct_ns_p50\":%.1f,"
                        "\"direct_ns_p99\":%.1f,\"host_ns_p50\":%.1f,\"host_ns_p99\":%.1f,"
                        "\"overhead_ratio\":%.4f,\"ns_per_row\":%.3f,"
-                       "\"allocs_per_select\":%.4g,\"fallbacks\":%llu}",
-                       first ? "" : ",", entries[p].name, entries[p].temperature, r.rows,
-                       r.batch, r.direct_ns_p50, r.direct_ns_p99, r.host_ns_p50,
+                       "\"allocs_per_select\":%.4g,\"fallbacks\":%llu%s}",
+                       first ? "" : ",", entries[p].name, label, entries[p].temperature,
+                       r.rows, r.batch, r.direct_ns_p50, r.direct_ns_p99, r.host_ns_p50,
                        r.host_ns_p99,
                        r.direct_ns_p50 > 0 ? r.host_ns_p50 / r.direct_ns_p50 : 0.0,
                        r.host_ns_p50 / r.rows, r.allocs_per_select,
-                       (unsigned long long)r.fallbacks);
+                       (unsigned long long)r.fallbacks, score);
                 first = 0;
             } else {
                 print_result_text(&entries[p], &r);
@@ -389,6 +561,11 @@ int wsel_cmd_bench(int argc, char **argv)
         }
     }
     if (a.json)
-        printf("]}\n");
+        printf("]");
+    else
+        printf("\n");
+    failed |= print_pipeline_ratio(&store, &a, &cfg);
+    if (a.json)
+        printf("}\n");
     return failed ? WSEL_EXIT_FAILURE : WSEL_EXIT_OK;
 }
