@@ -14,6 +14,7 @@
 
 #include "analyze.h"
 #include "commands.h"
+#include "explain.h"
 #include "host_policy.h"
 #include "options.h"
 #include "plot.h"
@@ -184,22 +185,55 @@ static void report_policy_error(const policy_entry *pe, const char *err)
         fprintf(stderr, "wsel sim: %s: %s\n", pe->label, err);
 }
 
-static int run_one(const sim_options *o, const policy_entry *pe, const sim_switch *sw,
-                   sim_observer *ob, sim_host_policy *hp, sim_result *res,
-                   uint64_t *bad_lines)
+/* A fresh copy of the request stream; 0 or an exit status after a message. */
+static int open_source(const sim_options *o, sim_source **src)
 {
     char err[1024];
-    sim_source *src = NULL;
     int32_t rc = o->trace
-                     ? sim_source_open_trace(&src, o->trace, o->trace_block_size,
+                     ? sim_source_open_trace(src, o->trace, o->trace_block_size,
                                              o->cluster.block_size, o->skip_bad_lines,
                                              err, sizeof(err))
-                     : sim_source_open_workload(&src, &o->workload, o->cluster.block_size,
+                     : sim_source_open_workload(src, &o->workload, o->cluster.block_size,
                                                 err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "wsel sim: %s\n", err);
         return rc == WSEL_EINVAL && !o->trace ? WSEL_EXIT_USAGE : WSEL_EXIT_FAILURE;
     }
+    return WSEL_EXIT_OK;
+}
+
+/* --explain samples over the whole run, so it needs the number of
+ * requests first: one pass over a copy of the stream. */
+static int count_requests(const sim_options *o, uint64_t *total)
+{
+    sim_source *src = NULL;
+    int status = open_source(o, &src);
+    if (status != WSEL_EXIT_OK)
+        return status;
+    char err[1024];
+    sim_request req;
+    int32_t rc;
+    *total = 0;
+    while ((rc = sim_source_next(src, &req, err, sizeof(err))) == 1)
+        (*total)++;
+    sim_source_close(src);
+    if (rc < 0) {
+        fprintf(stderr, "wsel sim: %s\n", err);
+        return WSEL_EXIT_FAILURE;
+    }
+    return WSEL_EXIT_OK;
+}
+
+static int run_one(const sim_options *o, const policy_entry *pe, const sim_switch *sw,
+                   sim_observer *ob, sim_host_policy *hp, sim_explain *ex, uint64_t total,
+                   sim_result *res, uint64_t *bad_lines)
+{
+    char err[1024];
+    sim_source *src = NULL;
+    int status = open_source(o, &src);
+    if (status != WSEL_EXIT_OK)
+        return status;
+    int32_t rc;
     sim_policy policy;
     wsel_host_options opts;
     wsel_host_options_default(&opts);
@@ -210,6 +244,14 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
                                    sim_cluster_ranks(&o->cluster), err, sizeof(err));
     if (rc != 0) {
         report_policy_error(pe, err);
+        sim_source_close(src);
+        return WSEL_EXIT_FAILURE;
+    }
+    if (ex != NULL &&
+        sim_explain_open(ex, o->explain, total, o->seed, hp, &policy, pe->path,
+                         pe->config, sim_cluster_ranks(&o->cluster), err,
+                         sizeof(err)) != 0) {
+        fprintf(stderr, "wsel sim: %s\n", err);
         sim_source_close(src);
         return WSEL_EXIT_FAILURE;
     }
@@ -249,14 +291,19 @@ static int compare(const sim_options *o)
         return WSEL_EXIT_FAILURE;
     sim_report_row *rows = calloc((size_t)n, sizeof(*rows));
     sim_host_policy *hosts = calloc((size_t)n, sizeof(*hosts));
+    sim_explain *explains = o->explain ? calloc((size_t)n, sizeof(*explains)) : NULL;
     sim_plot *plot = NULL;
     int opened = 0;
-    if (!rows || !hosts) {
+    uint64_t total = 0;
+    if (!rows || !hosts || (o->explain && !explains)) {
         free(rows);
         free(hosts);
+        free(explains);
         return WSEL_EXIT_FAILURE;
     }
-    int status = WSEL_EXIT_OK;
+    int status = o->explain ? count_requests(o, &total) : WSEL_EXIT_OK;
+    if (status != WSEL_EXIT_OK)
+        goto out_close_hosts;
     if (o->plot_dir && sim_plot_open(&plot, o->plot_dir, o->cluster.num_workers) != 0) {
         status = WSEL_EXIT_FAILURE;
         goto out_close_hosts;
@@ -281,8 +328,11 @@ static int compare(const sim_options *o)
         prog.label = policies[i].label;
         prog.index = (uint32_t)i;
         prog.start_s = wall_s();
-        status = run_one(o, &policies[i], switches, &ob, &hosts[i], &rows[i].result,
-                         &bad_lines);
+        status =
+            run_one(o, &policies[i], switches, &ob, &hosts[i],
+                    explains ? &explains[i] : NULL, total, &rows[i].result, &bad_lines);
+        if (explains)
+            rows[i].explain = &explains[i];
         if (hosts[i].host != NULL) {
             opened = i + 1;
             wsel_host_read_counters(hosts[i].host, &rows[i].counters,
@@ -309,6 +359,14 @@ static int compare(const sim_options *o)
                         o->timing);
     } else {
         sim_report_table(stdout, rows, (uint32_t)n);
+        for (int i = 0; explains && i < n; i++) {
+            char label[PATH_MAX + 16];
+            if (rows[i].config && rows[i].config[0] && strcmp(rows[i].config, "{}") != 0)
+                snprintf(label, sizeof(label), "%s [%d]", policies[i].label, i + 1);
+            else
+                snprintf(label, sizeof(label), "%s", policies[i].label);
+            sim_explain_print(stdout, &explains[i], label);
+        }
     }
     if (plot && sim_plot_render(plot) != 0)
         status = WSEL_EXIT_FAILURE;
@@ -319,6 +377,9 @@ out_close_hosts:
     /* The results are out before any plugin's destroy runs. */
     fflush(stdout);
     fflush(stderr);
+    for (int i = 0; explains && i < n; i++)
+        sim_explain_close(&explains[i]);
+    free(explains);
     for (int i = 0; i < opened; i++)
         if (hosts[i].host != NULL)
             sim_host_policy_close(&hosts[i]);

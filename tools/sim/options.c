@@ -126,6 +126,10 @@ static const option options[] = {
      0},
     {"--analyze", NULL, "off", "statistics of the input alone, no routing", K_FLAG,
      OFF(analyze)},
+    {"--explain", "N", "0 (off)",
+     "explain N requests sampled over the run: the rows that mattered, why the "
+     "answer won",
+     K_U32, OFF(explain)},
     {"--plot", "DIR", "(none)", "write PNG charts to DIR (needs gnuplot)", K_STR,
      OFF(plot_dir)},
     {"--no-progress", NULL, "auto", "no progress line on stderr", K_SPECIAL, 0},
@@ -174,6 +178,7 @@ static const option_range ranges[] = {
     {"--affinity-blocks", 0, 1u << 20},
     {"--busy-decode-blocks", 0, 1},
     {"--busy-prefill-tokens", 0, 1e15},
+    {"--explain", 0, 10000},
 };
 #define NUM_RANGES (sizeof(ranges) / sizeof(ranges[0]))
 

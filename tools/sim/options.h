@@ -38,7 +38,8 @@ typedef struct sim_options {
     sim_switch_spec switches[SIM_MAX_PHASES - 1];
     uint32_t num_switches;
     uint64_t seed;
-    int isolated; /* run every policy in a wsel-isolated-helper helper (docs/isolated.md) */
+    int isolated; /* run every policy in a wsel-isolated-helper helper (docs/isolated.md)
+                   */
     uint32_t isolated_deadline_us; /* 0 = the host's default */
     int json;
     int timing;
@@ -46,6 +47,7 @@ typedef struct sim_options {
     int help;
     int progress; /* -1 auto (terminal), 0 off */
     const char *plot_dir;
+    uint32_t explain; /* --explain N: requests to explain, 0 = off */
 } sim_options;
 
 /* Parse argv (argv[0] is the subcommand) into *o, written only on

@@ -3,6 +3,7 @@
  * report.c -- the table and the JSON document.
  */
 #include "report.h"
+#include "explain.h"
 #include "json_write.h"
 
 #include <math.h>
@@ -238,6 +239,10 @@ void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c
                 fputc('}', out);
             }
             fputc(']', out);
+        }
+        if (rows[i].explain) {
+            fputs(",\"explain\":", out);
+            sim_explain_json(out, rows[i].explain);
         }
         fputc('}', out);
     }

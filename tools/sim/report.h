@@ -11,6 +11,8 @@
 
 #include "sim.h"
 
+struct sim_explain;
+
 typedef struct sim_report_row {
     const char *plugin;
     const char *config; /* NULL = {} */
@@ -19,6 +21,8 @@ typedef struct sim_report_row {
      * ejections), when has_counters. */
     wsel_host_counters counters;
     int has_counters;
+    /* With --explain: the explained requests (explain.h), else NULL. */
+    const struct sim_explain *explain;
 } sim_report_row;
 
 typedef struct sim_report_input {
