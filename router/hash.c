@@ -31,12 +31,26 @@ uint32_t wsel_router_hash_tokens(const uint32_t *tokens, uint32_t n, uint32_t bl
     if (blocks > max)
         blocks = max;
     uint64_t h = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* XXH3_64bits_withSeed derives a secret from the seed on every call
+     * for inputs above 240 bytes; derive it once per prompt instead (the
+     * same hash: xxhash.h, XXH3_64bits_withSecretandSeed). */
+    unsigned char secret[XXH3_SECRET_DEFAULT_SIZE];
+    if ((size_t)block_size * 4 > 240 && blocks > 1)
+        XXH3_generateSecret_fromSeed(secret, WSEL_ROUTER_HASH_SEED);
+    else
+        memset(secret, 0, sizeof(secret));
+#endif
     for (uint32_t b = 0; b < blocks; b++) {
         const uint32_t *t = tokens + (size_t)b * block_size;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         /* The ids in memory are already their little-endian bytes. */
-        h = chain(
-            h, XXH3_64bits_withSeed(t, (size_t)block_size * 4, WSEL_ROUTER_HASH_SEED), b);
+        size_t len = (size_t)block_size * 4;
+        uint64_t local = len > 240 && blocks > 1
+                             ? XXH3_64bits_withSecretandSeed(
+                                   t, len, secret, sizeof(secret), WSEL_ROUTER_HASH_SEED)
+                             : XXH3_64bits_withSeed(t, len, WSEL_ROUTER_HASH_SEED);
+        h = chain(h, local, b);
         out[b] = h;
 #else
         unsigned char buf[4 * 1024];

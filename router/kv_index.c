@@ -25,8 +25,7 @@ int rt_index_init(rt_index *ix, uint32_t num_slots, uint32_t capacity, int by_ex
         goto fail;
     for (uint32_t s = 0; s < num_slots; s++)
         ix->lru[s] = (rt_lru){RT_NIL, RT_NIL, 0};
-    if (rt_map_init(&ix->blocks, 1024) != 0 || rt_map_init(&ix->pairs, 1024) != 0 ||
-        rt_map_init(&ix->ext, 1024) != 0)
+    if (rt_map_init(&ix->blocks, 1024) != 0 || rt_map_init(&ix->ext, 1024) != 0)
         goto fail;
     return 0;
 fail:
@@ -40,7 +39,6 @@ void rt_index_free(rt_index *ix)
     free(ix->b);
     free(ix->lru);
     rt_map_free(&ix->blocks);
-    rt_map_free(&ix->pairs);
     rt_map_free(&ix->ext);
     memset(ix, 0, sizeof(*ix));
 }
@@ -119,9 +117,6 @@ static void drop_entry(rt_index *ix, uint32_t id)
         b->first = e->blk_next;
     if (e->blk_next != RT_NIL)
         ix->e[e->blk_next].blk_prev = e->blk_prev;
-    uint64_t pk = pair_key(b->hash, e->slot);
-    if (!ix->by_ext && rt_map_get(&ix->pairs, pk) == id)
-        rt_map_del(&ix->pairs, pk);
     if (e->has_ext) {
         uint64_t xk = pair_key(e->ext_hash, e->slot);
         if (rt_map_get(&ix->ext, xk) == id)
@@ -139,13 +134,14 @@ static void drop_entry(rt_index *ix, uint32_t id)
     ix->entries--;
 }
 
-static uint32_t find_pair(const rt_index *ix, uint32_t slot, uint64_t hash)
+/* slot's entry of block bid, or RT_NIL: a walk of the block's holders
+ * (as short as rt_index_overlaps's walk of the same list). */
+static uint32_t find_holder(const rt_index *ix, uint32_t bid, uint32_t slot)
 {
-    uint32_t id = rt_map_get(&ix->pairs, pair_key(hash, slot));
-    if (id == RT_MAP_NONE || ix->e[id].block == RT_NIL || ix->e[id].slot != slot ||
-        ix->b[ix->e[id].block].hash != hash)
-        return RT_NIL;
-    return id;
+    for (uint32_t id = ix->b[bid].first; id != RT_NIL; id = ix->e[id].blk_next)
+        if (ix->e[id].slot == slot)
+            return id;
+    return RT_NIL;
 }
 
 static int set_ext(rt_index *ix, uint32_t id, int has_ext, uint64_t ext_hash)
@@ -176,6 +172,7 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
                    uint64_t ext_hash)
 {
     uint32_t id;
+    uint32_t bid = RT_MAP_NONE;
     if (ix->by_ext) {
         id = has_ext ? find_ext(ix, slot, ext_hash) : RT_NIL;
         if (id != RT_NIL && ix->b[ix->e[id].block].hash != hash) {
@@ -183,7 +180,8 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
             id = RT_NIL;
         }
     } else {
-        id = find_pair(ix, slot, hash);
+        bid = rt_map_get(&ix->blocks, hash);
+        id = bid != RT_MAP_NONE ? find_holder(ix, bid, slot) : RT_NIL;
     }
     if (id != RT_NIL) {
         lru_unlink(ix, id);
@@ -192,13 +190,17 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
     }
     if (ix->capacity == 0)
         return 0;
+    uint64_t evicted = 0;
     while (ix->lru[slot].count >= ix->capacity) {
         drop_entry(ix, ix->lru[slot].tail);
         ix->evictions++;
+        evicted++;
     }
     if (ix->e_free == RT_NIL && grow_entries(ix) != 0)
         return WSEL_ENOMEM;
-    uint32_t bid = rt_map_get(&ix->blocks, hash);
+    /* An eviction may have freed the block itself. */
+    if (ix->by_ext || evicted)
+        bid = rt_map_get(&ix->blocks, hash);
     if (bid == RT_MAP_NONE) {
         if (ix->b_free == RT_NIL && grow_blocks(ix) != 0)
             return WSEL_ENOMEM;
@@ -210,15 +212,6 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
         ix->nblocks++;
     }
     id = ix->e_free;
-    if (!ix->by_ext && rt_map_put(&ix->pairs, pair_key(hash, slot), id) != 0) {
-        if (ix->b[bid].count == 0) {
-            rt_map_del(&ix->blocks, hash);
-            ix->b[bid].first = ix->b_free;
-            ix->b_free = bid;
-            ix->nblocks--;
-        }
-        return WSEL_ENOMEM;
-    }
     ix->e_free = ix->e[id].lru_next;
     rt_block *b = &ix->b[bid];
     rt_entry *e = &ix->e[id];
@@ -288,7 +281,7 @@ size_t rt_index_bytes(const rt_index *ix)
 {
     return (size_t)ix->e_cap * sizeof(rt_entry) + (size_t)ix->b_cap * sizeof(rt_block) +
            (size_t)ix->num_slots * sizeof(rt_lru) + rt_map_bytes(&ix->blocks) +
-           rt_map_bytes(&ix->pairs) + rt_map_bytes(&ix->ext);
+           rt_map_bytes(&ix->ext);
 }
 
 void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes,
@@ -298,7 +291,5 @@ void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes
         rt_map_prefetch(&ix->blocks, hashes[i]);
         if (ext)
             rt_map_prefetch(&ix->ext, pair_key(ext[i], slot));
-        else if (slot != RT_NIL && !ix->by_ext)
-            rt_map_prefetch(&ix->pairs, pair_key(hashes[i], slot));
     }
 }

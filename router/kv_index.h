@@ -2,10 +2,10 @@
 /*
  * kv_index.h -- which rank slot holds which block: one entry per (block,
  * slot), on two lists: the block's holders (for overlaps) and the slot's
- * LRU (for the per-slot capacity). Keyed three ways: the router's block
- * hash, (hash, slot), and in event mode (engine hash, slot), because a
- * BlockRemoved names only the engine's hash. Not thread-safe: the router's
- * mutex guards it.
+ * LRU (for the per-slot capacity). Keyed two ways: the router's block
+ * hash, and in event mode (engine hash, slot), because a BlockRemoved
+ * names only the engine's hash; a (block, slot) entry is found by walking
+ * the block's holders. Not thread-safe: the router's mutex guards it.
  */
 #ifndef WSEL_ROUTER_KV_INDEX_H
 #define WSEL_ROUTER_KV_INDEX_H
@@ -38,15 +38,13 @@ typedef struct rt_lru {
 } rt_lru;
 
 typedef struct rt_index {
-    /* 1: entries are known by the engine's hash only (event mode), and
-     * the (hash, slot) map is not kept. */
+    /* 1: entries are known by the engine's hash (event mode). */
     int by_ext;
     rt_entry *e;
     uint32_t e_cap, e_free;
     rt_block *b;
     uint32_t b_cap, b_free;
     rt_map blocks; /* hash -> block */
-    rt_map pairs;  /* (hash, slot) -> entry */
     rt_map ext;    /* (engine hash, slot) -> entry */
     rt_lru *lru;   /* per slot */
     uint32_t num_slots;

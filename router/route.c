@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* route.c -- wsel_router_route (overlaps -> table -> select -> accounting)
  * and the two load notices, first token and finished. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,28 +73,6 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
     memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
     rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
-    const uint32_t busy_req = r->opt.busy_active_requests;
-    const uint64_t busy_pre = r->opt.busy_prefill_tokens;
-    for (uint32_t i = 0; i < r->num_rows; i++) {
-        uint32_t sid = r->rows[i];
-        const rt_slot *s = &r->slots[sid];
-        uint8_t flags = 0;
-        if (r->workers[s->worker].draining)
-            flags |= WSEL_ROW_EXCLUDED;
-        if ((busy_req && s->active_requests >= busy_req) ||
-            (busy_pre && s->active_prefill_tokens >= busy_pre))
-            flags |= WSEL_ROW_BUSY;
-        r->states[i] = (wsel_rank_state){
-            .worker_id = r->workers[s->worker].id,
-            .dp_rank = s->rank,
-            .overlap_blocks = r->ov[sid],
-            .active_prefill_tokens = s->active_prefill_tokens,
-            .active_blocks = s->active_blocks,
-            .kv_capacity_blocks = r->opt.capacity_blocks,
-            .active_requests = s->active_requests,
-            .flags = flags,
-        };
-    }
     wsel_rng rng;
     wsel_request req;
     memset(&req, 0, sizeof(req));
@@ -110,27 +89,27 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     wsel_host_prepare_request_sized(r->opt.host, &req, sizeof(req), &rng);
     if (q->overrides & WSEL_ROUTE_SET_TEMPERATURE)
         req.overrides |= WSEL_OVERRIDE_TEMPERATURE;
-    char err[256];
-    int32_t rc = wsel_table_build(&r->buf, &req, r->states, r->num_rows, r->epoch, err,
-                                  sizeof(err));
-    if (rc != 0) {
-        rt_log(r, WSEL_LOG_ERROR, "route: %s", err);
-        return rc;
+    if (!isfinite(req.overlap_score_weight) || req.overlap_score_weight < 0.0) {
+        rt_log(r, WSEL_LOG_ERROR,
+               "route: overlap_score_weight is negative or not finite");
+        return WSEL_EINVAL;
     }
+    const wsel_table *table = rt_table_fill(r, &req, r->ov);
+    int32_t rc;
     wsel_choice choice;
     memset(&choice, 0, sizeof(choice));
     choice.struct_size = sizeof(choice);
     if (q->overrides & WSEL_ROUTE_BUILTIN) {
         /* The host's built-in rule, on the table as built. */
         uint8_t skip = 0;
-        rc = wsel_eligible_skip(r->buf.table.flags, r->num_rows, &skip, NULL);
+        rc = wsel_eligible_skip(table->flags, r->num_rows, &skip, NULL);
         if (rc == 0)
-            rc = wsel_argmin(r->buf.table.cost, r->buf.table.flags, r->num_rows, skip,
-                             &rng, &choice.row);
+            rc = wsel_argmin(table->cost, table->flags, r->num_rows, skip, &rng,
+                             &choice.row);
         if (rc == 0)
             rc = WSEL_ANSWER_FALLBACK;
     } else {
-        rc = wsel_host_select(r->opt.host, &req, &r->buf.table, &choice);
+        rc = wsel_host_select(r->opt.host, &req, table, &choice);
     }
     if (rc < 0) {
         if (rc == WSEL_ENOCANDIDATE)

@@ -69,16 +69,15 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     r->slots = calloc(m, sizeof(*r->slots));
     r->rows = calloc(m, sizeof(*r->rows));
     r->ov = calloc(m, sizeof(*r->ov));
-    r->states = calloc(m, sizeof(*r->states));
     r->hashes = calloc(o->max_prompt_blocks, sizeof(*r->hashes));
-    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->states || !r->hashes)
+    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->hashes)
         goto nomem;
     for (uint32_t s = 0; s < m; s++)
         r->slots[s].worker = RT_NIL;
     if (rt_index_init(&r->ix, m, o->capacity_blocks,
                       o->kv_source == WSEL_ROUTER_KV_EVENTS) != 0 ||
         rt_map_init(&r->worker_ids, m) != 0 || rt_map_init(&r->reqs, 1024) != 0 ||
-        wsel_table_buf_init(&r->buf, m) != 0)
+        rt_table_init(&r->table, m) != 0)
         goto nomem;
     if (o->kv_source == WSEL_ROUTER_KV_EVENTS && rt_kvsub_start(r) != 0) {
         set_err(err, err_size, "wsel_router_create: cannot start the KV event thread");
@@ -107,14 +106,13 @@ void wsel_router_destroy(wsel_router *r)
     free(r->slots);
     free(r->rows);
     free(r->ov);
-    free(r->states);
     free(r->hashes);
     free(r->req);
     rt_decoder_free(r->dec);
     rt_index_free(&r->ix);
     rt_map_free(&r->worker_ids);
     rt_map_free(&r->reqs);
-    wsel_table_buf_free(&r->buf);
+    rt_table_free(&r->table);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

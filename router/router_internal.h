@@ -52,6 +52,20 @@ typedef struct rt_req {
     uint32_t next_free;
 } rt_req;
 
+/* The candidate table's columns (table.c). */
+typedef struct rt_table {
+    wsel_table t; /* what the host and the plugin see */
+    void *storage;
+    uint64_t *worker_id, *prefill, *decode, *kvcap;
+    double *cost;
+    uint32_t *dp_rank, *overlap, *active, *gfirst, *gcount;
+    uint32_t *slot;      /* row -> rank slot */
+    uint8_t *flags;      /* as the route sees them */
+    uint8_t *base_flags; /* WSEL_ROW_EXCLUDED of a draining worker */
+    uint32_t num_groups;
+    uint64_t epoch; /* of the static columns; 0 = never written */
+} rt_table;
+
 typedef struct rt_kvsub rt_kvsub;
 struct rt_decoder;
 
@@ -72,8 +86,7 @@ struct wsel_router {
     /* Per-route scratch (under the mutex). */
     uint64_t *hashes; /* max_prompt_blocks */
     uint32_t *ov;     /* per slot */
-    wsel_rank_state *states;
-    wsel_table_buf buf;
+    rt_table table;
     wsel_router_counters c;
     rt_kvsub *kvsub;
     struct rt_decoder *dec; /* KV messages are decoded under the mutex */
@@ -82,6 +95,14 @@ struct wsel_router {
 /* hash.c: the two halves of a chained hash. */
 uint64_t rt_hash_local_tokens(const uint32_t *tokens, uint32_t block_size);
 uint64_t rt_hash_chain(uint64_t parent, uint64_t local, int has_parent);
+
+/* table.c */
+int rt_table_init(rt_table *t, uint32_t max_rows);
+void rt_table_free(rt_table *t);
+/* The table for request q with overlaps ov (per slot), every column
+ * written; the static ones again when the epoch moved. num_rows >= 1. */
+const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q,
+                                const uint32_t *ov);
 
 /* topology.c */
 void rt_rebuild_rows(wsel_router *r);

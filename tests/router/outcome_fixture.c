@@ -5,7 +5,11 @@
  * "outcome ID on W/R ttft=T e2e=E fin=F prompt=P cached=C output=O flags=X",
  * so a test reading the host's log sees exactly what libwsel-router
  * delivered. It logs on_request_finished as "finished ID on W/R" too, to
- * show the order of the two hooks.
+ * show the order of the two hooks, and, for tables of at most 8 rows,
+ * every column it is asked to choose from ("table rows=..."), so a test
+ * can compare the router's table with wsel_table_build's. It answers the
+ * cheapest row that is neither excluded nor busy (busy ones only when
+ * every eligible row is busy).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +37,40 @@ static void fx_destroy(void *instance)
     free(instance);
 }
 
+/* The whole table, as test_router's format_table writes it. */
+static void log_table(fx *f, const wsel_table *t)
+{
+    char msg[2048];
+    size_t n = (size_t)snprintf(msg, sizeof(msg), "table rows=%u groups=%u epoch=%llu",
+                                t->num_rows, t->num_groups,
+                                (unsigned long long)t->topology_epoch);
+    for (uint32_t i = 0; i < t->num_rows && n < sizeof(msg); i++)
+        n += (size_t)snprintf(
+            msg + n, sizeof(msg) - n,
+            " | %llu/%u o=%u p=%llu d=%llu c=%a f=%u a=%u k=%llu",
+            (unsigned long long)t->worker_id[i], t->dp_rank[i], t->overlap_blocks[i],
+            (unsigned long long)t->prefill_tokens[i],
+            (unsigned long long)t->decode_blocks[i], t->cost[i], t->flags[i],
+            t->active_requests[i], (unsigned long long)t->kv_capacity_blocks[i]);
+    for (uint32_t g = 0; g < t->num_groups && n < sizeof(msg); g++)
+        n += (size_t)snprintf(msg + n, sizeof(msg) - n, " g%u+%u", t->group_first_row[g],
+                              t->group_row_count[g]);
+    f->host->log(f->host, WSEL_LOG_WARN, msg);
+}
+
 static int32_t fx_select(void *instance, const wsel_request *req, const wsel_table *t,
                          wsel_choice *choice)
 {
     fx *f = instance;
-    return f->host->argmin(t->cost, t->flags, t->num_rows, 0, req->rng, &choice->row);
+    if (t->num_rows <= 8)
+        log_table(f, t);
+    uint8_t skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        if ((t->flags[i] & skip) == 0)
+            return f->host->argmin(t->cost, t->flags, t->num_rows, skip, req->rng,
+                                   &choice->row);
+    return f->host->argmin(t->cost, t->flags, t->num_rows, WSEL_ROW_EXCLUDED, req->rng,
+                           &choice->row);
 }
 
 static void fx_finished(void *instance, uint64_t request_id, uint64_t worker_id,

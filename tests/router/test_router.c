@@ -390,16 +390,22 @@ static uint64_t fake_clock(void *user)
     return fake_now_us;
 }
 
+static char last_table[2048];
+
 static void capture_log(void *user, int32_t level, const char *msg)
 {
     (void)user, (void)level;
+    if (strncmp(msg, "table ", 6) == 0) {
+        snprintf(last_table, sizeof(last_table), "%s", msg);
+        return;
+    }
     if (strncmp(msg, "finished ", 9) != 0 && strncmp(msg, "outcome ", 8) != 0)
         return; /* the host's own messages (switches) */
     if (nlogs < 8)
         snprintf(logs[nlogs++], sizeof(logs[0]), "%s", msg);
 }
 
-static wsel_router *make_outcomes(fx *f)
+static wsel_router *make_fixture_router(fx *f, uint32_t busy_requests)
 {
     wsel_host_options ho;
     wsel_host_options_default(&ho);
@@ -415,10 +421,16 @@ static wsel_router *make_outcomes(fx *f)
                              .block_size = BS,
                              .kv_source = WSEL_ROUTER_KV_HISTORY,
                              .host = f->host,
+                             .busy_active_requests = busy_requests,
                              .clock_us = fake_clock};
     assert_int_equal(wsel_router_create(&o, &f->router, err, sizeof(err)), 0);
     nlogs = 0;
     return f->router;
+}
+
+static wsel_router *make_outcomes(fx *f)
+{
+    return make_fixture_router(f, 0);
 }
 
 /* The two lines the fixture logs for one finished request. */
@@ -561,6 +573,122 @@ static void test_outcome_cap_and_removed_worker(void **state)
     done(&f);
 }
 
+/* --- the table the policy sees --------------------------------------------- */
+
+/* The fixture's "table ..." line for a table (same format). */
+static void format_table(char *out, size_t size, const wsel_table *t)
+{
+    size_t n =
+        (size_t)snprintf(out, size, "table rows=%u groups=%u epoch=%llu", t->num_rows,
+                         t->num_groups, (unsigned long long)t->topology_epoch);
+    for (uint32_t i = 0; i < t->num_rows && n < size; i++)
+        n += (size_t)snprintf(
+            out + n, size - n, " | %llu/%u o=%u p=%llu d=%llu c=%a f=%u a=%u k=%llu",
+            (unsigned long long)t->worker_id[i], t->dp_rank[i], t->overlap_blocks[i],
+            (unsigned long long)t->prefill_tokens[i],
+            (unsigned long long)t->decode_blocks[i], t->cost[i], t->flags[i],
+            t->active_requests[i], (unsigned long long)t->kv_capacity_blocks[i]);
+    for (uint32_t g = 0; g < t->num_groups && n < size; g++)
+        n += (size_t)snprintf(out + n, size - n, " g%u+%u", t->group_first_row[g],
+                              t->group_row_count[g]);
+}
+
+/* Full blocks two prompts share from the start. */
+static uint32_t common_blocks(const uint32_t *a, uint32_t na, const uint32_t *b,
+                              uint32_t nb)
+{
+    uint32_t k = 0;
+    while ((k + 1) * BS <= na && (k + 1) * BS <= nb &&
+           memcmp(a + k * BS, b + k * BS, BS * sizeof(uint32_t)) == 0)
+        k++;
+    return k;
+}
+
+/* The table libwsel-router hands the policy is, column for column and bit
+ * for bit, wsel_table_build's from the same rank states: overlaps from the
+ * history, loads, busy and excluded flags, a weight override, the group
+ * view and the epoch. */
+static void test_table_matches_wsel_table_build(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make_fixture_router(&f, 2);
+    add(r, 3, 2);
+    add(r, 1, 2);
+    add(r, 2, 1);
+    enum { P = 10, ROWS = 5 };
+    uint32_t prompts[P][32], len[P];
+    for (uint32_t k = 0; k < P; k++) {
+        len[k] = 9 + (k * 7) % 23;
+        for (uint32_t i = 0; i < 32; i++)
+            prompts[k][i] = i < (k % 4) * 4 ? 500 + i : 10000 * (k + 1) + i;
+    }
+    /* Which prompts each row holds (history: every routed prompt). */
+    int held[ROWS][P];
+    memset(held, 0, sizeof(held));
+    wsel_table_buf buf;
+    assert_int_equal(wsel_table_buf_init(&buf, ROWS), 0);
+    wsel_route_result res[P];
+    for (uint32_t k = 0; k < P; k++) {
+        if (k == 6) /* the first request's worker drains: its rows excluded */
+            assert_int_equal(wsel_router_drain_worker(r, res[0].worker_id), 0);
+        wsel_router_rank_info ri[ROWS];
+        uint32_t n = wsel_router_read_ranks(r, ri, ROWS);
+        wsel_rank_state st[ROWS];
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t ov = 0;
+            for (uint32_t j = 0; j < k; j++)
+                if (held[i][j]) {
+                    uint32_t c = common_blocks(prompts[j], len[j], prompts[k], len[k]);
+                    ov = c > ov ? c : ov;
+                }
+            st[i] =
+                (wsel_rank_state){.worker_id = ri[i].worker_id,
+                                  .dp_rank = ri[i].dp_rank,
+                                  .overlap_blocks = ov,
+                                  .active_prefill_tokens = ri[i].active_prefill_tokens,
+                                  .active_blocks = ri[i].active_blocks,
+                                  .kv_capacity_blocks = 16384,
+                                  .active_requests = ri[i].active_requests,
+                                  .flags = (uint8_t)ri[i].flags};
+        }
+        wsel_request req = {.request_id = k + 1,
+                            .isl_tokens = len[k],
+                            .block_size = BS,
+                            .overlap_score_weight = 2.5};
+        char err[256], want[2048];
+        assert_int_equal(
+            wsel_table_build(&buf, &req, st, n, wsel_router_epoch(r), err, sizeof(err)),
+            0);
+        format_table(want, sizeof(want), &buf.table);
+        wsel_route_request q = {.struct_size = sizeof(q),
+                                .overrides = WSEL_ROUTE_SET_WEIGHT,
+                                .request_id = k + 1,
+                                .tokens = prompts[k],
+                                .num_tokens = len[k],
+                                .overlap_score_weight = 2.5};
+        last_table[0] = '\0';
+        assert_int_equal(wsel_router_route(r, &q, &res[k]), 0);
+        assert_string_equal(last_table, want);
+        for (uint32_t i = 0; i < n; i++)
+            if (ri[i].worker_id == res[k].worker_id && ri[i].dp_rank == res[k].dp_rank)
+                held[i][k] = 1;
+        /* The first token of every other request: prefill leaves. */
+        if (k % 2)
+            assert_int_equal(wsel_router_first_token(r, res[k].request_id), 0);
+    }
+    /* A weight the host would refuse is refused. */
+    wsel_route_request q = {.struct_size = sizeof(q),
+                            .overrides = WSEL_ROUTE_SET_WEIGHT,
+                            .tokens = prompts[0],
+                            .num_tokens = len[0],
+                            .overlap_score_weight = -1.0};
+    wsel_route_result bad;
+    assert_int_equal(wsel_router_route(r, &q, &bad), WSEL_EINVAL);
+    wsel_table_buf_free(&buf);
+    done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -574,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_builtin),
         cmocka_unit_test(test_outcome_fields),
         cmocka_unit_test(test_outcome_cap_and_removed_worker),
+        cmocka_unit_test(test_table_matches_wsel_table_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
