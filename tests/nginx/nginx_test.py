@@ -45,6 +45,7 @@ change) under generous ceilings, never for a fixed time; only 127.0.0.1.
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -594,8 +595,11 @@ def case_switches(args):
     untrusted = os.path.join(untrusted_dir, "softmax.so")
     shutil.copyfile(policies[0][1], untrusted)
     os.chmod(untrusted, 0o666)
-    refusals = [("admin", untrusted, "writable"), ("reload", broken, "refused"),
-                ("admin", broken, ""), ("sighup", untrusted, "writable")]
+    # (how, what, the reason that must be given)
+    refusals = [("admin", untrusted, "world-writable"),
+                ("reload", broken, "missing symbol wsel_plugin_entry"),
+                ("admin", broken, "missing symbol wsel_plugin_entry"),
+                ("sighup", untrusted, "world-writable")]
 
     engines, ng = start_all(args)
     traffic = None
@@ -625,7 +629,7 @@ def case_switches(args):
                     before = s["admin_refused"]
                     st, ans = ng.admin(bad)
                     if st != 409 or ans["ok"] or ans["policy"] != name \
-                            or reason not in ans["error"] or not ans["error"]:
+                            or reason not in ans["error"]:
                         fail("admin switch to %s: %d %r" % (bad, st, ans))
                     s = ng.get_status()
                     if s["policy"] != name or s["policy_path"] != path \
@@ -640,7 +644,7 @@ def case_switches(args):
                         p = subprocess.run(ng.cmd("-s", "reload"), stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, timeout=CEILING_S)
                         out = p.stdout.decode()
-                        if p.returncode == 0 or reason not in out:
+                        if p.returncode == 0 or "refused" not in out or reason not in out:
                             fail("nginx -s reload accepted %s: %s" % (bad, out))
                     else:
                         # the running master, signalled directly, refuses it
@@ -722,7 +726,11 @@ def case_kill(args):
     engines, ng = start_all(args, n=3, time_scale=5)
     victim = engines[1]
     traffic = None
-    cut_line = "upstream prematurely closed connection while reading upstream"
+    # nginx's error for a response cut after its header: "upstream
+    # prematurely closed connection while reading upstream" (FIN) or
+    # "recv() failed (104: Connection reset by peer) while reading
+    # upstream" (RST), both at [error]
+    cut_line = re.compile(r"\[error\].* while reading upstream,")
     try:
         # fail_timeout is long enough that the test never sees it expire
         ng.write_conf(softmax, server_opts="max_fails=1 fail_timeout=%ds" % (CEILING_S * 5),
@@ -744,7 +752,7 @@ def case_kill(args):
         # Failures tolerated: only requests started before the kill. The
         # engine sends its 200 header when it accepts a request, so nginx
         # has passed it on and can only cut the response (the client sees a
-        # short read; nginx logs CUT_LINE); everything else is retried.
+        # short read; nginx logs a cut_line); everything else is retried.
         def in_flight(started, err):
             return started < killed_t and err.startswith("IncompleteRead")
         traffic.wait_for(killed_at + 60, "traffic after the kill", in_flight)
@@ -760,7 +768,7 @@ def case_kill(args):
         failures = s["upstream_failures"] - before["upstream_failures"]
         retries = s["retries"] - before["retries"]
         unavailable = s["peer_unavailable"] - before["peer_unavailable"]
-        logged = ng.log().count(cut_line)
+        logged = len(cut_line.findall(ng.log()))
         if cut > 6 or logged != cut:
             fail("%d responses cut (6 clients), nginx logged %d: %s"
                  % (cut, logged, traffic.failures))
