@@ -72,6 +72,8 @@ typedef struct {
     wsel_router                    *router;
     ngx_uint_t                      npeers;
     ngx_str_t                      *peer_names; /* by worker id - 1 */
+    uint32_t                       *tokens;    /* the prompt being routed */
+    size_t                          tokens_cap;
     u_char                          live_path[1024];
     u_char                          last_error[NGX_HTTP_WSEL_ERR];
 
@@ -493,52 +495,71 @@ ngx_http_wsel_js_value(u_char *p, u_char *e, ngx_uint_t depth)
 }
 
 
-/* An array of token ids: every element an integer in [0, 2^32). */
-static ngx_int_t
-ngx_http_wsel_js_tokens(ngx_pool_t *pool, u_char *p, u_char *e,
-    ngx_http_wsel_prompt_t *out)
+/*
+ * An array of token ids (p at '['), every element an integer in [0, 2^32),
+ * parsed in one pass into the upstream's token buffer (grown as needed,
+ * kept for the next request: no per-request allocation). Returns the byte
+ * after the ']' with out->tokens set, or NULL when the value is not such
+ * an array (or is empty); NGX_ERROR in *rc when memory ran out.
+ */
+static u_char *
+ngx_http_wsel_js_tokens(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
+    ngx_http_wsel_prompt_t *out, ngx_int_t *rc)
 {
-    uint32_t  *t;
-    uint64_t   v;
     size_t     n, cap;
+    uint32_t  *t, *g;
+    uint64_t   v;
 
-    cap = (size_t) (e - p) / 2 + 1;
-    t = ngx_palloc(pool, cap * sizeof(uint32_t));
-    if (t == NULL) {
-        return NGX_ERROR;
-    }
-
+    t = up->tokens;
+    cap = up->tokens_cap;
     n = 0;
+
     p = ngx_http_wsel_js_ws(p + 1, e);
 
-    if (p < e && *p == ']') {
-        return NGX_DECLINED;            /* an empty prompt */
-    }
-
     for ( ;; ) {
-        p = ngx_http_wsel_js_ws(p, e);
-
         if (p == e || *p < '0' || *p > '9') {
-            return NGX_DECLINED;
+            return NULL;
         }
 
-        v = 0;
+        v = (uint64_t) (*p++ - '0');
+
         while (p < e && *p >= '0' && *p <= '9') {
             v = v * 10 + (uint64_t) (*p++ - '0');
             if (v > 0xffffffffu) {
-                return NGX_DECLINED;
+                return NULL;
             }
         }
 
         if (n == cap) {
-            return NGX_DECLINED;
+            cap = cap ? cap * 2 : 16384;
+            g = ngx_alloc(cap * sizeof(uint32_t), ngx_cycle->log);
+            if (g == NULL) {
+                *rc = NGX_ERROR;
+                return NULL;
+            }
+
+            if (n) {
+                ngx_memcpy(g, t, n * sizeof(uint32_t));
+            }
+
+            ngx_free(up->tokens);
+            up->tokens = t = g;
+            up->tokens_cap = cap;
         }
 
         t[n++] = (uint32_t) v;
 
+        if (p < e && *p == ',') {       /* the common case: "1,2,3" */
+            p++;
+            if (p < e && *p == ' ') {
+                p++;
+            }
+            continue;
+        }
+
         p = ngx_http_wsel_js_ws(p, e);
         if (p == e) {
-            return NGX_DECLINED;
+            return NULL;
         }
 
         if (*p == ']') {
@@ -546,16 +567,16 @@ ngx_http_wsel_js_tokens(ngx_pool_t *pool, u_char *p, u_char *e,
         }
 
         if (*p != ',') {
-            return NGX_DECLINED;
+            return NULL;
         }
 
-        p++;
+        p = ngx_http_wsel_js_ws(p + 1, e);
     }
 
     out->tokens = t;
     out->ntokens = (uint32_t) n;
 
-    return NGX_OK;
+    return p + 1;
 }
 
 
@@ -563,10 +584,11 @@ ngx_http_wsel_js_tokens(ngx_pool_t *pool, u_char *p, u_char *e,
  * The prompt of a /v1/completions or /v1/chat/completions body: "prompt" as
  * token ids (any mode) or as a string (text mode), or "messages" (text
  * mode: their JSON text, so conversations sharing a beginning share a
- * prefix). NGX_DECLINED: no usable prompt.
+ * prefix). One pass: token ids are read where they stand, every other
+ * value skipped. NGX_DECLINED: no usable prompt.
  */
 static ngx_int_t
-ngx_http_wsel_find_prompt(ngx_pool_t *pool, u_char *p, u_char *e,
+ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
     ngx_uint_t text_mode, ngx_http_wsel_prompt_t *out)
 {
     u_char     *k, *ke, *v, *ve;
@@ -603,32 +625,41 @@ ngx_http_wsel_find_prompt(ngx_pool_t *pool, u_char *p, u_char *e,
         }
 
         v = ngx_http_wsel_js_ws(p + 1, e);
-        ve = ngx_http_wsel_js_value(v, e, 1);
-        if (ve == NULL) {
-            return NGX_DECLINED;
-        }
+        ve = NULL;
 
-        if (ke - k == 6 && ngx_strncmp(k, "prompt", 6) == 0) {
-            if (*v == '[') {
-                rc = ngx_http_wsel_js_tokens(pool, v, ve, out);
-                if (rc == NGX_ERROR) {
-                    return NGX_ERROR;
-                }
-                if (rc == NGX_OK) {
-                    return NGX_OK;      /* token ids win */
-                }
-
-            } else if (*v == '"' && text_mode && ve - v > 2) {
-                out->text = v + 1;
-                out->text_len = (size_t) (ve - v - 2);
-                found = NGX_OK;
+        if (ke - k == 6 && ngx_strncmp(k, "prompt", 6) == 0 && v < e
+            && *v == '[')
+        {
+            rc = NGX_OK;
+            ve = ngx_http_wsel_js_tokens(up, v, e, out, &rc);
+            if (rc == NGX_ERROR) {
+                return NGX_ERROR;
             }
 
-        } else if (ke - k == 8 && ngx_strncmp(k, "messages", 8) == 0) {
-            if (*v == '[' && text_mode && out->text == NULL) {
-                out->text = v;
-                out->text_len = (size_t) (ve - v);
-                found = NGX_OK;
+            if (ve) {
+                return NGX_OK;          /* token ids win; the rest unread */
+            }
+        }
+
+        if (ve == NULL) {
+            ve = ngx_http_wsel_js_value(v, e, 1);
+            if (ve == NULL) {
+                return NGX_DECLINED;
+            }
+
+            if (ke - k == 6 && ngx_strncmp(k, "prompt", 6) == 0) {
+                if (*v == '"' && text_mode && ve - v > 2) {
+                    out->text = v + 1;
+                    out->text_len = (size_t) (ve - v - 2);
+                    found = NGX_OK;
+                }
+
+            } else if (ke - k == 8 && ngx_strncmp(k, "messages", 8) == 0) {
+                if (*v == '[' && text_mode && out->text == NULL) {
+                    out->text = v;
+                    out->text_len = (size_t) (ve - v);
+                    found = NGX_OK;
+                }
             }
         }
 
@@ -808,7 +839,7 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     body = ngx_http_wsel_body(r, &len);
 
     if (body == NULL
-        || ngx_http_wsel_find_prompt(r->pool, body, body + len, up->text_mode,
+        || ngx_http_wsel_find_prompt(up, body, body + len, up->text_mode,
                                      &prompt)
            != NGX_OK)
     {
@@ -1508,6 +1539,9 @@ ngx_http_wsel_exit_process(ngx_cycle_t *cycle)
         ups[i]->router = NULL;
         wsel_host_destroy(ups[i]->host);
         ups[i]->host = NULL;
+        ngx_free(ups[i]->tokens);
+        ups[i]->tokens = NULL;
+        ups[i]->tokens_cap = 0;
     }
 }
 
