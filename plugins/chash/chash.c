@@ -4,14 +4,19 @@
  * Zadimoghaddam; as in HAProxy, Envoy and SGLang), keyed on the request's
  * own prefix.
  *
- * A request's key is hashed onto a ring holding `vnodes` points per worker;
- * walking clockwise, the first eligible worker whose load stays within
- * (1 + epsilon) times the mean takes it:
+ * A request's key is hashed onto a ring holding `vnodes` points per rank of
+ * each worker; walking clockwise, the first eligible worker whose load
+ * stays within (1 + epsilon) times its share of the total takes it:
  *
- *     load + 1 <= ceil((1 + epsilon) * (total + 1) / n_workers)
+ *     load + 1 <= ceil((1 + epsilon) * (total + 1) * ranks / capacity)
  *
- * (load = active_requests summed over the worker's ranks; total and
- * n_workers over the workers with an eligible rank), and inside it the
+ * (load = active_requests summed over the worker's ranks; ranks = its
+ * eligible ranks; total over the workers with an eligible rank, capacity =
+ * all eligible ranks). A worker's capacity is its rank count: a worker of
+ * 8 data-parallel ranks takes 8 times the keys and 8 times the load of a
+ * one-rank worker, so on a mixed cluster the one-rank workers are not held
+ * to the big worker's per-worker count (with one rank per worker this is
+ * MTZ's ceil((1 + epsilon) * (total + 1) / n)). Inside it the
  * eligible rank with the lowest default cost (the one holding the prefix),
  * then the fewest requests. The key is the request's shallowest prefix
  * block that is not common, common meaning in more than 1 / n_workers of
@@ -22,8 +27,8 @@
  * The score function (ABI 1.1) ranks every row by the walk's order of
  * preference (score_ring), so the policy composes in `pipeline`.
  *
- * The ring depends on the worker set only; it is rebuilt in place when the
- * set changes (no allocation after create). Selects share a reader lock;
+ * The ring depends on the worker set and rank counts only; it is rebuilt
+ * in place when they change (no allocation after create). Selects share a reader lock;
  * a rebuild takes it exclusively. The sketch is lock-free.
  */
 #include <pthread.h>
@@ -50,14 +55,15 @@ enum {
 
 static const wsel_param_def chash_params[P_COUNT] = {
     [P_VNODES] = {.name = "vnodes",
-                  .doc = "points per worker on the hash ring",
+                  .doc = "points per rank of a worker on the hash ring",
                   .type = WSEL_PARAM_INT,
                   .default_value = 100.0,
                   .min_value = 1.0,
                   .max_value = 1000.0},
     [P_EPSILON] = {.name = "epsilon",
                    .doc = "load bound: a worker takes a request while load + 1 <= "
-                          "ceil((1 + epsilon) * mean)",
+                          "ceil((1 + epsilon) * its share of the total), a share "
+                          "being its ranks / all ranks",
                    .type = WSEL_PARAM_DOUBLE,
                    .default_value = 0.25,
                    .min_value = 0.0,
@@ -249,16 +255,17 @@ static void count_request(chash *c, const wsel_request *req)
     chash_sketch_request(&c->recent);
 }
 
-/* Group g's load (active requests over all its ranks); returns whether it
- * has an eligible rank. */
-static int worker_state(const wsel_table *t, uint32_t g, uint8_t skip, uint64_t *out_load)
+/* Group g's load (active requests over all its ranks); returns how many
+ * eligible ranks it has (its capacity). */
+static uint32_t worker_state(const wsel_table *t, uint32_t g, uint8_t skip,
+                             uint64_t *out_load)
 {
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
     uint64_t load = 0;
-    int eligible = 0;
+    uint32_t eligible = 0;
     for (uint32_t i = first; i < first + count; i++) {
         load += t->active_requests[i];
-        eligible |= (t->flags[i] & skip) == 0;
+        eligible += (t->flags[i] & skip) == 0;
     }
     *out_load = load;
     return eligible;
@@ -293,10 +300,24 @@ static uint64_t total_active(const uint32_t *active, uint32_t n)
  * table's: the caller rebuilds it and walks again. */
 #define RING_STALE 1
 
+/* How many rows are eligible (not `skip`); vectorised as total_active. */
+static uint32_t eligible_rows(const uint8_t *flags, uint32_t n, uint8_t skip)
+{
+    uint32_t count = 0;
+    uint32_t blocks = n / 8;
+    for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t j = 0; j < 8; j++)
+            count += (flags[b * 8 + j] & skip) == 0;
+    for (uint32_t i = blocks * 8; i < n; i++)
+        count += (flags[i] & skip) == 0;
+    return count;
+}
+
 /*
- * The load over workers with an eligible rank, and how many they are; or
- * RING_STALE when the ring does not hold exactly the table's workers (the
- * check chash_ring_matches makes, folded into the same pass over the
+ * The load over workers with an eligible rank, how many they are, and how
+ * many eligible ranks they have (the cluster's capacity); or RING_STALE
+ * when the ring does not hold exactly the table's workers and rank counts
+ * (the check chash_ring_matches makes, folded into the same pass over the
  * groups). The sum over every row is one vectorised loop; the loads of the
  * (rare) workers without an eligible rank are then taken back out, which
  * is the same sum in uint64_t arithmetic, wrap-around included. A worker
@@ -304,7 +325,8 @@ static uint64_t total_active(const uint32_t *active, uint32_t n)
  * test and one id comparison.
  */
 static int32_t eligible_load(const chash_ring *ring, const wsel_table *t, uint8_t skip,
-                             uint64_t *out_total, uint32_t *out_workers)
+                             uint64_t *out_total, uint32_t *out_workers,
+                             uint32_t *out_ranks)
 {
     if (ring->num_workers != t->num_groups)
         return RING_STALE;
@@ -312,7 +334,8 @@ static int32_t eligible_load(const chash_ring *ring, const wsel_table *t, uint8_
     uint32_t workers = t->num_groups;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g];
-        if (ring->workers[g] != t->worker_id[first])
+        if (ring->workers[g] != t->worker_id[first] ||
+            ring->ranks[g] != t->group_row_count[g])
             return RING_STALE;
         if ((t->flags[first] & skip) == 0 || group_eligible(t, g, skip))
             continue;
@@ -323,13 +346,18 @@ static int32_t eligible_load(const chash_ring *ring, const wsel_table *t, uint8_
     }
     *out_total = total;
     *out_workers = workers;
+    *out_ranks = eligible_rows(t->flags, t->num_rows, skip);
     return 0;
 }
 
-/* The MTZ capacity: ceil((1 + epsilon) * (total + 1) / n), without libm. */
-static uint64_t load_cap(double epsilon, uint64_t total, uint32_t n)
+/* The MTZ capacity of a worker with `ranks` of the cluster's `capacity`
+ * eligible ranks: its share of the load, ceil((1 + epsilon) * (total + 1)
+ * * ranks / capacity), without libm. With one rank per worker this is
+ * MTZ's ceil((1 + epsilon) * (total + 1) / n). */
+static uint64_t load_cap(double epsilon, uint64_t total, uint32_t ranks,
+                         uint32_t capacity)
 {
-    double x = (1.0 + epsilon) * (double)(total + 1) / (double)n;
+    double x = (1.0 + epsilon) * (double)(total + 1) * (double)ranks / (double)capacity;
     uint64_t c = (uint64_t)x;
     return (double)c < x ? c + 1 : c;
 }
@@ -352,120 +380,209 @@ static uint32_t cheapest_rank(const wsel_table *t, uint32_t g, uint8_t skip)
     return best;
 }
 
-/* The walk, under the lock (shared or exclusive). Returns 0 with *out_row
- * set, WSEL_ENOCANDIDATE, or RING_STALE when the ring must be rebuilt for
- * `t` first. */
-static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_table *t,
-                         uint32_t *out_row)
+/* What a walk needs to know about the table, computed once per request. */
+typedef struct walk_state {
+    uint8_t skip;      /* the host's eligible-row rule */
+    uint64_t total;    /* load over workers with an eligible rank */
+    uint32_t capacity; /* eligible ranks */
+    uint64_t key;      /* the request's key (request_key) */
+    uint32_t start;    /* its first point on the ring */
+} walk_state;
+
+/* Fill *w for `req` on `t`. Returns 0, WSEL_ENOCANDIDATE or RING_STALE. */
+static int32_t walk_begin(const chash *c, const wsel_request *req, const wsel_table *t,
+                          walk_state *w)
 {
     /* The host's eligible-row rule (inline in a 1.0 host): excluded rows
      * never, busy ones only when every other is excluded or busy. */
-    uint8_t skip;
-    if (wsel_call_eligible_skip(c->host, t->flags, t->num_rows, &skip, NULL) < 0)
+    if (wsel_call_eligible_skip(c->host, t->flags, t->num_rows, &w->skip, NULL) < 0)
         return chash_ring_matches(&c->ring, t) ? WSEL_ENOCANDIDATE : RING_STALE;
-    uint64_t total;
     uint32_t n_eligible;
-    int32_t rc = eligible_load(&c->ring, t, skip, &total, &n_eligible);
+    int32_t rc =
+        eligible_load(&c->ring, t, w->skip, &w->total, &n_eligible, &w->capacity);
     if (rc != 0)
         return rc;
     if (n_eligible == 0)
         return WSEL_ENOCANDIDATE;
-    uint64_t cap = load_cap(c->epsilon, total, n_eligible);
+    w->key = request_key(c, req, n_eligible);
+    w->start = chash_ring_find(&c->ring, chash_mix64(w->key));
+    return 0;
+}
 
-    /* One bit per worker already judged: each is judged once. */
-    uint64_t visited[CHASH_MAX_WORKERS / 64];
-    memset(visited, 0, ((size_t)t->num_groups + 63) / 64 * sizeof(visited[0]));
-    const chash_ring *ring = &c->ring;
-    uint32_t start = chash_ring_find(ring, chash_mix64(request_key(c, req, n_eligible)));
-    uint32_t chosen = UINT32_MAX, lightest = UINT32_MAX, judged = 0;
-    uint64_t lightest_load = 0;
-    for (uint32_t k = 0; k < ring->num_points && judged < ring->num_workers; k++) {
-        uint32_t idx =
-            start + k < ring->num_points ? start + k : start + k - ring->num_points;
-        uint32_t g = ring->points[idx].owner;
-        if (visited[g / 64] & (1ull << (g % 64)))
-            continue;
-        visited[g / 64] |= 1ull << (g % 64);
-        judged++;
+/* The ring's k-th point from the walk's start. */
+static uint32_t walk_owner(const chash_ring *ring, const walk_state *w, uint32_t k)
+{
+    uint32_t idx =
+        w->start + k < ring->num_points ? w->start + k : w->start + k - ring->num_points;
+    return ring->points[idx].owner;
+}
+
+/* The key's home: the first worker with an eligible rank on the walk
+ * (every worker has points, and some worker has an eligible rank). */
+static uint32_t walk_home(const chash *c, const wsel_table *t, const walk_state *w)
+{
+    for (uint32_t k = 0; k < c->ring.num_points; k++) {
+        uint32_t g = walk_owner(&c->ring, w, k);
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        for (uint32_t i = first; i < end; i++)
+            if ((t->flags[i] & w->skip) == 0)
+                return g;
+    }
+    return walk_owner(&c->ring, w, 0); /* not reached: eligible_load saw one */
+}
+
+/* Whether group g (with an eligible rank) is inside the load bound. */
+static int in_bound(const chash *c, const wsel_table *t, const walk_state *w, uint32_t g)
+{
+    uint64_t load;
+    uint32_t ranks = worker_state(t, g, w->skip, &load);
+    return ranks > 0 && load + 1 <= load_cap(c->epsilon, w->total, ranks, w->capacity);
+}
+
+/*
+ * Where a request whose home is over the bound goes: the eligible rank
+ * with the lowest default cost among the workers inside the bound (the
+ * rank holding most of the request's prefix at least load: a
+ * conversation's later turns follow its earlier ones there while its home
+ * stays full), equal costs broken by the highest rendezvous hash of (key,
+ * worker), so that a burst of cold requests spreads instead of piling onto
+ * one worker. When no worker is inside the bound (busy or excluded ranks
+ * carrying load): the cheapest rank of the worker with the least load per
+ * eligible rank, rendezvous hash again breaking ties.
+ */
+static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state *w)
+{
+    uint32_t best = UINT32_MAX, lightest = UINT32_MAX;
+    uint64_t best_hash = 0, lightest_hash = 0;
+    double lightest_load = 0.0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
         uint64_t load;
-        if (!worker_state(t, g, skip, &load))
+        uint32_t ranks = worker_state(t, g, w->skip, &load);
+        if (ranks == 0)
             continue;
-        if (load + 1 <= cap) {
-            chosen = g;
-            break;
+        uint64_t hash = chash_mix64(w->key ^ chash_mix64(c->ring.workers[g]));
+        if (load + 1 <= load_cap(c->epsilon, w->total, ranks, w->capacity)) {
+            uint32_t r = cheapest_rank(t, g, w->skip);
+            if (best == UINT32_MAX || t->cost[r] < t->cost[best] ||
+                (t->cost[r] == t->cost[best] && hash > best_hash)) {
+                best = r;
+                best_hash = hash;
+            }
+            continue;
         }
-        /* Only if every eligible worker is over the bound (possible when
-         * busy or excluded ranks carry load): the lightest, first met. */
-        if (lightest == UINT32_MAX || load < lightest_load) {
+        double relative = (double)load / (double)ranks;
+        if (lightest == UINT32_MAX || relative < lightest_load ||
+            (relative == lightest_load && hash > lightest_hash)) {
             lightest = g;
-            lightest_load = load;
+            lightest_load = relative;
+            lightest_hash = hash;
         }
     }
-    if (chosen == UINT32_MAX)
-        chosen = lightest;
-    *out_row = cheapest_rank(t, chosen, skip);
+    return best != UINT32_MAX ? best : cheapest_rank(t, lightest, w->skip);
+}
+
+/* The walk, under the lock (shared or exclusive): the home's cheapest rank
+ * while the home is inside the bound, else spill_row. Returns 0 with
+ * *out_row set, WSEL_ENOCANDIDATE, or RING_STALE when the ring must be
+ * rebuilt for `t` first. */
+static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_table *t,
+                         uint32_t *out_row)
+{
+    walk_state w;
+    int32_t rc = walk_begin(c, req, t, &w);
+    if (rc != 0)
+        return rc;
+    uint32_t home = walk_home(c, t, &w);
+    *out_row =
+        in_bound(c, t, &w, home) ? cheapest_rank(t, home, w.skip) : spill_row(c, t, &w);
     return 0;
 }
 
 /*
- * The score (ABI 1.1), under the lock: the ring walk's order of preference
- * over every row, lower is better. With W workers on the ring and a worker
- * met k-th on the walk from the request's key (k = 0, 1, ...):
+ * The score (ABI 1.1), under the lock, lower is better; the row select
+ * takes always has the single lowest score.
+ * When the key's home is inside the bound: the ring walk's order of
+ * preference. With W workers on the ring and a worker met k-th on the walk
+ * (k = 0, 1, ...):
  *   a worker within the load bound:      k
- *   a worker over it (load L):           W + L * W + k
+ *   a worker over it (load L, r ranks):  W + (L / r) * W + k
  *   a worker without an eligible rank:   W + (total + 1) * W + W
  * and inside a worker, its rank select would take (cheapest_rank) scores
  * that value, every other rank that value + 0.5 + 0.25 * (its cost's place
- * between the worker's cheapest and dearest costs, 0 to 1). So the row
- * select takes has the single lowest score: the first worker in bound on
- * the walk, or when none is, the least loaded, first met among equals.
+ * between the worker's cheapest and dearest costs, 0 to 1).
+ * When the home is over the bound (select spills, spill_row): the row
+ * spill_row takes 0; every other row of a worker inside the bound 1 + its
+ * cost's place (0 to 1) between the lowest and highest such cost; a row of
+ * a worker over the bound 3 + L / r; a worker without an eligible rank
+ * 4 + total.
  * Returns 0, WSEL_ENOCANDIDATE or RING_STALE.
  */
 static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_table *t,
                           double *scores)
 {
-    uint8_t skip;
-    if (wsel_call_eligible_skip(c->host, t->flags, t->num_rows, &skip, NULL) < 0)
-        return chash_ring_matches(&c->ring, t) ? WSEL_ENOCANDIDATE : RING_STALE;
-    uint64_t total;
-    uint32_t n_eligible;
-    int32_t rc = eligible_load(&c->ring, t, skip, &total, &n_eligible);
+    walk_state w;
+    int32_t rc = walk_begin(c, req, t, &w);
     if (rc != 0)
         return rc;
-    if (n_eligible == 0)
-        return WSEL_ENOCANDIDATE;
-    uint64_t cap = load_cap(c->epsilon, total, n_eligible);
     const chash_ring *ring = &c->ring;
-    double w = (double)ring->num_workers;
+    uint32_t home = walk_home(c, t, &w);
+    if (!in_bound(c, t, &w, home)) {
+        uint32_t pick = spill_row(c, t, &w);
+        double lo = t->cost[pick], hi = lo;
+        for (uint32_t g = 0; g < t->num_groups; g++) {
+            uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+            uint64_t load;
+            uint32_t ranks = worker_state(t, g, w.skip, &load);
+            int fits =
+                ranks > 0 && load + 1 <= load_cap(c->epsilon, w.total, ranks, w.capacity);
+            for (uint32_t i = first; i < end; i++) {
+                int eligible = (t->flags[i] & w.skip) == 0;
+                scores[i] = ranks == 0  ? 4.0 + (double)w.total
+                            : !fits     ? 3.0 + (double)load / (double)ranks
+                            : !eligible ? 2.0
+                                        : -1.0; /* in bound: set below */
+                if (fits && eligible) {
+                    lo = t->cost[i] < lo ? t->cost[i] : lo;
+                    hi = t->cost[i] > hi ? t->cost[i] : hi;
+                }
+            }
+        }
+        for (uint32_t i = 0; i < t->num_rows; i++)
+            if (scores[i] == -1.0)
+                scores[i] = 1.0 + (hi > lo ? (t->cost[i] - lo) / (hi - lo) : 0.0);
+        scores[pick] = 0.0;
+        return 0;
+    }
+
+    double n = (double)ring->num_workers;
     /* Until the walk meets them: workers without an eligible rank. */
     for (uint32_t i = 0; i < t->num_rows; i++)
-        scores[i] = w + ((double)total + 1.0) * w + w;
-
+        scores[i] = n + ((double)w.total + 1.0) * n + n;
     uint64_t visited[CHASH_MAX_WORKERS / 64];
     memset(visited, 0, ((size_t)t->num_groups + 63) / 64 * sizeof(visited[0]));
-    uint32_t start = chash_ring_find(ring, chash_mix64(request_key(c, req, n_eligible)));
     uint32_t judged = 0;
     for (uint32_t k = 0; k < ring->num_points && judged < ring->num_workers; k++) {
-        uint32_t idx =
-            start + k < ring->num_points ? start + k : start + k - ring->num_points;
-        uint32_t g = ring->points[idx].owner;
+        uint32_t g = walk_owner(ring, &w, k);
         if (visited[g / 64] & (1ull << (g % 64)))
             continue;
         visited[g / 64] |= 1ull << (g % 64);
         double order = (double)judged++;
         uint64_t load;
-        if (!worker_state(t, g, skip, &load))
+        uint32_t ranks = worker_state(t, g, w.skip, &load);
+        if (ranks == 0)
             continue;
-        double base = load + 1 <= cap ? order : w + (double)load * w + order;
-        uint32_t pick = cheapest_rank(t, g, skip);
+        double base = load + 1 <= load_cap(c->epsilon, w.total, ranks, w.capacity)
+                          ? order
+                          : n + (double)load / (double)ranks * n + order;
+        uint32_t pick = cheapest_rank(t, g, w.skip);
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         double lo = t->cost[pick], hi = lo;
         for (uint32_t i = first; i < end; i++)
-            if ((t->flags[i] & skip) == 0 && t->cost[i] > hi)
+            if ((t->flags[i] & w.skip) == 0 && t->cost[i] > hi)
                 hi = t->cost[i];
         for (uint32_t i = first; i < end; i++) {
             double place = 0.0;
-            if (hi > lo && (t->flags[i] & skip) == 0 && t->cost[i] > lo)
+            if (hi > lo && (t->flags[i] & w.skip) == 0 && t->cost[i] > lo)
                 place = (t->cost[i] - lo) / (hi - lo);
             scores[i] = i == pick ? base : base + 0.5 + 0.25 * place;
         }
@@ -535,7 +652,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "chash",
-    .version = "2.1.0",
+    .version = "3.0.0",
     .description = "consistent hashing with bounded loads: sticky keys, no worker "
                    "above (1 + epsilon) x mean",
     .params = chash_params,

@@ -26,11 +26,15 @@ int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes)
     uint64_t *workers = malloc((size_t)max_workers * sizeof(*workers));
     if (workers == NULL)
         goto out_fail;
+    uint32_t *ranks = malloc((size_t)max_workers * sizeof(*ranks));
+    if (ranks == NULL)
+        goto out_free_workers;
     /* Large: pages are only touched for the workers actually present. */
     ring_point *points = malloc(num_points * sizeof(*points));
     if (points == NULL)
-        goto out_free_workers;
+        goto out_free_ranks;
     ring->workers = workers;
+    ring->ranks = ranks;
     ring->points = points;
     ring->max_workers = max_workers;
     ring->vnodes = vnodes;
@@ -38,6 +42,8 @@ int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes)
     ring->num_points = 0;
     return 0;
 
+out_free_ranks:
+    free(ranks);
 out_free_workers:
     free(workers);
 out_fail:
@@ -47,8 +53,10 @@ out_fail:
 void chash_ring_free(chash_ring *ring)
 {
     free(ring->workers);
+    free(ring->ranks);
     free(ring->points);
     ring->workers = NULL;
+    ring->ranks = NULL;
     ring->points = NULL;
     ring->num_workers = 0;
     ring->num_points = 0;
@@ -59,7 +67,8 @@ int chash_ring_matches(const chash_ring *ring, const wsel_table *table)
     if (ring->num_workers != table->num_groups)
         return 0;
     for (uint32_t g = 0; g < table->num_groups; g++)
-        if (ring->workers[g] != table->worker_id[table->group_first_row[g]])
+        if (ring->workers[g] != table->worker_id[table->group_first_row[g]] ||
+            ring->ranks[g] != table->group_row_count[g])
             return 0;
     return 1;
 }
@@ -105,14 +114,26 @@ int32_t chash_ring_build(chash_ring *ring, const wsel_table *table)
     ring->num_points = 0;
     if (table->num_groups > ring->max_workers)
         return WSEL_ERANGE;
+    uint64_t total_ranks = 0;
+    for (uint32_t g = 0; g < table->num_groups; g++)
+        total_ranks += table->group_row_count[g];
+    uint64_t room = (uint64_t)ring->max_workers * ring->vnodes;
+    int scaled = total_ranks * ring->vnodes > room;
     uint32_t n = 0;
     for (uint32_t g = 0; g < table->num_groups; g++) {
         uint64_t id = table->worker_id[table->group_first_row[g]];
+        uint32_t ranks = table->group_row_count[g];
         ring->workers[g] = id;
-        /* A worker's points depend on its id alone, so they stay put when
-         * other workers come or go. */
+        ring->ranks[g] = ranks;
+        uint64_t points = (uint64_t)ranks * ring->vnodes;
+        if (scaled) {
+            points = (room - table->num_groups) * ranks / total_ranks;
+            points = points > 0 ? points : 1;
+        }
+        /* A worker's points depend on its id (and rank count) alone, so
+         * they stay put when other workers come or go. */
         uint64_t base = chash_mix64(id);
-        for (uint32_t v = 0; v < ring->vnodes; v++, n++) {
+        for (uint32_t v = 0; v < points; v++, n++) {
             ring->points[n].point = chash_mix64(base + (v + 1) * 0x9e3779b97f4a7c15ull);
             ring->points[n].owner = g;
             ring->points[n].reserved = 0;

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * ring.h -- the chash plugin's hash ring: `vnodes` points per worker,
- * sorted, rebuilt in place (no allocation) whenever the worker set changes.
+ * ring.h -- the chash plugin's hash ring: `vnodes` points per rank of a
+ * worker (a worker of 8 data-parallel ranks has 8 times the points of a
+ * one-rank worker: it takes 8 times the keys), sorted, rebuilt in place
+ * (no allocation) whenever the worker set or a worker's rank count
+ * changes.
  * Not thread-safe: the plugin guards it with its own lock.
  */
 #ifndef WSEL_CHASH_RING_H
@@ -20,9 +23,14 @@ typedef struct ring_point {
 } ring_point;
 
 typedef struct chash_ring {
-    /* Sorted worker ids the ring was built for; num_workers == 0: none. */
+    /* Worker ids the ring was built for, in table order; num_workers == 0:
+     * none. */
     uint64_t *workers;
-    /* num_workers * vnodes points, sorted by (point, owner). */
+    /* Each worker's rank count (group_row_count) it was built for. */
+    uint32_t *ranks;
+    /* vnodes points per rank (fewer when that passes the reserved
+     * max_workers * vnodes: see chash_ring_build), sorted by (point,
+     * owner). */
     ring_point *points;
     uint32_t max_workers;
     uint32_t vnodes;
@@ -33,7 +41,7 @@ typedef struct chash_ring {
 /* splitmix64's finaliser: a bijective, well-mixed 64-bit hash. */
 uint64_t chash_mix64(uint64_t x);
 
-/* Reserve room for `max_workers` workers of `vnodes` points each. Returns 0,
+/* Reserve room for `max_workers` workers and max_workers * vnodes points. Returns 0,
  * WSEL_EINVAL or WSEL_ENOMEM (then *ring is untouched). OWNERSHIP: caller
  * owns `ring`; release with chash_ring_free. */
 int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes);
@@ -41,11 +49,15 @@ int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes)
 /* Release the storage; a zeroed ring is a harmless no-op. */
 void chash_ring_free(chash_ring *ring);
 
-/* 1 if the ring was built for exactly the workers of `table`, else 0. O(G). */
+/* 1 if the ring was built for exactly the workers of `table` with their
+ * rank counts, else 0. O(G). */
 int chash_ring_matches(const chash_ring *ring, const wsel_table *table);
 
-/* Rebuild for the workers of `table`, in place. Returns 0, or WSEL_ERANGE
- * (more workers than max_workers; the ring is left empty). */
+/* Rebuild for the workers of `table`, in place: vnodes points per rank
+ * when the cluster's R ranks need at most the P = max_workers * vnodes
+ * points reserved, else max(1, floor((P - G) * ranks / R)) per worker (G
+ * workers), still proportional to ranks. Returns 0, or WSEL_ERANGE (more
+ * workers than max_workers; the ring is left empty). */
 int32_t chash_ring_build(chash_ring *ring, const wsel_table *table);
 
 /* Index of the first point at or after `hash`, wrapping to 0. num_points

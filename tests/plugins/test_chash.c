@@ -404,6 +404,39 @@ static void test_threads_on_two_topologies_agree_with_a_single_thread(void **sta
     wsel_plugin_entry.destroy(c);
 }
 
+/*
+ * A worker's capacity is its rank count. On the mixed cluster (one 8-rank
+ * worker, eight 1-rank ones; 16 ranks) the 8-rank worker holds 800 of the
+ * ring's 1,600 points, so with idle workers it takes about half of 1,600
+ * keys (its ring share is within a few points of 1/2; 1/9 = 11 % before);
+ * and its bound is 8/16 of the load: with 30 requests on it and 3 on each
+ * small worker (total 54), its cap is ceil(1.25 * 55 * 8 / 16) = 35 >= 31,
+ * a small one's ceil(1.25 * 55 / 16) = 5 >= 4, so nothing spills (a
+ * per-worker bound, ceil(1.25 * 55 / 9) = 8, would push the big worker's
+ * keys away).
+ */
+static void test_a_worker_weighs_as_many_ranks_as_it_has(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    const uint32_t dp[9] = {8, 1, 1, 1, 1, 1, 1, 1, 1};
+    harness_table *t = harness_table_new(9, dp);
+    uint32_t big = 0, home[1600];
+    for (uint64_t k = 0; k < 1600; k++) {
+        home[k] = group_of(t, pick(c, t, k, k + 1));
+        big += home[k] == 0;
+    }
+    assert_true(big > 640 && big < 960);
+    for (uint32_t i = 0; i < 8; i++)
+        t->active_requests[i] = i < 6 ? 4 : 3; /* 30 on the big worker */
+    for (uint32_t i = 8; i < 16; i++)
+        t->active_requests[i] = 3;
+    for (uint64_t k = 0; k < 1600; k++)
+        assert_int_equal(group_of(t, pick(c, t, 5000 + k, k + 1)), home[k]);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
 /* score() for `key` (affinity key, no hashes); fails the test if it fails. */
 static void score_key(void *c, const harness_table *t, uint64_t request_id, uint64_t key,
                       double *scores)
@@ -415,14 +448,18 @@ static void score_key(void *c, const harness_table *t, uint64_t request_id, uint
 }
 
 /*
- * The score is the walk's order: 4 idle workers of 2 ranks (rank costs 10
+ * The score is select's order of preference. While the home is inside the
+ * bound, the walk's order: 4 idle workers of 2 ranks (rank costs 10
  * and 20) get 0, 1, 2, 3 on their cheaper rank, + 0.75 on the dearer one
  * (0.5 + 0.25 * 1), and the row scoring 0 is select's. Then the worker the
- * key lands on carries 10 requests: total 10, cap ceil(1.25 * 11 / 4) = 4,
- * so it is over the bound and scores W + L * W + k = 4 + 40 + 0 = 44, and
- * select takes the row scoring 1, the next worker on the walk.
+ * key lands on (its home) carries 10 requests: total 10, cap
+ * ceil(1.25 * 11 * 2 / 8) = 4 (its share: 2 of 8 ranks), so it is over the
+ * bound and the request spills to the cheapest rank of a worker inside the
+ * bound: the one whose cheaper rank now costs 5. Scores: that row 0; the
+ * other rows inside the bound 1 + (cost - 5) / (20 - 5): 1 + 1/3 at cost
+ * 10, 2 at cost 20; the home's rows 3 + L / ranks = 3 + 5 = 8.
  */
-static void test_the_score_is_the_walks_order_and_its_argmin_is_select(void **state)
+static void test_the_score_is_select_s_order_of_preference(void **state)
 {
     (void)state;
     void *c = harness_create(NULL, NULL, 0);
@@ -446,13 +483,22 @@ static void test_the_score_is_the_walks_order_and_its_argmin_is_select(void **st
     assert_int_equal(pick(c, t, 2, 99), first);
 
     t->active_requests[first] = 10;
+    t->cost[second] = 5.0;
     score_key(c, t, 3, 99, scores);
-    assert_true(scores[first] == 44.0);
-    assert_true(scores[second] == 1.0);
+    assert_true(scores[first] == 8.0 && scores[first - 1] == 8.0);
+    assert_true(scores[second] == 0.0);
+    for (uint32_t i = 0; i < 8; i++) {
+        if (i == first || i == first - 1 || i == second)
+            continue;
+        if (t->cost[i] == 20.0)
+            assert_true(scores[i] == 2.0);
+        else
+            assert_true(fabs(scores[i] - (1.0 + 1.0 / 3.0)) < 1e-12);
+    }
     assert_int_equal(pick(c, t, 4, 99), second);
 
     /* Only the loaded worker eligible: the bound is its own (cap
-     * ceil(1.25 * 11 / 1) = 14), so it takes the key, and the excluded
+     * ceil(1.25 * 11 * 2 / 2) = 14), so it takes the key, and the excluded
      * workers score above it. */
     for (uint32_t i = 0; i < 8; i++)
         if (group_of(t, i) != group_of(t, first))
@@ -472,7 +518,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
-        cmocka_unit_test(test_the_score_is_the_walks_order_and_its_argmin_is_select),
+        cmocka_unit_test(test_the_score_is_select_s_order_of_preference),
+        cmocka_unit_test(test_a_worker_weighs_as_many_ranks_as_it_has),
         cmocka_unit_test(test_a_shared_system_prompt_does_not_collapse_the_keys),
         cmocka_unit_test(test_a_long_shared_prompt_does_not_collapse_the_keys),
         cmocka_unit_test(test_a_prompt_everyone_repeats_keys_on_its_last_block),
