@@ -14,7 +14,9 @@ The layers (ARCHITECTURE.md), bottom up:
     router    router/ (libwsel-router)    abi, host's public header, router
     nginx     nginx/ (the nginx module)   abi, host's public header, router,
                                           nginx; nobody includes router/ or
-                                          nginx/ from below
+                                          nginx/ from below, except that
+                                          tools/ may include router's public
+                                          header (wsel replay --plugin routes)
 
 Only host/ may include host's private headers (everything in host/ but
 host/include/). The plugin template in examples/ is held to the plugin
@@ -52,7 +54,8 @@ def layer_of(rel):
     if top == "engine":
         return ("engine", "engine")
     if top == "router":
-        return ("router", "router")
+        public = len(parts) > 1 and parts[1] == "include"
+        return ("router", "router-public" if public else "router")
     if top == "nginx":
         return ("nginx", "nginx")
     return None
@@ -73,7 +76,8 @@ def allowed(src, dst):
     if d_unit == "host-public":
         return s_layer in ("host", "sim", "tools", "engine", "router", "nginx")
     if d_layer == "router":
-        return s_layer in ("router", "nginx")
+        return s_layer in ("router", "nginx") or (
+            s_layer == "tools" and d_unit == "router-public")
     if d_layer == "nginx":
         return s_layer == "nginx"
     if d_layer == "sim":

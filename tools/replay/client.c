@@ -3,7 +3,9 @@
  * client.c -- the HTTP side of `wsel replay` (replay.h): libcurl's multi
  * interface, one easy handle per request in flight, at most --concurrency
  * of them; each request starts at its arrival time / --speedup (or as soon
- * as the bound allows), streams, and is timed from the client side.
+ * as the bound allows), streams, and is timed from the client side. With
+ * a route (route.h) it goes where the router says, and the router hears
+ * its first token and its end.
  */
 #define JSMN_STATIC
 #define JSMN_STRICT
@@ -16,6 +18,7 @@
 #include <time.h>
 
 #include "replay.h"
+#include "route.h"
 
 typedef struct flight {
     struct flight *prev, *next; /* the requests in flight */
@@ -26,6 +29,7 @@ typedef struct flight {
     size_t line_len;
     int done_seen;
     double t0, first, last, gap_sum;
+    replay_route *route; /* NULL: not routed */
     replay_result res;
 } flight;
 
@@ -70,6 +74,8 @@ static void on_line(flight *f, const char *s, size_t n)
     double t = now_s();
     const char *choice = memmem(s, n, "\"choices\":[{", 12);
     if (choice) {
+        if (f->res.tokens == 0 && f->route)
+            replay_route_first_token(f->route, f->res.index);
         if (f->res.tokens == 0)
             f->first = t;
         else
@@ -122,8 +128,22 @@ static char *request_body(const replay_options *o, const replay_request *q)
     return b;
 }
 
+/* A request the router refused: a result with no answer, never sent. */
+static void refuse(const replay_request *q, double t_start, replay_result_fn fn,
+                   void *ctx)
+{
+    replay_result res;
+    memset(&res, 0, sizeof(res));
+    res.index = q->index;
+    res.isl = q->isl;
+    res.osl = q->osl;
+    res.start_s = now_s() - t_start;
+    fn(ctx, &res);
+}
+
 static flight *start(const replay_options *o, CURLM *multi, const replay_request *q,
-                     double t_start)
+                     double t_start, replay_route *route, uint32_t url_index,
+                     uint32_t rank)
 {
     flight *f = calloc(1, sizeof(*f));
     if (!f)
@@ -133,9 +153,12 @@ static flight *start(const replay_options *o, CURLM *multi, const replay_request
     if (!f->body || !f->easy)
         goto fail_free;
     f->res.index = q->index;
-    f->res.url = (uint32_t)(q->index % o->num_urls);
+    f->res.url = url_index;
     f->res.isl = q->isl;
     f->res.osl = q->osl;
+    f->route = route;
+    f->res.routed = route != NULL;
+    f->res.dp_rank = rank;
     f->t0 = now_s();
     f->res.start_s = f->t0 - t_start;
     char url[2048];
@@ -143,6 +166,11 @@ static flight *start(const replay_options *o, CURLM *multi, const replay_request
     f->headers = curl_slist_append(NULL, "Content-Type: application/json");
     /* No "Expect: 100-continue" round trip before the body. */
     f->headers = curl_slist_append(f->headers, "Expect:");
+    if (route) {
+        char h[64];
+        snprintf(h, sizeof(h), "X-data-parallel-rank: %u", rank);
+        f->headers = curl_slist_append(f->headers, h);
+    }
     curl_easy_setopt(f->easy, CURLOPT_URL, url);
     curl_easy_setopt(f->easy, CURLOPT_POSTFIELDS, f->body);
     curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers);
@@ -190,6 +218,8 @@ static void finish(CURLM *multi, flight *f, CURLcode code, double scale,
     f->res.ttft_ms = f->res.tokens ? (f->first - f->t0) * ms : 0;
     f->res.itl_ms = f->res.tokens > 1 ? f->gap_sum / (f->res.tokens - 1) * ms : 0;
     f->res.protocol_error = status == 200 && !f->done_seen;
+    if (f->route)
+        replay_route_finished(f->route, &f->res);
     fn(ctx, &f->res);
     curl_multi_remove_handle(multi, f->easy);
     curl_easy_cleanup(f->easy);
@@ -198,8 +228,8 @@ static void finish(CURLM *multi, flight *f, CURLcode code, double scale,
     free(f);
 }
 
-int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
-               void *ctx, char *err, size_t err_size)
+int replay_run(const replay_options *o, replay_source *src, replay_route *route,
+               replay_result_fn fn, void *ctx, char *err, size_t err_size)
 {
     CURLM *multi = curl_multi_init();
     if (!multi) {
@@ -215,7 +245,14 @@ int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
         double t = now_s() - t_start;
         while (have > 0 && in_flight < o->concurrency &&
                next.arrival_s / (o->speedup * o->time_scale) <= t) {
-            flight *f = start(o, multi, &next, t_start);
+            uint32_t url = (uint32_t)(next.index % o->num_urls), rank = 0;
+            if (route && replay_route_pick(route, &next, &url, &rank) != 0) {
+                refuse(&next, t_start, fn, ctx);
+                free(next.tokens);
+                have = replay_source_next(src, &next, err, err_size);
+                continue;
+            }
+            flight *f = start(o, multi, &next, t_start, route, url, rank);
             free(next.tokens);
             if (!f) {
                 snprintf(err, err_size, "out of memory starting request %llu",

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * cmd_replay.c -- `wsel replay`: options, the run, and the report (wsel
- * sim's table and JSON, through tools/sim/report.c).
+ * sim's table and JSON, through tools/sim/report.c), with the routing
+ * when --plugin routes (route.h).
  */
 #include <curl/curl.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 #include "plot.h"
 #include "replay.h"
 #include "report.h"
+#include "route.h"
 
 #define MAX_STATUS 16
 
@@ -66,10 +68,14 @@ static void on_result(void *ctx, const replay_result *r)
         t->errors++;
         count_status(t, r->status == 200 ? -1 : r->status);
     }
+    if (t->out && r->routed)
+        fprintf(t->out, "{\"dp_rank\":%u,", r->dp_rank);
+    else if (t->out)
+        fputc('{', t->out);
     if (t->out)
         fprintf(
             t->out,
-            "{\"index\":%llu,\"url\":%u,\"status\":%ld,\"ok\":%d,\"isl\":%u,\"osl\":%u,"
+            "\"index\":%llu,\"url\":%u,\"status\":%ld,\"ok\":%d,\"isl\":%u,\"osl\":%u,"
             "\"prompt_tokens\":%u,\"cached_tokens\":%u,\"completion_tokens\":%u,"
             "\"tokens_received\":%u,\"start_s\":%.6f,\"ttft_ms\":%.3f,\"itl_ms\":%.3f,"
             "\"e2e_ms\":%.3f}\n",
@@ -79,6 +85,31 @@ static void on_result(void *ctx, const replay_result *r)
     if (t->progress && (t->done & 63) == 0)
         fprintf(stderr, "\rreplay: %llu done, %llu errors", (unsigned long long)t->done,
                 (unsigned long long)t->errors);
+}
+
+/* wsel sim's JSON document with a "routing" member added at its end. */
+static void json_with_routing(const sim_report_input *in, const sim_cluster *c,
+                              const sim_router_config *rc, const sim_report_row *row,
+                              const replay_route *route)
+{
+    char *doc = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&doc, &len);
+    if (mem == NULL) {
+        sim_report_json(stdout, in, c, rc, row, 1, 1);
+        return;
+    }
+    sim_report_json(mem, in, c, rc, row, 1, 1);
+    fclose(mem);
+    /* The document ends with "}\n": reopen it. */
+    while (len > 0 && (doc[len - 1] == '\n' || doc[len - 1] == '}'))
+        if (doc[--len] == '}')
+            break;
+    fwrite(doc, 1, len, stdout);
+    fputs(",\"routing\":", stdout);
+    replay_route_json(stdout, route);
+    fputs("}\n", stdout);
+    free(doc);
 }
 
 static void raise_fd_limit(void)
@@ -125,6 +156,7 @@ int wsel_cmd_replay(int argc, char **argv)
     t.progress = o.progress < 0 ? isatty(2) : o.progress;
     sim_acc_init(&t.acc);
     replay_source *src = NULL;
+    replay_route *route = NULL;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "wsel replay: curl_global_init failed\n");
         goto out_free_acc;
@@ -140,7 +172,11 @@ int wsel_cmd_replay(int argc, char **argv)
     if (o.plot_dir && (sim_plot_open(&t.plot, o.plot_dir, o.num_urls) != 0 ||
                        sim_plot_begin(t.plot, "replay") != 0))
         goto out_close_out;
-    if (replay_run(&o, src, on_result, &t, err, sizeof(err)) != 0) {
+    if (o.plugin && replay_route_open(&route, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "wsel replay: %s\n", err);
+        goto out_close_plot;
+    }
+    if (replay_run(&o, src, route, on_result, &t, err, sizeof(err)) != 0) {
         fprintf(stderr, "%swsel replay: %s\n", t.progress ? "\n" : "", err);
         goto out_close_plot;
     }
@@ -148,7 +184,7 @@ int wsel_cmd_replay(int argc, char **argv)
         fputc('\n', stderr);
     sim_report_row row;
     memset(&row, 0, sizeof(row));
-    row.plugin = "replay";
+    row.plugin = route ? o.plugin : "replay";
     if (sim_acc_finish(&t.acc, o.num_urls, &row.result.total) != 0) {
         fprintf(stderr, "wsel replay: out of memory for the metrics\n");
         goto out_close_plot;
@@ -172,7 +208,10 @@ int wsel_cmd_replay(int argc, char **argv)
         sim_router_config rc_cfg;
         memset(&rc_cfg, 0, sizeof(rc_cfg));
         rc_cfg.speedup = o.speedup;
-        sim_report_json(stdout, &in, &c, &rc_cfg, &row, 1, 1);
+        if (route)
+            json_with_routing(&in, &c, &rc_cfg, &row, route);
+        else
+            sim_report_json(stdout, &in, &c, &rc_cfg, &row, 1, 1);
     } else {
         sim_report_table(stdout, &row, 1);
         printf(
@@ -181,6 +220,8 @@ int wsel_cmd_replay(int argc, char **argv)
             (unsigned long long)t.done, o.num_urls, (unsigned long long)t.errors,
             t.itl_n ? t.itl_sum / (double)t.itl_n : 0.0);
         print_statuses(stdout, &t);
+        if (route)
+            replay_route_report(stdout, route);
     }
     if (o.json)
         print_statuses(stderr, &t);
@@ -189,6 +230,7 @@ int wsel_cmd_replay(int argc, char **argv)
         status = WSEL_EXIT_FAILURE;
 
 out_close_plot:
+    replay_route_close(route);
     sim_plot_close(t.plot);
 out_close_out:
     if (t.out)

@@ -19,6 +19,7 @@ static const char usage_text[] =
     "'lost' counts requests that failed (by status below the table).\n"
     "\n"
     "  --url URL               an engine's base URL; request i goes to URL i mod N\n"
+    "                          (unless --plugin routes)\n"
     "  --trace FILE            Mooncake JSONL (timestamp, input_length,\n"
     "                          output_length, hash_ids)\n"
     "  --trace-block-size N    tokens per hash id (512)\n"
@@ -38,7 +39,68 @@ static const char usage_text[] =
     "  --requests-out FILE     one JSON line per request: status, usage, timings\n"
     "  --plot DIR              TTFT chart (gnuplot) into DIR\n"
     "  --json                  the JSON document instead of the table\n"
-    "  --no-progress           no progress line on stderr\n";
+    "  --no-progress           no progress line on stderr\n"
+    "\n"
+    "Routing (docs/real-time.md): the replay routes each request itself through\n"
+    "libwsel-router and the policy gets every request's outcome.\n"
+    "  --plugin NAME|PATH      route with this policy (seeded by --seed)\n"
+    "  --config JSON           its configuration ({})\n"
+    "  --dp N|LIST             ranks of each URL's engine: one size for all, or\n"
+    "                          one per --url (1); sent as X-data-parallel-rank\n"
+    "  --kv-events LIST        the preceding --url's KV event endpoints, one per\n"
+    "                          rank (tcp://H:P,...): the KV index follows them\n"
+    "                          instead of the routing history\n"
+    "  --block-size N          the engines' KV block, tokens (64)\n";
+
+/* "4" or "2,1,4": one size for every URL, or one per URL. */
+static int parse_dp(replay_options *o, const char *v, uint32_t *count, char *err,
+                    size_t err_size)
+{
+    const char *p = v;
+    *count = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        unsigned long x = strtoul(p, &end, 10);
+        if (errno || end == p || x < 1 || x > 64 || (*end && *end != ',') ||
+            *count == REPLAY_MAX_URLS || *p == '-') {
+            snprintf(err, err_size, "--dp %s: expected sizes 1..64, comma-separated", v);
+            return -1;
+        }
+        o->dp[(*count)++] = (uint32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    if (*count == 0) {
+        snprintf(err, err_size, "--dp %s: expected sizes 1..64, comma-separated", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* The routing options hold together. 0 or 2 with a message. */
+static int check_routing(replay_options *o, uint32_t dp_count, int routing_flags,
+                         char *err, size_t err_size)
+{
+    if (o->plugin == NULL) {
+        if (routing_flags) {
+            snprintf(err, err_size,
+                     "--config, --dp, --kv-events and --block-size need --plugin");
+            return 2;
+        }
+        return 0;
+    }
+    if (dp_count == 0)
+        o->dp[0] = 1;
+    if (dp_count <= 1)
+        for (uint32_t i = 1; i < o->num_urls; i++)
+            o->dp[i] = o->dp[0];
+    else if (dp_count != o->num_urls) {
+        snprintf(err, err_size, "--dp lists %u sizes for %u --url", dp_count,
+                 o->num_urls);
+        return 2;
+    }
+    return 0;
+}
 
 static int num(const char *name, const char *v, double min, double max, double *out,
                char *err, size_t err_size)
@@ -65,6 +127,9 @@ int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
     o->concurrency = 256;
     o->vocab_size = 32000;
     o->progress = -1;
+    o->block_size = 64;
+    uint32_t dp_count = 0;
+    int routing_flags = 0;
     const char *workload = NULL;
     double rate = -1, requests = -1, seed = 1, x;
     for (int i = 1; i < argc; i++) {
@@ -97,6 +162,26 @@ int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
                 return 2;
             }
             o->urls[o->num_urls++] = v;
+        } else if (strcmp(a, "--plugin") == 0) {
+            o->plugin = v;
+        } else if (strcmp(a, "--config") == 0) {
+            o->config = v;
+            routing_flags = 1;
+        } else if (strcmp(a, "--dp") == 0) {
+            if (parse_dp(o, v, &dp_count, err, err_size) != 0)
+                return 2;
+            routing_flags = 1;
+        } else if (strcmp(a, "--kv-events") == 0) {
+            if (o->num_urls == 0) {
+                snprintf(err, err_size, "--kv-events %s must follow its --url", v);
+                return 2;
+            }
+            o->kv_events[o->num_urls - 1] = v;
+            routing_flags = 1;
+        } else if (strcmp(a, "--block-size") == 0) {
+            rc = num(a, v, 1, 1 << 16, &x, err, err_size);
+            o->block_size = (uint32_t)x;
+            routing_flags = 1;
         } else if (strcmp(a, "--trace") == 0) {
             o->trace = v;
         } else if (strcmp(a, "--workload") == 0) {
@@ -161,5 +246,6 @@ int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
     }
     if (requests > 0)
         o->max_requests = (uint32_t)requests;
-    return 0;
+    o->seed = (uint64_t)seed;
+    return check_routing(o, dp_count, routing_flags, err, err_size);
 }

@@ -40,6 +40,14 @@ typedef struct replay_options {
     double timeout_s;
     int json;
     int progress; /* -1 auto */
+    /* Routing (route.h): with a plugin, each request goes to the (URL,
+     * rank) libwsel-router chooses instead of URL i mod N. */
+    const char *plugin;                     /* NAME or PATH; NULL = no routing */
+    const char *config;                     /* its JSON, NULL = {} */
+    uint32_t dp[REPLAY_MAX_URLS];           /* ranks of each URL's engine */
+    const char *kv_events[REPLAY_MAX_URLS]; /* its ranks' KV endpoints, or NULL */
+    uint32_t block_size;                    /* the router's (the engines') block */
+    uint64_t seed;                          /* workload and host seed */
 } replay_options;
 
 /* 0, 1 after --help, or 2 with a message. */
@@ -74,13 +82,20 @@ typedef struct replay_result {
     double start_s;                 /* from the replay's start */
     double ttft_ms, e2e_ms, itl_ms; /* itl: mean gap between tokens */
     int protocol_error;             /* 200, but the stream did not end with [DONE] */
+    int routed;                     /* sent where the router chose */
+    uint32_t dp_rank;               /* ...to this rank (X-data-parallel-rank) */
 } replay_result;
 
 typedef void (*replay_result_fn)(void *ctx, const replay_result *r);
 
-/* Send everything; calls fn once per request as it ends. Returns 0, or -1
+struct replay_route;
+
+/* Send everything; calls fn once per request as it ends. With `route`
+ * (route.h; NULL = URL i mod N) each request is routed before it is sent
+ * and its first token and end are reported to the router. A request the
+ * router refuses is a result with status 0, never sent. Returns 0, or -1
  * with err (a source error; failed requests are results, not errors). */
-int replay_run(const replay_options *o, replay_source *src, replay_result_fn fn,
-               void *ctx, char *err, size_t err_size);
+int replay_run(const replay_options *o, replay_source *src, struct replay_route *route,
+               replay_result_fn fn, void *ctx, char *err, size_t err_size);
 
 #endif
