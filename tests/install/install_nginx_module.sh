@@ -39,13 +39,13 @@ exported=$(nm -D --defined-only "$module" | awk '{print $3}')
 for sym in ngx_modules ngx_module_names ngx_module_order; do
     printf '%s\n' "$exported" | grep -qx "$sym" || fail "$module does not export $sym"
 done
+# shellcheck disable=SC2016 # a literal $ORIGIN
 readelf -d "$module" | grep -q 'RUNPATH.*\[\$ORIGIN/' ||
     fail "$module: RUNPATH is not relative to \$ORIGIN: $(readelf -d "$module" | grep PATH)"
 # its wsel libraries come from the prefix, not from the build tree
 for lib in libwsel-router.so.1 libwsel-host.so.1; do
     where=$(ldd "$module" | awk -v l="$lib" '$1 == l {print $3}')
-    [ -n "$where" ] && [ "$where" -ef "$(dirname "$where")/$lib" ] ||
-        fail "$module: $lib not found ($(ldd "$module" | grep wsel))"
+    [ -n "$where" ] || fail "$module: $lib not found ($(ldd "$module" | grep wsel))"
     case $(readlink -f "$where") in
     "$(readlink -f "$prefix")"/*) ;;
     *) fail "$module: $lib resolves to $where, outside $prefix" ;;
