@@ -404,6 +404,43 @@ static void test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank(voi
     harness_table_free(t);
 }
 
+/*
+ * A rank without KV room waits for its active requests to free it, which
+ * the lockstep pace (its worker's busiest rank) hides. Request: 4 blocks,
+ * cached nowhere. Worker 0: ranks with 100 and 96 active blocks, room for
+ * 90 each; worker 1: two ranks with 99 active blocks and room for 1,000.
+ *   row 0: 64 / 16 + max(104, 96) + (104 - 90)  = 4 + 104 + 14 = 122
+ *   row 1: 64 / 16 + max(100, 100) + (100 - 90) = 4 + 100 + 10 = 114
+ *   rows 2, 3: 4 + max(103, 99) + 0             = 107
+ * so worker 1 takes it; with the capacity unknown (0) row 1 does (104).
+ */
+static void test_lockstep_charges_a_rank_its_blocks_beyond_its_kv_room(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_uniform(2, 2);
+    const uint64_t active[4] = {100, 96, 99, 99}, room[4] = {90, 90, 1000, 1000};
+    for (uint32_t i = 0; i < 4; i++) {
+        set_row(t, i, 0, active[i], 0, 4);
+        t->kv_capacity_blocks[i] = room[i];
+    }
+    harness_table_default_costs(t, 1.0, 16);
+    void *d = lockstep_create(0);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 1, 0, NULL, 0);
+    req.isl_tokens = 64;
+    double scores[4];
+    assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
+    assert_true(scores[0] == 122.0 && scores[1] == 114.0);
+    assert_true(scores[2] == 107.0 && scores[3] == 107.0);
+    uint32_t row = decide_blocks(d, t, 2, 4);
+    assert_true(row == 2 || row == 3);
+    memset(t->kv_capacity_blocks, 0, 4 * sizeof(t->kv_capacity_blocks[0]));
+    assert_int_equal(decide_blocks(d, t, 3, 4), 1);
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
 /* token_budget is appended (old configs map as before), an INT in
  * [1, 1,048,576], default 8,192; lockstep is the third mode. Both bounds
  * create, and behave as the budget table above predicts. */
@@ -509,6 +546,7 @@ int main(void)
             test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost),
         cmocka_unit_test(test_lockstep_charges_an_idle_rank_its_worker_s_step),
         cmocka_unit_test(test_lockstep_on_one_rank_workers_picks_dynamo_s_argmin),
+        cmocka_unit_test(test_lockstep_charges_a_rank_its_blocks_beyond_its_kv_room),
         cmocka_unit_test(
             test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank),
         cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
