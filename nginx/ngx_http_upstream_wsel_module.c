@@ -74,6 +74,7 @@ typedef struct {
     ngx_str_t                      *peer_names; /* by worker id - 1 */
     uint32_t                       *tokens;    /* the prompt being routed */
     size_t                          tokens_cap;
+    ngx_event_t                     flush;     /* deferred history record */
     u_char                          live_path[1024];
     u_char                          last_error[NGX_HTTP_WSEL_ERR];
 
@@ -496,6 +497,40 @@ ngx_http_wsel_js_value(u_char *p, u_char *e, ngx_uint_t depth)
 
 
 /*
+ * The value of the 1..8 ASCII digits starting at p, when the 8 bytes at p
+ * are readable: *len = how many digits (0: none; 8: maybe more follow).
+ * SWAR: a byte is a digit when (byte ^ '0') < 10; the digits are moved to
+ * the top of a 64-bit word (leading zeros below) and folded pairwise,
+ * 8 digits in three multiply-add steps.
+ */
+static ngx_inline uint64_t
+ngx_http_wsel_digits8(const u_char *p, ngx_uint_t *len)
+{
+    uint64_t  x, nd;
+
+    ngx_memcpy(&x, p, 8);
+    x ^= 0x3030303030303030ull;
+
+    /* high bit set in every byte that is not a digit */
+    nd = ((x + 0x7676767676767676ull) | x) & 0x8080808080808080ull;
+
+    *len = nd ? (ngx_uint_t) __builtin_ctzll(nd) >> 3 : 8;
+
+    if (*len == 0) {
+        return 0;
+    }
+
+    x <<= 8 * (8 - *len);
+
+    x = (x * 10 + (x >> 8)) & 0x00ff00ff00ff00ffull;
+    x = (x * 100 + (x >> 16)) & 0x0000ffff0000ffffull;
+    x = (x * 10000 + (x >> 32)) & 0xffffffffull;
+
+    return x;
+}
+
+
+/*
  * An array of token ids (p at '['), every element an integer in [0, 2^32),
  * parsed in one pass into the upstream's token buffer (grown as needed,
  * kept for the next request: no per-request allocation). Returns the byte
@@ -506,9 +541,10 @@ static u_char *
 ngx_http_wsel_js_tokens(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
     ngx_http_wsel_prompt_t *out, ngx_int_t *rc)
 {
-    size_t     n, cap;
-    uint32_t  *t, *g;
-    uint64_t   v;
+    size_t      n, cap;
+    uint32_t   *t, *g;
+    uint64_t    v;
+    ngx_uint_t  len;
 
     t = up->tokens;
     cap = up->tokens_cap;
@@ -517,16 +553,29 @@ ngx_http_wsel_js_tokens(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
     p = ngx_http_wsel_js_ws(p + 1, e);
 
     for ( ;; ) {
-        if (p == e || *p < '0' || *p > '9') {
-            return NULL;
+        if (e - p > 8) {
+            /* the common case: fewer than 8 digits, then ',' or ']' */
+            v = ngx_http_wsel_digits8(p, &len);
+            if (len == 0) {
+                return NULL;
+            }
+            p += len;
+
+        } else {
+            len = 0;
+            v = 0;
         }
 
-        v = (uint64_t) (*p++ - '0');
-
-        while (p < e && *p >= '0' && *p <= '9') {
-            v = v * 10 + (uint64_t) (*p++ - '0');
-            if (v > 0xffffffffu) {
+        if (len == 0 || len == 8) {
+            if (len == 0 && (p == e || *p < '0' || *p > '9')) {
                 return NULL;
+            }
+
+            while (p < e && *p >= '0' && *p <= '9') {
+                v = v * 10 + (uint64_t) (*p++ - '0');
+                if (v > 0xffffffffu) {
+                    return NULL;
+                }
             }
         }
 
@@ -549,9 +598,9 @@ ngx_http_wsel_js_tokens(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
 
         t[n++] = (uint32_t) v;
 
-        if (p < e && *p == ',') {       /* the common case: "1,2,3" */
+        if (p < e && *p == ',') {
             p++;
-            if (p < e && *p == ' ') {
+            if (p < e && *p == ' ') {   /* ", " as Python's json writes */
                 p++;
             }
             continue;
@@ -855,7 +904,17 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
         q.text_len = prompt.text_len;
     }
 
+    if (!up->kv_events) {
+        /* the history record waits until the request is on its way
+         * upstream (the posted flush below, after this event's handlers) */
+        q.overrides |= WSEL_ROUTE_DEFER_HISTORY;
+    }
+
     rc = wsel_router_route(up->router, &q, &res);
+
+    if (!up->kv_events && !up->flush.posted) {
+        ngx_post_event(&up->flush, &ngx_posted_events);
+    }
 
     if (rc != 0) {
         up->route_errors++;
@@ -892,6 +951,17 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     }
 
     up->lat[b]++;
+}
+
+
+static void
+ngx_http_wsel_flush_handler(ngx_event_t *ev)
+{
+    ngx_http_wsel_upstream_t  *up = ev->data;
+
+    if (up->router) {
+        wsel_router_flush(up->router);
+    }
 }
 
 
@@ -1358,6 +1428,10 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
 
     ngx_http_wsel_host_options(up, &ho);
 
+    up->flush.handler = ngx_http_wsel_flush_handler;
+    up->flush.data = up;
+    up->flush.log = cycle->log;
+
     rc = wsel_host_create(&ho, &up->host);
     if (rc != 0) {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
@@ -1535,6 +1609,10 @@ ngx_http_wsel_exit_process(ngx_cycle_t *cycle)
     ups = wmcf->upstreams.elts;
 
     for (i = 0; i < wmcf->upstreams.nelts; i++) {
+        if (ups[i]->flush.posted) {
+            ngx_delete_posted_event(&ups[i]->flush);
+        }
+
         wsel_router_destroy(ups[i]->router);
         ups[i]->router = NULL;
         wsel_host_destroy(ups[i]->host);

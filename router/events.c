@@ -2,13 +2,16 @@
 /*
  * events.c -- vLLM KV event messages (wsel_router.h, "KV events"; the
  * encoding is engine/kv_events.h's): decode a whole batch first, without
- * anything, re-hashing each stored block's token ids; then apply it to the
- * index. Both under the router's mutex, with buffers and a msgpack zone
- * reused from one message to the next. Both of vLLM's encodings are read: msgspec structs
+ * anything, re-hashing each stored block's token ids, under the decoder's
+ * own mutex, so routes never wait for a decode; then apply it to the index
+ * under the router's mutex, handing it to waiting routes between events
+ * and every APPLY_CHUNK blocks. Buffers and a msgpack zone are reused from
+ * one message to the next. Both of vLLM's encodings are read: msgspec structs
  * as named-field maps (vLLM today, and wsel-engine) and as positional
  * arrays tagged with the type (vLLM before pull request 42892).
  */
 #include <msgpack.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -244,11 +247,39 @@ static int decode_batch(decoder *d, const msgpack_object *o, uint32_t block_size
     return 0;
 }
 
-/* Apply a decoded batch to slot s (under the lock). */
+/*
+ * Let waiting routes (and first tokens, finishes) take the mutex, then
+ * take it back. Returns 0 when slot s is still the rank it was (gen), -1
+ * when a topology change freed it meanwhile (the rest of the batch is
+ * dropped). Safe mid-batch: in event mode a route reads the index but
+ * never writes it.
+ */
+static int yield_to_requests(wsel_router *r, uint32_t s, uint32_t gen)
+{
+    if (atomic_load_explicit(&r->waiting, memory_order_relaxed) == 0)
+        return 0;
+    pthread_mutex_unlock(&r->mu);
+    /* Until they have it: then queue behind them. Bounded by their count. */
+    for (int spins = 0;
+         atomic_load_explicit(&r->waiting, memory_order_relaxed) != 0 && spins < 1000;
+         spins++)
+        sched_yield();
+    pthread_mutex_lock(&r->mu);
+    return r->slots[s].worker != RT_NIL && r->slots[s].gen == gen ? 0 : -1;
+}
+
+/* Blocks applied between two looks at waiting requests. */
+#define APPLY_CHUNK 32u
+
+/* Apply a decoded batch to slot s (under the lock, which it may hand to
+ * waiting requests between chunks). */
 static void apply(wsel_router *r, uint32_t s, const decoder *d)
 {
+    const uint32_t gen = r->slots[s].gen;
     for (size_t i = 0; i < d->nev; i++) {
         const dec_event *e = &d->ev[i];
+        if (i > 0 && yield_to_requests(r, s, gen) != 0)
+            return;
         if (e->type == EV_CLEARED) {
             rt_index_clear_slot(&r->ix, s);
             r->c.kv_cleared++;
@@ -276,11 +307,17 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
             parent = h[k];
             has_parent = 1;
         }
-        rt_index_prefetch(&r->ix, s, h, d->hashes + e->first, (uint32_t)e->count);
-        for (size_t k = 0; k < e->count; k++) {
-            if (rt_index_touch(&r->ix, s, h[k], 1, d->hashes[e->first + k]) != 0)
-                break;
-            r->c.kv_blocks_stored++;
+        for (size_t k0 = 0; k0 < e->count; k0 += APPLY_CHUNK) {
+            size_t k1 = e->count - k0 < APPLY_CHUNK ? e->count : k0 + APPLY_CHUNK;
+            if (k0 > 0 && yield_to_requests(r, s, gen) != 0)
+                return;
+            rt_index_prefetch(&r->ix, s, h + k0, d->hashes + e->first + k0,
+                              (uint32_t)(k1 - k0));
+            for (size_t k = k0; k < k1; k++) {
+                if (rt_index_touch(&r->ix, s, h[k], 1, d->hashes[e->first + k]) != 0)
+                    return;
+                r->c.kv_blocks_stored++;
+            }
         }
     }
 }
@@ -397,7 +434,7 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
 
     int32_t ret = 0;
     int reason = -1;
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->dec_mu);
     decoder *d = r->dec;
     if (!d) {
         d = r->dec = calloc(1, sizeof(*d));
@@ -406,7 +443,7 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
             d = r->dec = NULL;
         }
         if (!d) {
-            pthread_mutex_unlock(&r->mu);
+            pthread_mutex_unlock(&r->dec_mu);
             return WSEL_ENOMEM;
         }
     }
@@ -428,6 +465,7 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
         else if (d->has_rank && d->rank != dp_rank)
             reason = WSEL_KV_SKIP_RANK;
     }
+    pthread_mutex_lock(&r->mu);
     uint32_t s = rt_slot_of(r, worker_id, dp_rank);
     if (reason < 0 && s == RT_NIL)
         reason = WSEL_KV_SKIP_RANK;
@@ -445,5 +483,6 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
         r->c.kv_messages++;
     }
     pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->dec_mu);
     return ret;
 }

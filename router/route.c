@@ -53,9 +53,41 @@ static uint32_t hash_prompt(wsel_router *r, const wsel_route_request *q, uint32_
                                  r->opt.max_prompt_blocks);
 }
 
+/* Record blocks hashes[0..n) on slot sid as routing history. */
+static void record_history(wsel_router *r, uint32_t sid, const uint64_t *hashes,
+                           uint32_t n)
+{
+    rt_index_prefetch(&r->ix, sid, hashes, NULL, n);
+    /* Deepest first, so the prefix head is the most recent entry and
+     * the LRU evicts a prefix from its tail, as a radix tree would. */
+    for (uint32_t i = n; i-- > 0;)
+        if (rt_index_touch(&r->ix, sid, hashes[i], 0, 0) != 0)
+            break;
+}
+
+void rt_flush_pending(wsel_router *r)
+{
+    if (r->pend_n == 0)
+        return;
+    const rt_slot *s = &r->slots[r->pend_slot];
+    if (s->worker != RT_NIL && s->gen == r->pend_gen)
+        record_history(r, r->pend_slot, r->pend_hashes, r->pend_n);
+    r->pend_n = 0;
+}
+
+void wsel_router_flush(wsel_router *r)
+{
+    if (!r)
+        return;
+    rt_lock_request(r);
+    rt_flush_pending(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
 static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
                             wsel_route_result *res)
 {
+    rt_flush_pending(r);
     uint64_t id = q->request_id;
     if (id == 0) {
         do
@@ -139,13 +171,18 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     s->active_prefill_tokens += prefill;
     s->active_blocks += blocks;
     s->active_requests++;
-    if (r->opt.kv_source == WSEL_ROUTER_KV_HISTORY) {
-        rt_index_prefetch(&r->ix, sid, r->hashes, NULL, nb);
-        /* Deepest first, so the prefix head is the most recent entry and
-         * the LRU evicts a prefix from its tail, as a radix tree would. */
-        for (uint32_t i = nb; i-- > 0;)
-            if (rt_index_touch(&r->ix, sid, r->hashes[i], 0, 0) != 0)
-                break;
+    if (r->opt.kv_source == WSEL_ROUTER_KV_HISTORY && nb > 0) {
+        if (q->overrides & WSEL_ROUTE_DEFER_HISTORY) {
+            /* The buffers trade places: no copy. */
+            uint64_t *h = r->pend_hashes;
+            r->pend_hashes = r->hashes;
+            r->hashes = h;
+            r->pend_n = nb;
+            r->pend_slot = sid;
+            r->pend_gen = s->gen;
+        } else {
+            record_history(r, sid, r->hashes, nb);
+        }
     }
     r->c.routes++;
     if (q->overrides & WSEL_ROUTE_BUILTIN)
@@ -171,7 +208,7 @@ int32_t wsel_router_route(wsel_router *r, const wsel_route_request *q,
 {
     if (!r || !q || !res || (q->tokens == NULL && q->num_tokens != 0))
         return WSEL_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    rt_lock_request(r);
     int32_t rc = route_locked(r, q, res);
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -189,7 +226,8 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
 {
     if (!r)
         return WSEL_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    rt_lock_request(r);
+    rt_flush_pending(r);
     uint32_t qi = rt_map_get(&r->reqs, request_id);
     if (qi == RT_MAP_NONE) {
         pthread_mutex_unlock(&r->mu);
@@ -219,7 +257,8 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
     if (info)
         memcpy(&in, info,
                info->struct_size < sizeof(in) ? info->struct_size : sizeof(in));
-    pthread_mutex_lock(&r->mu);
+    rt_lock_request(r);
+    rt_flush_pending(r);
     uint32_t qi = rt_map_get(&r->reqs, request_id);
     if (qi == RT_MAP_NONE) {
         pthread_mutex_unlock(&r->mu);

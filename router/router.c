@@ -61,6 +61,7 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     o->text_chunk_chars = o->text_chunk_chars ? o->text_chunk_chars : 4 * o->block_size;
     o->max_prompt_blocks = o->max_prompt_blocks ? o->max_prompt_blocks : 8192;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->dec_mu, NULL);
     r->epoch = 1;
     r->next_request_id = 1;
     r->req_free = RT_NIL;
@@ -70,7 +71,8 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     r->rows = calloc(m, sizeof(*r->rows));
     r->ov = calloc(m, sizeof(*r->ov));
     r->hashes = calloc(o->max_prompt_blocks, sizeof(*r->hashes));
-    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->hashes)
+    r->pend_hashes = calloc(o->max_prompt_blocks, sizeof(*r->pend_hashes));
+    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->hashes || !r->pend_hashes)
         goto nomem;
     for (uint32_t s = 0; s < m; s++)
         r->slots[s].worker = RT_NIL;
@@ -107,6 +109,7 @@ void wsel_router_destroy(wsel_router *r)
     free(r->rows);
     free(r->ov);
     free(r->hashes);
+    free(r->pend_hashes);
     free(r->req);
     rt_decoder_free(r->dec);
     rt_index_free(&r->ix);
@@ -114,6 +117,7 @@ void wsel_router_destroy(wsel_router *r)
     rt_map_free(&r->reqs);
     rt_table_free(&r->table);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->dec_mu);
     free(r);
 }
 
@@ -131,6 +135,7 @@ void wsel_router_read_counters(wsel_router *r, wsel_router_counters *out)
     if (!r || !out)
         return;
     pthread_mutex_lock(&r->mu);
+    rt_flush_pending(r);
     *out = r->c;
     out->index_blocks = r->ix.nblocks;
     out->index_entries = r->ix.entries;
@@ -158,6 +163,7 @@ uint32_t wsel_router_read_ranks(wsel_router *r, wsel_router_rank_info *out, uint
     if (!r)
         return 0;
     pthread_mutex_lock(&r->mu);
+    rt_flush_pending(r);
     uint32_t n = r->num_rows;
     for (uint32_t i = 0; out && i < n && i < max; i++) {
         uint32_t sid = r->rows[i];

@@ -12,6 +12,7 @@
 #define WSEL_ROUTER_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "kv_index.h"
 #include "wsel_router.h"
@@ -71,6 +72,12 @@ struct rt_decoder;
 
 struct wsel_router {
     pthread_mutex_t mu;
+    /* Routes, first tokens and finishes waiting for mu: a KV batch being
+     * applied hands mu over to them between events (events.c). */
+    atomic_uint waiting;
+    /* Guards dec: a KV message is decoded under dec_mu only, then applied
+     * under mu (lock order: dec_mu, then mu). */
+    pthread_mutex_t dec_mu;
     wsel_router_options opt;
     rt_worker *workers; /* max_rows of them */
     rt_map worker_ids;  /* worker id -> index */
@@ -85,7 +92,11 @@ struct wsel_router {
     uint64_t next_request_id;
     /* Per-route scratch (under the mutex). */
     uint64_t *hashes; /* max_prompt_blocks */
-    uint32_t *ov;     /* per slot */
+    /* A history record a route deferred (WSEL_ROUTE_DEFER_HISTORY): its
+     * blocks, for slot pend_slot of generation pend_gen. pend_n 0 = none. */
+    uint64_t *pend_hashes; /* max_prompt_blocks */
+    uint32_t pend_n, pend_slot, pend_gen;
+    uint32_t *ov; /* per slot */
     rt_table table;
     wsel_router_counters c;
     rt_kvsub *kvsub;
@@ -125,6 +136,21 @@ void rt_kvsub_stop(wsel_router *r);
 
 /* The router's clock (the options' or CLOCK_MONOTONIC), microseconds. */
 uint64_t rt_now_us(const wsel_router *r);
+
+/* Take the router's mutex as a route does: counted in `waiting` while
+ * blocked, so a KV batch being applied yields to it. */
+static inline void rt_lock_request(wsel_router *r)
+{
+    if (pthread_mutex_trylock(&r->mu) == 0)
+        return;
+    atomic_fetch_add_explicit(&r->waiting, 1, memory_order_relaxed);
+    pthread_mutex_lock(&r->mu);
+    atomic_fetch_sub_explicit(&r->waiting, 1, memory_order_relaxed);
+}
+
+/* Record a deferred history record now (under the mutex); every call
+ * that reads the index or the ranks does this first. */
+void rt_flush_pending(wsel_router *r);
 
 /* Log through the options' sink. */
 void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)

@@ -28,12 +28,16 @@
  *
  * Threads: every function may be called from any thread unless its tag says
  * [control thread]. The router serialises its state with one internal mutex
- * (a route holds it for the whole call, a few microseconds at 1,024 rows);
- * the KV event thread (started by the first worker with KV endpoints), like
- * any caller of wsel_router_apply_kv_message, holds it while decoding and
- * applying one message: decoding a batch happens under the mutex too. Policy switches are
- * libwsel-host's: call wsel_host_switch on the host you passed in, from your control
- * thread; the router never waits for one.
+ * (a route holds it for the whole call, about 8 us at 1,024 rows). The KV
+ * event thread (started by the first worker with KV endpoints), like any
+ * caller of wsel_router_apply_kv_message, decodes a message without it
+ * (under a decoder lock of its own, so messages are decoded one at a time)
+ * and holds it only to apply the decoded batch, handing it to routes,
+ * first tokens and finishes that wait for it between events and every 32
+ * blocks: a route never waits for a decode, nor for more than a slice of a
+ * large batch. Policy switches are libwsel-host's: call wsel_host_switch on
+ * the host you passed in, from your control thread; the router never waits
+ * for one.
  *
  * Errors: 0 or a negative WSEL_E* (wsel.h); `err`/`err_size` as in
  * wsel_host.h (caller's buffer, NUL-terminated message, may be NULL).
@@ -171,6 +175,14 @@ WSEL_ROUTER_API uint32_t wsel_router_hash_text(const char *text, size_t len,
  * whose prompt could not be read. Accounted like any route; counted in
  * wsel_router_counters.builtin_routes, not in plugin_answers or fallbacks. */
 #define WSEL_ROUTE_BUILTIN 0x4u
+/* History mode: record the prompt's blocks on the chosen rank not during
+ * this call but at the next wsel_router_flush, or at the start of the next
+ * call that reads the index or the ranks (route, first token, finished,
+ * counters, ranks), whichever comes first; one record waits at most, so
+ * every later route sees it exactly as without the flag. For a caller that
+ * has something better to do first (nginx: send the request upstream),
+ * then flushes. Ignored in event mode. */
+#define WSEL_ROUTE_DEFER_HISTORY 0x8u
 
 typedef struct wsel_route_request {
     /* sizeof(wsel_route_request). */
@@ -220,6 +232,10 @@ typedef struct wsel_route_result {
 WSEL_ROUTER_API int32_t wsel_router_route(wsel_router *router,
                                           const wsel_route_request *request,
                                           wsel_route_result *result);
+/* Record the history a WSEL_ROUTE_DEFER_HISTORY route left waiting, if
+ * any; a harmless no-op otherwise (and for NULL). [any thread] */
+WSEL_ROUTER_API void wsel_router_flush(wsel_router *router);
+
 /* The request's first token: its prefill leaves the rank's backlog.
  * WSEL_ENOENT if not in flight. Idempotent. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_first_token(wsel_router *router, uint64_t request_id);

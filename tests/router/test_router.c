@@ -376,6 +376,53 @@ static void test_builtin(void **state)
     done(&f);
 }
 
+/* WSEL_ROUTE_DEFER_HISTORY: the record waits for wsel_router_flush or the
+ * next call, and every later route sees it as without the flag. */
+static void test_deferred_history(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    add(r, 1, 2);
+    uint32_t t[16];
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = 40 + i;
+    wsel_route_request q = {.struct_size = sizeof(q),
+                            .overrides = WSEL_ROUTE_DEFER_HISTORY,
+                            .tokens = t,
+                            .num_tokens = 16};
+    wsel_route_result a, b;
+    /* The next route records the waiting one first: full overlap. */
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(wsel_router_first_token(r, a.request_id), 0);
+    assert_int_equal(wsel_router_route(r, &q, &b), 0);
+    assert_int_equal(b.overlap_blocks, 4);
+    assert_int_equal(b.dp_rank, a.dp_rank);
+    /* An explicit flush, then the counters: b's blocks were already there. */
+    wsel_router_flush(r);
+    wsel_router_flush(r); /* nothing waits: a no-op */
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.index_entries, 4);
+    /* A new prompt, deferred: the counters record it before reading. */
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = 900 + i;
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.index_entries, 8);
+    /* A record for a worker removed meanwhile is dropped. */
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = 7000 + i;
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(wsel_router_remove_worker(r, 1), 0);
+    add(r, 2, 2);
+    wsel_router_flush(r);
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.index_entries, 0);
+    wsel_router_flush(NULL);
+    done(&f);
+}
+
 /* --- outcomes ------------------------------------------------------------ */
 
 /* The test's clock (router option clock_us) and the host's log, where the
@@ -700,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_history_lru_bound),
         cmocka_unit_test(test_plugin),
         cmocka_unit_test(test_builtin),
+        cmocka_unit_test(test_deferred_history),
         cmocka_unit_test(test_outcome_fields),
         cmocka_unit_test(test_outcome_cap_and_removed_worker),
         cmocka_unit_test(test_table_matches_wsel_table_build),
