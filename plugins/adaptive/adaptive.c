@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * adaptive -- hysteresis whose load bound is learned from outcomes.
+ *
+ * It routes like hysteresis (plugins/hysteresis): a request's owner is the
+ * rank that most recently received its deepest prefix block routed before
+ * (a bounded, lock-free table, sticky_table.h), and the owner keeps the
+ * request while it is eligible, inside the dead band on cost
+ *
+ *     cost_owner <= cost_best + rel_margin * |cost_best| + abs_margin
+ *
+ * and inside a load bound; otherwise the request goes where softmax would
+ * send it. hysteresis's load bound is a fixed fraction of the spread of
+ * loads (load_slack), and which fraction is best depends on the cluster
+ * and its load. adaptive bounds instead what keeping the owner costs the
+ * request itself, in time to first token, as predicted by a model fitted
+ * online to the outcomes the router reports (ttft_model.h):
+ *
+ *     ttft ~= a + b * P        P = the row's prefill_tokens when routed
+ *
+ *     keep the owner while  a + b * P_owner <= (1 + tolerance) (a + b * P_min)
+ *     i.e.       P_owner - P_min <= tolerance * (k + P_min),   k = a / b
+ *
+ * P_min being the least prefill_tokens over the candidates. The setting
+ * that moves is the band's width in tokens, tolerance * (k + P_min): k, the
+ * intercept in tokens of prefill, is refitted after every outcome. When the
+ * cluster is idle (P_min small, first tokens dominated by a fixed step) the
+ * band is k-wide and the owner stays; as queues build, P_min and b grow,
+ * and an owner with a longer queue than its peers loses requests sooner.
+ * Until the fit is usable (fewer than 16 outcomes, a 1.0 host that sends
+ * none, P without spread, a slope that is not positive) the bound is
+ * hysteresis's default: P_owner <= P_min + 0.5 (P_mean - P_min).
+ *
+ * Threads: select and score may run concurrently (WSEL_CAP_CONCURRENT_SELECT)
+ * and so may on_request_outcome (wsel.h: same concurrency rule as select).
+ * select reads the fitted k from one atomic word; an outcome updates the
+ * fit under a spin flag held for a few arithmetic operations (no I/O, no
+ * allocation), then publishes k. The requests awaiting an outcome live in
+ * a bounded table (pending.h). No allocation after create.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef ADAPTIVE_TRACE
+#include <stdio.h>
+#endif
+
+#include "adaptive.h"
+#include "wsel.h"
+
+/* Parameter indices, in the order of the table below: append, never insert. */
+enum {
+    P_TOLERANCE,
+    P_WINDOW,
+    P_REL_MARGIN,
+    P_ABS_MARGIN,
+    P_TEMPERATURE,
+    P_CAPACITY,
+    P_PENDING,
+    P_COUNT
+};
+
+static const wsel_param_def adaptive_params[P_COUNT] = {
+    [P_TOLERANCE] = {.name = "tolerance",
+                     .doc = "keep the owner while its predicted TTFT is at most (1 + "
+                            "tolerance) x the least-loaded candidate's",
+                     .type = WSEL_PARAM_DOUBLE,
+                     .default_value = 0.05,
+                     .min_value = 0.0,
+                     .max_value = 100.0},
+    [P_WINDOW] = {.name = "window",
+                  .doc = "outcomes the TTFT model remembers (weight 1/window for the "
+                         "newest)",
+                  .type = WSEL_PARAM_INT,
+                  .default_value = 256.0,
+                  .min_value = 1.0,
+                  .max_value = 1048576.0},
+    [P_REL_MARGIN] = {.name = "rel_margin",
+                      .doc = "dead band: keep the owner while cost <= best * (1 + "
+                             "rel_margin) + abs_margin",
+                      .type = WSEL_PARAM_DOUBLE,
+                      .default_value = 1.0,
+                      .min_value = 0.0,
+                      .max_value = 100.0},
+    [P_ABS_MARGIN] = {.name = "abs_margin",
+                      .doc = "dead band: absolute slack, in cost units (blocks)",
+                      .type = WSEL_PARAM_DOUBLE,
+                      .default_value = 64.0,
+                      .min_value = 0.0,
+                      .max_value = 1e9},
+    [P_TEMPERATURE] = {.name = "temperature",
+                       .doc = "softmax temperature for fresh choices; a request's own "
+                              "temperature > 0 wins",
+                       .type = WSEL_PARAM_DOUBLE,
+                       .default_value = 0.0,
+                       .min_value = 0.0,
+                       .max_value = 100.0},
+    [P_CAPACITY] = {.name = "capacity",
+                    .doc = "prefix blocks remembered (rounded up to a power of two; "
+                           "8 bytes each)",
+                    .type = WSEL_PARAM_INT,
+                    .default_value = 262144.0,
+                    .min_value = 1.0,
+                    .max_value = 16777216.0},
+    [P_PENDING] = {.name = "pending",
+                   .doc = "requests in flight remembered until their outcome "
+                          "(rounded up to a power of two; 16 bytes each)",
+                   .type = WSEL_PARAM_INT,
+                   .default_value = 4096.0,
+                   .min_value = 1.0,
+                   .max_value = 16777216.0},
+};
+
+/* hysteresis's default load bound, used until the model is fitted. */
+#define COLD_LOAD_SLACK 0.5
+
+static uint64_t double_bits(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof(u));
+    return u;
+}
+
+static double bits_double(uint64_t u)
+{
+    double x;
+    memcpy(&x, &u, sizeof(x));
+    return x;
+}
+
+double adaptive_overhead(const adaptive *a)
+{
+    return bits_double(atomic_load_explicit(&a->overhead, memory_order_relaxed));
+}
+
+uint64_t adaptive_samples(adaptive *a)
+{
+    while (atomic_flag_test_and_set_explicit(&a->fitting, memory_order_acquire))
+        ;
+    uint64_t n = a->model.samples;
+    atomic_flag_clear_explicit(&a->fitting, memory_order_release);
+    return n;
+}
+
+static int32_t adaptive_create(const wsel_host_api *host, const double *params,
+                               uint32_t num_params, void **out_instance)
+{
+    if (host == NULL || params == NULL || out_instance == NULL || num_params != P_COUNT)
+        return WSEL_EINVAL;
+    adaptive *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return WSEL_ENOMEM;
+    a->host = host;
+    a->tolerance = params[P_TOLERANCE];
+    a->rel_margin = params[P_REL_MARGIN];
+    a->abs_margin = params[P_ABS_MARGIN];
+    a->temperature = params[P_TEMPERATURE];
+    atomic_flag_clear(&a->fitting);
+    ttft_model_init(&a->model, params[P_WINDOW]);
+    atomic_init(&a->overhead, double_bits(-1.0));
+    int32_t rc = sticky_table_init(&a->owners, (uint32_t)params[P_CAPACITY]);
+    if (rc != 0)
+        goto out_free;
+    rc = pending_init(&a->routed, (uint32_t)params[P_PENDING]);
+    if (rc != 0)
+        goto out_free_owners;
+    *out_instance = a;
+    return 0;
+
+out_free_owners:
+    sticky_table_free(&a->owners);
+out_free:
+    free(a);
+    return rc;
+}
+
+static void adaptive_destroy(void *instance)
+{
+    adaptive *a = instance;
+    if (a == NULL)
+        return;
+#ifdef ADAPTIVE_TRACE
+    /* A diagnostic build (-DADAPTIVE_TRACE) says where the fit ended. */
+    double fa = 0.0, fb = 0.0;
+    ttft_model_fit(&a->model, &fa, &fb);
+    char msg[192];
+    snprintf(
+        msg, sizeof(msg),
+        "adaptive: %llu outcomes, ttft = %.0f us + %.3f us/token * P, k = %.0f tokens",
+        (unsigned long long)a->model.samples, fa, fb, adaptive_overhead(a));
+    a->host->log(a->host, WSEL_LOG_WARN, msg);
+#endif
+    pending_free(&a->routed);
+    sticky_table_free(&a->owners);
+    free(a);
+}
+
+/* --- the prefix owners (as hysteresis) ------------------------------------ */
+
+/* Recorded depths: every depth up to 64, then 32 per doubling (hysteresis.c
+ * explains the grid). */
+static uint32_t grid_step(uint32_t d)
+{
+    if (d <= 64)
+        return 1;
+    uint32_t log2 = 31u - (uint32_t)__builtin_clz(d);
+    return 1u << (log2 - 5);
+}
+
+static uint32_t grid_floor(uint32_t d)
+{
+    return d - d % grid_step(d);
+}
+
+static uint64_t affinity_slot_key(uint64_t affinity_key)
+{
+    return affinity_key ^ 0xa0761d6478bd642full;
+}
+
+/* The owner of the request's deepest remembered block, 0 when none. */
+static uint32_t find_owner(const adaptive *a, const wsel_request *req)
+{
+    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
+    if (n == 0)
+        return req->affinity_key != 0
+                   ? sticky_table_get(&a->owners, affinity_slot_key(req->affinity_key))
+                   : 0;
+    const uint64_t *b = req->block_hashes;
+    uint32_t owner = sticky_table_get(&a->owners, b[n - 1]);
+    if (owner != 0)
+        return owner;
+    uint32_t lo = 0, hi = n, found = 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        uint32_t o = sticky_table_get(&a->owners, b[grid_floor(mid) - 1]);
+        if (o != 0) {
+            lo = mid;
+            found = o;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found;
+}
+
+static void record(adaptive *a, const wsel_request *req, uint32_t owner)
+{
+    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
+    if (n == 0) {
+        if (req->affinity_key != 0)
+            sticky_table_put(&a->owners, affinity_slot_key(req->affinity_key), owner);
+        return;
+    }
+    for (uint32_t d = 1; d <= n; d += grid_step(d))
+        sticky_table_put(&a->owners, req->block_hashes[d - 1], owner);
+    sticky_table_put(&a->owners, req->block_hashes[n - 1], owner);
+}
+
+static uint32_t row_fingerprint(const wsel_table *t, uint32_t row)
+{
+    return sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]);
+}
+
+/* --- the decision --------------------------------------------------------- */
+
+/* What select and score both need: the candidates (skip), the best cost,
+ * and the owner's row when the owner keeps the request (else UINT32_MAX).
+ * Read-only. Returns 0, WSEL_ENOCANDIDATE or WSEL_EINVAL (a candidate cost
+ * not finite). */
+typedef struct decision {
+    uint8_t skip;
+    double best;
+    uint32_t owner;    /* fingerprint; 0 = none remembered */
+    uint32_t keep_row; /* UINT32_MAX = not kept */
+} decision;
+
+static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_table *t,
+                      decision *d)
+{
+    int32_t rc = wsel_call_eligible_skip(a->host, t->flags, t->num_rows, &d->skip, NULL);
+    if (rc < 0)
+        return rc;
+    double best = INFINITY;
+    for (uint32_t i = 0; i < t->num_rows; i++) {
+        if (t->flags[i] & d->skip)
+            continue;
+        if (!isfinite(t->cost[i]))
+            return WSEL_EINVAL;
+        best = t->cost[i] < best ? t->cost[i] : best;
+    }
+    d->best = best;
+    d->keep_row = UINT32_MAX;
+    d->owner = find_owner(a, req);
+    if (d->owner == 0)
+        return 0;
+
+    uint32_t row = UINT32_MAX, n = 0;
+    double min_load = INFINITY, sum = 0.0, owner_load = 0.0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        uint64_t wm = sticky_worker_mix(t->worker_id[first]);
+        for (uint32_t i = first; i < end; i++) {
+            if (t->flags[i] & d->skip)
+                continue;
+            double load = (double)t->prefill_tokens[i];
+            min_load = load < min_load ? load : min_load;
+            sum += load;
+            n++;
+            if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == d->owner) {
+                row = i;
+                owner_load = load;
+            }
+        }
+    }
+    if (row == UINT32_MAX)
+        return 0;
+    double k = adaptive_overhead(a);
+    double bound = k >= 0.0 ? min_load + a->tolerance * (k + min_load)
+                            : min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
+    double limit = best + a->rel_margin * fabs(best) + a->abs_margin;
+    if (t->cost[row] <= limit && owner_load <= bound)
+        d->keep_row = row;
+    return 0;
+}
+
+static void explain(wsel_choice *choice, uint32_t reason, double cost)
+{
+    if (!WSEL_CHOICE_HAS(choice, score))
+        return;
+    choice->reason = reason;
+    choice->flags = WSEL_CHOICE_SCORED;
+    choice->score = cost;
+}
+
+static int32_t adaptive_select(void *instance, const wsel_request *req,
+                               const wsel_table *t, wsel_choice *choice)
+{
+    adaptive *a = instance;
+    double temperature = req->temperature > 0.0 ? req->temperature : a->temperature;
+    if (!isfinite(temperature) || temperature < 0.0 ||
+        !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
+        return WSEL_EINVAL;
+    decision d;
+    int32_t rc = decide(a, req, t, &d);
+    if (rc != 0)
+        return rc;
+
+    uint32_t row, reason;
+    if (d.keep_row != UINT32_MAX) {
+        row = d.keep_row;
+        reason = WSEL_REASON_STICKY;
+    } else {
+        rc = a->host->softmax_sample(t->cost, t->flags, t->num_rows, d.skip, temperature,
+                                     req->uniform, &row);
+        if (rc != 0)
+            return rc;
+        reason = d.owner != 0        ? WSEL_REASON_SPILLED
+                 : temperature > 0.0 ? WSEL_REASON_SAMPLED
+                                     : WSEL_REASON_CHEAPEST;
+        if (!(d.skip & WSEL_ROW_BUSY))
+            reason = WSEL_REASON_ALL_BUSY;
+    }
+    uint32_t fp = row_fingerprint(t, row);
+    record(a, req, fp);
+    pending_put(&a->routed, req->request_id, fp, t->prefill_tokens[row]);
+    choice->row = row;
+    explain(choice, reason, t->cost[row]);
+    return 0;
+}
+
+/* The score is the default cost, lower better, except that an owner the
+ * load bound keeps scores one block below the best candidate: the row
+ * select answers (when it does not sample) is the lowest. Records nothing. */
+static int32_t adaptive_score(void *instance, const wsel_request *req,
+                              const wsel_table *t, double *scores)
+{
+    const adaptive *a = instance;
+    decision d;
+    int32_t rc = decide(a, req, t, &d);
+    if (rc != 0)
+        return rc;
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        scores[i] = t->cost[i];
+    if (d.keep_row != UINT32_MAX)
+        scores[d.keep_row] = d.best - 1.0;
+    return 0;
+}
+
+/* An outcome of a request this instance routed, on the row it routed it
+ * to, with a measured TTFT, feeds the model; any other is ignored. */
+static void adaptive_outcome(void *instance, const wsel_outcome *o)
+{
+    adaptive *a = instance;
+    if (o == NULL || o->struct_size < WSEL_OUTCOME_SIZE_1_1 ||
+        (o->flags & WSEL_OUTCOME_FAILED) || o->ttft_us == 0)
+        return;
+    uint32_t fp = sticky_owner(sticky_worker_mix(o->worker_id), o->dp_rank);
+    uint32_t tokens;
+    if (!pending_take(&a->routed, o->request_id, fp, &tokens))
+        return;
+    while (atomic_flag_test_and_set_explicit(&a->fitting, memory_order_acquire))
+        ;
+    ttft_model_add(&a->model, (double)tokens, (double)o->ttft_us);
+    double k = ttft_model_overhead(&a->model);
+    atomic_store_explicit(&a->overhead, double_bits(k), memory_order_relaxed);
+    atomic_flag_clear_explicit(&a->fitting, memory_order_release);
+}
+
+WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
+    .abi_major = WSEL_ABI_MAJOR,
+    .abi_minor = WSEL_ABI_MINOR,
+    .struct_size = sizeof(wsel_plugin),
+    .capabilities = WSEL_CAP_CONCURRENT_SELECT,
+    .name = "adaptive",
+    .version = "1.0.0",
+    .description = "hysteresis whose load bound is a TTFT tolerance, with the TTFT "
+                   "model fitted online to the outcomes",
+    .params = adaptive_params,
+    .num_params = P_COUNT,
+    .param_def_size = sizeof(wsel_param_def),
+    .create = adaptive_create,
+    .destroy = adaptive_destroy,
+    .select = adaptive_select,
+    .on_request_finished = NULL,
+    .on_topology_changed = NULL,
+    .score = adaptive_score,
+    .on_request_outcome = adaptive_outcome,
+};

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * adaptive.h -- the adaptive plugin's instance, shared by its sources and
+ * its unit tests (tests/plugins/test_adaptive.c); not part of any ABI. The
+ * policy itself is described at the top of adaptive.c.
+ */
+#ifndef WSEL_ADAPTIVE_H
+#define WSEL_ADAPTIVE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pending.h"
+#include "sticky_table.h"
+#include "ttft_model.h"
+#include "wsel.h"
+
+typedef struct adaptive {
+    const wsel_host_api *host;
+    double tolerance;  /* predicted TTFT over the least-loaded row's, minus 1 */
+    double rel_margin; /* the dead band on cost, as hysteresis's */
+    double abs_margin;
+    double temperature;
+    sticky_table owners;       /* prefix block -> owner fingerprint */
+    pending routed;            /* request id -> row and prefill_tokens */
+    atomic_flag fitting;       /* held while `model` is updated */
+    ttft_model model;          /* guarded by `fitting` */
+    _Atomic uint64_t overhead; /* bits of ttft_model_overhead(model): k in
+                                * tokens, or negative while not fitted */
+} adaptive;
+
+/* The setting select uses now: k = a / b in tokens, in [0, 2^24], or a
+ * negative value while the model is not fitted. [any thread] */
+double adaptive_overhead(const adaptive *a);
+
+/* Outcomes the model has learned from. [any thread; takes the spin flag] */
+uint64_t adaptive_samples(adaptive *a);
+
+#endif

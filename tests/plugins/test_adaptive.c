@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_adaptive.c -- the adaptive plugin: its TTFT model fits scripted
+ * outcomes exactly, forgets at the rate its window says and keeps its
+ * setting in bounds; outcomes it did not route (unknown id, another row,
+ * failed, unmeasured, repeated) teach it nothing; the fitted setting moves
+ * the owner's load bound exactly where the formula puts it, and before the
+ * fit the bound is hysteresis's; its score ranks select's answer first; and
+ * four threads routing and reporting at once keep it consistent.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "adaptive.h"
+#include "harness.h"
+#include "ttft_model.h"
+#include "wsel.h"
+#include "wsel_host.h"
+
+#define SEED 20261130u
+
+static void assert_close(double got, double want, double rel)
+{
+    if (!(fabs(got - want) <= rel * fabs(want))) {
+        print_error("got %.17g, want %.17g (rel %g)\n", got, want, rel);
+        fail();
+    }
+}
+
+/* --- the model alone ------------------------------------------------------ */
+
+static void test_the_model_fits_a_scripted_line_exactly(void **state)
+{
+    (void)state;
+    ttft_model m;
+    ttft_model_init(&m, 256);
+    /* ttft = 1000 us + 2 us/token * P at P = 1000 and 3000, alternating. */
+    for (int i = 0; i < 16; i++)
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 7000.0 : 3000.0);
+    double a, b;
+    assert_int_equal(ttft_model_fit(&m, &a, &b), 0);
+    assert_close(a, 1000.0, 1e-9);
+    assert_close(b, 2.0, 1e-12);
+    assert_close(ttft_model_overhead(&m), 500.0, 1e-9);
+}
+
+static void test_the_model_waits_for_sixteen_outcomes_and_for_spread(void **state)
+{
+    (void)state;
+    ttft_model m;
+    ttft_model_init(&m, 8);
+    for (int i = 0; i < 15; i++)
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 7000.0 : 3000.0);
+    assert_true(ttft_model_overhead(&m) < 0.0); /* 15 < TTFT_MODEL_MIN_SAMPLES */
+    ttft_model_add(&m, 3000.0, 7000.0);
+    assert_close(ttft_model_overhead(&m), 500.0, 1e-9);
+
+    /* Every P the same: no slope to fit. */
+    ttft_model_init(&m, 8);
+    for (int i = 0; i < 32; i++)
+        ttft_model_add(&m, 2000.0, 1000.0 + i);
+    assert_true(ttft_model_overhead(&m) < 0.0);
+
+    /* TTFT falling with P: not a queue, not used. */
+    ttft_model_init(&m, 8);
+    for (int i = 0; i < 32; i++)
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 1000.0 : 3000.0);
+    assert_true(ttft_model_overhead(&m) < 0.0);
+}
+
+static void test_the_model_ignores_values_that_are_not_times(void **state)
+{
+    (void)state;
+    ttft_model m;
+    ttft_model_init(&m, 4);
+    ttft_model_add(&m, -1.0, 10.0);
+    ttft_model_add(&m, 1.0, NAN);
+    ttft_model_add(&m, INFINITY, 10.0);
+    assert_int_equal(m.samples, 0);
+}
+
+static void test_the_newest_outcome_weighs_one_over_the_window(void **state)
+{
+    (void)state;
+    ttft_model m;
+    ttft_model_init(&m, 4);
+    ttft_model_add(&m, 0.0, 100.0); /* the first sets the moments */
+    assert_true(m.t == 100.0);
+    ttft_model_add(&m, 0.0, 200.0); /* then each moves them by 1/4 */
+    assert_true(m.t == 125.0);
+    ttft_model_add(&m, 4.0, 125.0);
+    assert_true(m.t == 125.0);
+    assert_true(m.p == 1.0);
+    assert_true(m.pp == 4.0);
+}
+
+static void test_the_setting_follows_a_new_regime_and_stays_in_bounds(void **state)
+{
+    (void)state;
+    ttft_model m;
+    ttft_model_init(&m, 8);
+    for (int i = 0; i < 32; i++) /* k = 1000 / 2 = 500 */
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 1000.0 + 2.0 * (i % 2 ? 3000 : 1000));
+    assert_close(ttft_model_overhead(&m), 500.0, 1e-9);
+    /* A loaded cluster: the fixed part grows to 8000 us, k = 4000. After
+     * 200 outcomes the old line weighs (7/8)^200 < 3e-12. */
+    for (int i = 0; i < 200; i++)
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 8000.0 + 2.0 * (i % 2 ? 3000 : 1000));
+    assert_close(ttft_model_overhead(&m), 4000.0, 1e-6);
+
+    /* A negative intercept is no fixed part: k = 0, the lower bound. */
+    for (int i = 0; i < 200; i++)
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, -500.0 + 2.0 * (i % 2 ? 3000 : 1000));
+    assert_true(ttft_model_overhead(&m) == 0.0);
+
+    /* A fixed part worth more than 2^24 tokens is clamped there. */
+    for (int i = 0; i < 200; i++)
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 1e12 + 1e-3 * (i % 2 ? 3000 : 1000));
+    assert_true(ttft_model_overhead(&m) == TTFT_MODEL_MAX_OVERHEAD);
+}
+
+/* --- the plugin ----------------------------------------------------------- */
+
+static void *create_default(void)
+{
+    return harness_create(NULL, NULL, 0);
+}
+
+/* Route request `id` (no block hashes, no affinity key: no owner) on a
+ * table whose every row shows `tokens` prefill tokens; returns the row. */
+static uint32_t route_plain(void *inst, harness_table *t, uint64_t id, uint64_t tokens)
+{
+    for (uint32_t i = 0; i < t->table.num_rows; i++) {
+        t->prefill_tokens[i] = tokens;
+        t->cost[i] = 10.0;
+    }
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, id, 0, NULL, 0);
+    return harness_select(inst, &req, t);
+}
+
+static void report(void *inst, const harness_table *t, uint64_t id, uint32_t row,
+                   uint64_t ttft_us, uint32_t flags)
+{
+    wsel_outcome o = {
+        .struct_size = sizeof(wsel_outcome),
+        .dp_rank = t->dp_rank[row],
+        .request_id = id,
+        .worker_id = t->worker_id[row],
+        .ttft_us = ttft_us,
+        .e2e_us = ttft_us + 1000,
+        .prompt_tokens = 16,
+        .flags = flags,
+    };
+    wsel_plugin_entry.on_request_outcome(inst, &o);
+}
+
+/* Teach `inst` ttft = a + 2 P with `n` routed requests from `first_id`,
+ * P alternating 1000 / 3000: afterwards k = a / 2 (once the older
+ * outcomes' weight is negligible). */
+static void teach(void *inst, harness_table *t, uint64_t first_id, uint32_t n, double a)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t p = i % 2 ? 3000 : 1000;
+        uint32_t row = route_plain(inst, t, first_id + i, p);
+        report(inst, t, first_id + i, row, (uint64_t)(a + 2.0 * (double)p), 0);
+    }
+}
+
+static void test_scripted_outcomes_set_the_overhead(void **state)
+{
+    (void)state;
+    adaptive *a = create_default();
+    harness_table *t = harness_table_uniform(2, 1);
+    assert_true(adaptive_overhead(a) < 0.0); /* nothing learned yet */
+    teach(a, t, 100, 16, 1000.0);
+    assert_int_equal(adaptive_samples(a), 16);
+    assert_close(adaptive_overhead(a), 500.0, 1e-9);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+}
+
+static void test_outcomes_it_did_not_route_teach_nothing(void **state)
+{
+    (void)state;
+    adaptive *a = create_default();
+    harness_table *t = harness_table_uniform(2, 2);
+    uint32_t row = route_plain(a, t, 7, 1000);
+    uint32_t other = (row + 1) % t->table.num_rows;
+
+    report(a, t, 8, row, 5000, 0);   /* an id never routed */
+    report(a, t, 7, other, 5000, 0); /* routed, but to another row */
+    report(a, t, 7, row, 5000, WSEL_OUTCOME_FAILED);
+    report(a, t, 7, row, 0, 0); /* no TTFT measured */
+    wsel_outcome short_one = {.struct_size = WSEL_OUTCOME_SIZE_1_1 - 8,
+                              .request_id = 7,
+                              .worker_id = t->worker_id[row],
+                              .dp_rank = t->dp_rank[row],
+                              .ttft_us = 5000};
+    wsel_plugin_entry.on_request_outcome(a, &short_one); /* too short */
+    assert_int_equal(adaptive_samples(a), 0);
+
+    report(a, t, 7, row, 5000, 0); /* the real one, once */
+    report(a, t, 7, row, 5000, 0); /* repeated: already taken */
+    assert_int_equal(adaptive_samples(a), 1);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+}
+
+/* One request with prefix blocks {1, 2}, routed on `t` as it is. */
+static uint32_t route_prefix(void *inst, const harness_table *t, uint64_t id)
+{
+    static const uint64_t hashes[] = {0x1111, 0x2222};
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, id, 0, hashes, 2);
+    return harness_select(inst, &req, t);
+}
+
+/* Four one-rank rows, equal cost; the owner shows `owner_tokens`, the
+ * others 1000 prefill tokens each. Returns where the prefix goes. */
+static uint32_t route_with_owner_load(void *inst, harness_table *t, uint32_t owner,
+                                      uint64_t owner_tokens, uint64_t id)
+{
+    for (uint32_t i = 0; i < t->table.num_rows; i++) {
+        t->cost[i] = 10.0;
+        t->prefill_tokens[i] = i == owner ? owner_tokens : 1000;
+    }
+    return route_prefix(inst, t, id);
+}
+
+static void test_the_fitted_setting_bounds_the_owner_exactly(void **state)
+{
+    (void)state;
+    /* tolerance 0.05 (the default); window 2, so a new regime replaces the
+     * old one within 40 outcomes (old weight 2^-40). */
+    const char *names[] = {"window"};
+    const double values[] = {2.0};
+    adaptive *a = harness_create(names, values, 1);
+    harness_table *t = harness_table_uniform(4, 1);
+    teach(a, t, 100, 16, 1000.0); /* k = 500 tokens */
+
+    /* The owner keeps the prefix while P_owner - P_min <= 0.05 (k + P_min)
+     * = 0.05 * 1500 = 75 tokens (one token either side of the bound: the
+     * fit and 0.05 are exact only to rounding). */
+    for (uint32_t i = 0; i < 4; i++) {
+        t->cost[i] = 10.0;
+        t->prefill_tokens[i] = 1000;
+    }
+    uint32_t owner = route_prefix(a, t, 1);
+    assert_int_equal(route_with_owner_load(a, t, owner, 1074, 2), owner);
+    uint32_t moved = route_with_owner_load(a, t, owner, 1076, 3);
+    assert_int_not_equal(moved, owner);
+
+    /* A loaded cluster: k = 4000 tokens, the band 0.05 * 5000 = 250. */
+    teach(a, t, 1000, 40, 8000.0);
+    assert_close(adaptive_overhead(a), 4000.0, 1e-6);
+    assert_int_equal(route_with_owner_load(a, t, moved, 1249, 4), moved);
+    assert_int_not_equal(route_with_owner_load(a, t, moved, 1251, 5), moved);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+}
+
+static void test_before_the_fit_the_bound_is_hysteresis_default(void **state)
+{
+    (void)state;
+    adaptive *a = create_default();
+    harness_table *t = harness_table_uniform(4, 1);
+    for (uint32_t i = 0; i < 4; i++) {
+        t->cost[i] = 10.0;
+        t->prefill_tokens[i] = 1000;
+    }
+    uint32_t owner = route_prefix(a, t, 1);
+    /* Loads {1040, 1000, 1000, 1000}: mean 1010, bound 1000 + 0.5 * 10 =
+     * 1005 < 1040: the owner is released. With {1010, 1000 x 3}: mean
+     * 1002.5, bound 1001.25 < 1010: released too; {1000 x 4}: kept. */
+    assert_int_equal(route_with_owner_load(a, t, owner, 1000, 2), owner);
+    uint32_t moved = route_with_owner_load(a, t, owner, 1040, 3);
+    assert_int_not_equal(moved, owner);
+
+    /* Fitted (k = 500, band 75), the same 40 extra tokens keep it. */
+    teach(a, t, 100, 16, 1000.0);
+    assert_int_equal(route_with_owner_load(a, t, moved, 1040, 4), moved);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+}
+
+static void test_the_score_ranks_the_kept_owner_first(void **state)
+{
+    (void)state;
+    adaptive *a = create_default();
+    harness_table *t = harness_table_uniform(4, 1);
+    for (uint32_t i = 0; i < 4; i++) {
+        t->cost[i] = 10.0 + i;
+        t->prefill_tokens[i] = 1000;
+    }
+    uint32_t owner = route_prefix(a, t, 1);
+    assert_int_equal(owner, 0); /* the cheapest */
+    t->cost[0] = 12.5;          /* inside the dead band, load equal */
+    static const uint64_t hashes[] = {0x1111, 0x2222};
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 2, 0, hashes, 2);
+    double scores[4];
+    assert_int_equal(wsel_plugin_entry.score(a, &req, &t->table, scores), 0);
+    assert_true(scores[0] == 10.0); /* best (11) - 1 */
+    assert_true(scores[1] == 11.0 && scores[2] == 12.0 && scores[3] == 13.0);
+    /* The score recorded nothing: select still answers the owner. */
+    assert_int_equal(harness_select(a, &req, t), 0);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+}
+
+static void test_every_row_excluded_is_refused(void **state)
+{
+    (void)state;
+    harness_expect_all_excluded_refused(6);
+}
+
+/* --- threads ------------------------------------------------------------- */
+
+typedef struct worker_arg {
+    adaptive *a;
+    uint64_t first_id;
+    uint32_t routed;
+} worker_arg;
+
+/* Each thread routes 2,000 requests on its own table (P alternating 1000
+ * / 3000) and reports each one at once with ttft = 1000 + 2 P. */
+static void *route_and_report(void *p)
+{
+    worker_arg *w = p;
+    harness_table *t = harness_table_uniform(4, 2);
+    for (uint32_t r = 0; r < t->table.num_rows; r++) /* rows no other thread has */
+        t->worker_id[r] += w->first_id;
+    for (uint64_t i = 0; i < 2000; i++) {
+        uint64_t id = w->first_id + i, tokens = i % 2 ? 3000 : 1000;
+        uint32_t row = route_plain(w->a, t, id, tokens);
+        report(w->a, t, id, row, 1000 + 2 * tokens, 0);
+        w->routed++;
+    }
+    harness_table_free(t);
+    return NULL;
+}
+
+static void test_four_threads_routing_and_reporting_agree(void **state)
+{
+    (void)state;
+    const char *names[] = {"pending"};
+    const double values[] = {1048576.0};
+    adaptive *a = harness_create(names, values, 1);
+    pthread_t th[4];
+    worker_arg w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker_arg){.a = a, .first_id = (uint64_t)i * 1000000u};
+        assert_int_equal(pthread_create(&th[i], NULL, route_and_report, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    /* Each thread reports right after its select, so an outcome is lost
+     * only when another thread's request in flight at that moment took the
+     * same slot: at most one per pair of ids sharing one of the 2^20 slots,
+     * about 8000^2 / 2 / 2^20 = 31 pairs whatever the schedule. Rows
+     * differ between threads, so a torn slot never matches an outcome's
+     * row: every outcome learned lies on the line. */
+    uint64_t n = adaptive_samples(a);
+    assert_true(n <= 8000 && n >= 7800);
+    assert_close(adaptive_overhead(a), 500.0, 1e-6);
+    wsel_plugin_entry.destroy(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_model_fits_a_scripted_line_exactly),
+        cmocka_unit_test(test_the_model_waits_for_sixteen_outcomes_and_for_spread),
+        cmocka_unit_test(test_the_model_ignores_values_that_are_not_times),
+        cmocka_unit_test(test_the_newest_outcome_weighs_one_over_the_window),
+        cmocka_unit_test(test_the_setting_follows_a_new_regime_and_stays_in_bounds),
+        cmocka_unit_test(test_scripted_outcomes_set_the_overhead),
+        cmocka_unit_test(test_outcomes_it_did_not_route_teach_nothing),
+        cmocka_unit_test(test_the_fitted_setting_bounds_the_owner_exactly),
+        cmocka_unit_test(test_before_the_fit_the_bound_is_hysteresis_default),
+        cmocka_unit_test(test_the_score_ranks_the_kept_owner_first),
+        cmocka_unit_test(test_every_row_excluded_is_refused),
+        cmocka_unit_test(test_four_threads_routing_and_reporting_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
