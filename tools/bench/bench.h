@@ -122,12 +122,13 @@ int32_t bench_count_allocs(const char *path, const char *config, uint32_t rows,
                            uint32_t selects, uint64_t *out_direct, uint64_t *out_host,
                            uint64_t *out_score, char *err, size_t err_size);
 
-/* Run `selects` selects at `temperature` for callgrind (the plugin with
- * `config`, NULL = defaults): prepared first,
- * then called in bench_callgrind_direct_loop (through the descriptor) or
- * bench_callgrind_host_loop (through wsel_host_select). */
+/* Run `selects` selects (or scores) at `temperature` for callgrind (the
+ * plugin with `config`, NULL = defaults): prepared first,
+ * then called in bench_callgrind_direct_loop (through the descriptor),
+ * bench_callgrind_host_loop (through wsel_host_select) or
+ * bench_callgrind_score_loop (the descriptor's score): `via` 0, 1 or 2. */
 int32_t bench_callgrind(const char *path, const char *config, uint32_t rows,
-                        uint32_t selects, int via_host, double temperature, char *err,
+                        uint32_t selects, int via, double temperature, char *err,
                         size_t err_size);
 
 /* Run `builds` wsel_table_build calls on `rows` ranks inside

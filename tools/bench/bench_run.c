@@ -339,8 +339,20 @@ __attribute__((noinline)) void bench_callgrind_host_loop(const bsubject *s,
     }
 }
 
+__attribute__((noinline)) void bench_callgrind_score_loop(const bsubject *s,
+                                                          const wsel_request *reqs,
+                                                          const wsel_table *t,
+                                                          uint32_t n);
+__attribute__((noinline)) void bench_callgrind_score_loop(const bsubject *s,
+                                                          const wsel_request *reqs,
+                                                          const wsel_table *t, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        s->plugin->score(s->instance, &reqs[k], t, s->scores);
+}
+
 int32_t bench_callgrind(const char *path, const char *config, uint32_t rows,
-                        uint32_t selects, int via_host, double temperature, char *err,
+                        uint32_t selects, int via, double temperature, char *err,
                         size_t err_size)
 {
     bsubject s;
@@ -352,6 +364,11 @@ int32_t bench_callgrind(const char *path, const char *config, uint32_t rows,
     if (rc < 0)
         goto out_close_subject;
     bt.request.temperature = temperature;
+    if (via == VIA_SCORE && s.plugin->score == NULL) {
+        snprintf(err, err_size, "%s has no score function", path);
+        rc = WSEL_EINVAL;
+        goto out_free_table;
+    }
     wsel_request *reqs = calloc(selects, sizeof(*reqs));
     wsel_rng *rngs = calloc(selects, sizeof(*rngs));
     if (reqs == NULL || rngs == NULL) {
@@ -359,14 +376,17 @@ int32_t bench_callgrind(const char *path, const char *config, uint32_t rows,
         goto out_free_requests;
     }
     for (uint32_t k = 0; k < selects; k++)
-        btable_request(&bt, via_host ? s.host : NULL, k + 1, &reqs[k], &rngs[k]);
-    if (via_host)
+        btable_request(&bt, via == VIA_HOST ? s.host : NULL, k + 1, &reqs[k], &rngs[k]);
+    if (via == VIA_HOST)
         bench_callgrind_host_loop(&s, reqs, &bt.buf.table, selects);
+    else if (via == VIA_SCORE)
+        bench_callgrind_score_loop(&s, reqs, &bt.buf.table, selects);
     else
         bench_callgrind_direct_loop(&s, reqs, &bt.buf.table, selects);
 out_free_requests:
     free(rngs);
     free(reqs);
+out_free_table:
     btable_free(&bt);
 out_close_subject:
     bsubject_close(&s);

@@ -30,7 +30,7 @@ static void usage(FILE *out)
             "                  [--json] [--runs N] [--selects N] [--temperature T]\n"
             "       wsel bench --alloc-check [--plugin NAME|PATH]... [--pipeline]\n"
             "       wsel bench --callgrind-one PLUGIN [--config JSON] [--rows N]\n"
-            "                  [--selects N] [--host]\n"
+            "                  [--selects N] [--host|--score]\n"
             "       wsel bench --callgrind-build [--rows N] [--selects N]\n\n"
             "Measure select latency per plugin, directly and through the host, and\n"
             "score latency (directly) for plugins with a score function.\n\n"
@@ -53,6 +53,7 @@ static void usage(FILE *out)
             "  --callgrind-one P  run --selects selects of P for callgrind "
             "(bench/callgrind.sh)\n"
             "  --host           with --callgrind-one: through wsel_host_select\n"
+            "  --score          with --callgrind-one: the plugin's score instead\n"
             "  --callgrind-build  run --selects wsel_table_build calls for callgrind\n");
 }
 
@@ -89,7 +90,7 @@ typedef struct bench_args {
     uint32_t runs;
     uint32_t selects; /* 0 = by size */
     double temperature;
-    int json, alloc_check, via_host, callgrind_build, pipeline;
+    int json, alloc_check, via, callgrind_build, pipeline;
     const char *callgrind_one;
     const char *config; /* --config: for the --plugin and --callgrind-one given */
 } bench_args;
@@ -116,7 +117,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
         } else if (strcmp(s, "--callgrind-build") == 0) {
             a->callgrind_build = 1;
         } else if (strcmp(s, "--host") == 0) {
-            a->via_host = 1;
+            a->via = 1;
+        } else if (strcmp(s, "--score") == 0) {
+            a->via = 2;
         } else if (strcmp(s, "--plugin") == 0 && has_value) {
             if (a->num_plugins == MAX_PLUGINS) {
                 fprintf(stderr, "wsel bench: at most %d --plugin\n", MAX_PLUGINS);
@@ -343,7 +346,7 @@ static int run_callgrind_one(const bench_args *a)
     if (a->num_rows == 5 && rows == 8) /* --rows not given */
         rows = 1024;
     uint32_t selects = a->selects ? a->selects : 1000;
-    if (bench_callgrind(path, a->config, rows, selects, a->via_host, a->temperature, err,
+    if (bench_callgrind(path, a->config, rows, selects, a->via, a->temperature, err,
                         sizeof(err)) < 0) {
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;
