@@ -16,20 +16,24 @@
  * 8 data-parallel ranks takes 8 times the keys and 8 times the load of a
  * one-rank worker, so on a mixed cluster the one-rank workers are not held
  * to the big worker's per-worker count (with one rank per worker this is
- * MTZ's ceil((1 + epsilon) * (total + 1) / n)). Inside it the
- * eligible rank with the lowest default cost (the one holding the prefix),
- * then the fewest requests. The key is the request's shallowest prefix
+ * MTZ's ceil((1 + epsilon) * (total + 1) / n)). A request whose home is
+ * over the bound, or lacks the request's own content while a worker inside
+ * the bound holds it, goes to the cheapest rank of a worker inside the
+ * bound (spill_row), not to the next worker on the ring, which holds
+ * nothing of it. Inside the home it takes the eligible rank with the
+ * lowest default cost (the one holding the prefix), then the fewest
+ * requests. The key is the request's shallowest prefix
  * block that is not common, common meaning in more than 1 / n_workers of
  * recent requests (request_key), counted in a decaying sketch
  * (sketch.h): a system prompt every request shares never becomes the key,
  * a conversation's turns all key on its first own block.
  *
- * The score function (ABI 1.1) ranks every row by the walk's order of
+ * The score function (ABI 1.1) ranks every row in select's order of
  * preference (score_ring), so the policy composes in `pipeline`.
  *
  * The ring depends on the worker set and rank counts only; it is rebuilt
- * in place when they change (no allocation after create). Selects share a reader lock;
- * a rebuild takes it exclusively. The sketch is lock-free.
+ * in place when they change (no allocation after create). Selects share a
+ * reader lock; a rebuild takes it exclusively. The sketch is lock-free.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -218,8 +222,10 @@ static uint32_t grid_next(uint32_t d)
  * Without block hashes: the affinity key, else the request id. With
  * use_affinity_key: the affinity key whenever it is set.
  */
-static uint64_t request_key(const chash *c, const wsel_request *req, uint32_t n_workers)
+static uint64_t request_key(const chash *c, const wsel_request *req, uint32_t n_workers,
+                            uint32_t *out_depth)
 {
+    *out_depth = 0;
     if (c->use_affinity_key && req->affinity_key != 0)
         return req->affinity_key;
     uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
@@ -236,7 +242,8 @@ static uint64_t request_key(const chash *c, const wsel_request *req, uint32_t n_
         else
             hi = mid;
     }
-    return lo <= n ? b[grid_floor(lo) - 1] : b[n - 1];
+    *out_depth = lo <= n ? grid_floor(lo) : n;
+    return b[*out_depth - 1];
 }
 
 /* Count the request's blocks (at the grid depths and its last) in the
@@ -387,6 +394,7 @@ typedef struct walk_state {
     uint32_t capacity; /* eligible ranks */
     uint64_t key;      /* the request's key (request_key) */
     uint32_t start;    /* its first point on the ring */
+    uint32_t depth;    /* the key's depth (1-based block), 0: not a block */
 } walk_state;
 
 /* Fill *w for `req` on `t`. Returns 0, WSEL_ENOCANDIDATE or RING_STALE. */
@@ -404,7 +412,7 @@ static int32_t walk_begin(const chash *c, const wsel_request *req, const wsel_ta
         return rc;
     if (n_eligible == 0)
         return WSEL_ENOCANDIDATE;
-    w->key = request_key(c, req, n_eligible);
+    w->key = request_key(c, req, n_eligible, &w->depth);
     w->start = chash_ring_find(&c->ring, chash_mix64(w->key));
     return 0;
 }
@@ -437,6 +445,36 @@ static int in_bound(const chash *c, const wsel_table *t, const walk_state *w, ui
     uint64_t load;
     uint32_t ranks = worker_state(t, g, w->skip, &load);
     return ranks > 0 && load + 1 <= load_cap(c->epsilon, w->total, ranks, w->capacity);
+}
+
+/* Max overlap over group g's eligible ranks. */
+static uint32_t group_overlap(const wsel_table *t, uint32_t g, uint8_t skip)
+{
+    uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+    uint32_t best = 0;
+    for (uint32_t i = first; i < end; i++)
+        if ((t->flags[i] & skip) == 0 && t->overlap_blocks[i] > best)
+            best = t->overlap_blocks[i];
+    return best;
+}
+
+/*
+ * Whether the home lacks the request's own content (its eligible ranks
+ * hold fewer than the key's depth of its blocks) while a worker inside the
+ * bound holds it. The key stands for that content; a home without it is
+ * just a cold worker (the content went elsewhere while the home was over
+ * the bound, or was evicted there), so the request follows the content
+ * (spill_row) instead of copying it back home.
+ */
+static int held_elsewhere(const chash *c, const wsel_table *t, const walk_state *w,
+                          uint32_t home)
+{
+    if (w->depth == 0 || group_overlap(t, home, w->skip) >= w->depth)
+        return 0;
+    for (uint32_t g = 0; g < t->num_groups; g++)
+        if (g != home && group_overlap(t, g, w->skip) >= w->depth && in_bound(c, t, w, g))
+            return 1;
+    return 0;
 }
 
 /*
@@ -482,9 +520,10 @@ static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state 
 }
 
 /* The walk, under the lock (shared or exclusive): the home's cheapest rank
- * while the home is inside the bound, else spill_row. Returns 0 with
- * *out_row set, WSEL_ENOCANDIDATE, or RING_STALE when the ring must be
- * rebuilt for `t` first. */
+ * while the home is inside the bound and holds the request's own content
+ * or nobody inside the bound does (held_elsewhere), else spill_row.
+ * Returns 0 with *out_row set, WSEL_ENOCANDIDATE, or RING_STALE when the
+ * ring must be rebuilt for `t` first. */
 static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_table *t,
                          uint32_t *out_row)
 {
@@ -493,28 +532,33 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     if (rc != 0)
         return rc;
     uint32_t home = walk_home(c, t, &w);
-    *out_row =
-        in_bound(c, t, &w, home) ? cheapest_rank(t, home, w.skip) : spill_row(c, t, &w);
+    *out_row = in_bound(c, t, &w, home) && !held_elsewhere(c, t, &w, home)
+                   ? cheapest_rank(t, home, w.skip)
+                   : spill_row(c, t, &w);
     return 0;
 }
 
 /*
  * The score (ABI 1.1), under the lock, lower is better; the row select
  * takes always has the single lowest score.
- * When the key's home is inside the bound: the ring walk's order of
- * preference. With W workers on the ring and a worker met k-th on the walk
- * (k = 0, 1, ...):
+ *
+ * When select takes the key's home (inside the bound, not held_elsewhere),
+ * the ring walk's order of preference. With W workers on the ring and a
+ * worker met k-th on the walk (k = 0, 1, ...):
+ *
  *   a worker within the load bound:      k
  *   a worker over it (load L, r ranks):  W + (L / r) * W + k
  *   a worker without an eligible rank:   W + (total + 1) * W + W
+ *
  * and inside a worker, its rank select would take (cheapest_rank) scores
  * that value, every other rank that value + 0.5 + 0.25 * (its cost's place
  * between the worker's cheapest and dearest costs, 0 to 1).
- * When the home is over the bound (select spills, spill_row): the row
- * spill_row takes 0; every other row of a worker inside the bound 1 + its
- * cost's place (0 to 1) between the lowest and highest such cost; a row of
- * a worker over the bound 3 + L / r; a worker without an eligible rank
- * 4 + total.
+ *
+ * Otherwise (select spills, spill_row): the row spill_row takes 0; every
+ * other row of a worker inside the bound 1 + its cost's place (0 to 1)
+ * between the lowest and highest such cost; a row of a worker over the
+ * bound 3 + L / r; a worker without an eligible rank 4 + total.
+ *
  * Returns 0, WSEL_ENOCANDIDATE or RING_STALE.
  */
 static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_table *t,
@@ -526,7 +570,7 @@ static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_ta
         return rc;
     const chash_ring *ring = &c->ring;
     uint32_t home = walk_home(c, t, &w);
-    if (!in_bound(c, t, &w, home)) {
+    if (!in_bound(c, t, &w, home) || held_elsewhere(c, t, &w, home)) {
         uint32_t pick = spill_row(c, t, &w);
         double lo = t->cost[pick], hi = lo;
         for (uint32_t g = 0; g < t->num_groups; g++) {

@@ -437,6 +437,45 @@ static void test_a_worker_weighs_as_many_ranks_as_it_has(void **state)
     wsel_plugin_entry.destroy(c);
 }
 
+/*
+ * A home without the request's own content, while a worker inside the
+ * bound holds it, is bypassed: the request follows its content. A prompt of
+ * 3 blocks is sent again and again (after its first time all 3 are common,
+ * so it keys on its last block: depth 3). 4 idle one-rank workers.
+ */
+static void test_a_home_without_the_content_yields_to_a_worker_holding_it(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(4, 1);
+    const uint64_t p[3] = {1001, 1002, 1003};
+    wsel_request req;
+    wsel_rng rng;
+    for (uint32_t i = 0; i < 4; i++)
+        t->cost[i] = 10.0;
+    harness_request(&req, &rng, SEED, 1, 0, p, 3);
+    harness_select(c, &req, t);
+    harness_request(&req, &rng, SEED, 2, 0, p, 3);
+    uint32_t home = harness_select(c, &req, t);
+    uint32_t other = (home + 1) % 4;
+    /* Another worker holds all 3 blocks and is cheaper; the home none. */
+    t->overlap_blocks[other] = 3;
+    t->cost[other] = 7.0;
+    harness_request(&req, &rng, SEED, 3, 0, p, 3);
+    assert_int_equal(harness_select(c, &req, t), other);
+    /* The home holds them too (depth 3 reached): it keeps the key, cheaper
+     * or not. */
+    t->overlap_blocks[home] = 3;
+    harness_request(&req, &rng, SEED, 4, 0, p, 3);
+    assert_int_equal(harness_select(c, &req, t), home);
+    /* Holding only 2 of the 3 is not holding the content. */
+    t->overlap_blocks[home] = 2;
+    harness_request(&req, &rng, SEED, 5, 0, p, 3);
+    assert_int_equal(harness_select(c, &req, t), other);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
 /* score() for `key` (affinity key, no hashes); fails the test if it fails. */
 static void score_key(void *c, const harness_table *t, uint64_t request_id, uint64_t key,
                       double *scores)
@@ -520,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
         cmocka_unit_test(test_the_score_is_select_s_order_of_preference),
         cmocka_unit_test(test_a_worker_weighs_as_many_ranks_as_it_has),
+        cmocka_unit_test(test_a_home_without_the_content_yields_to_a_worker_holding_it),
         cmocka_unit_test(test_a_shared_system_prompt_does_not_collapse_the_keys),
         cmocka_unit_test(test_a_long_shared_prompt_does_not_collapse_the_keys),
         cmocka_unit_test(test_a_prompt_everyone_repeats_keys_on_its_last_block),
