@@ -40,14 +40,24 @@ run() { # NAME INPUT-OPTIONS...
         cmd=$(printf '%s' "$cmd" | sed "s|$traces/|../shared/traces/|g")
         echo "eval-all: $cmd" >&2
         start=$(date +%s)
+        # CPU time (user + sys of eval and its forked runs) when
+        # /usr/bin/time exists: on a shared machine it, halved, estimates
+        # the wall time of --jobs 2 on 2 idle cores.
+        timer=
+        [ -x /usr/bin/time ] && timer="/usr/bin/time -f %U+%S -o $file.cpu"
         {
             printf '```\n%s\n```\n\n' "$cmd"
             # shellcheck disable=SC2086
-            "$wsel" eval --no-progress "$@" $cl --seeds "$seeds" --jobs "$jobs" \
+            $timer "$wsel" eval --no-progress "$@" $cl --seeds "$seeds" --jobs "$jobs" \
                 --metrics "$metrics"
         } >"$file.tmp"
         mv "$file.tmp" "$file"
-        echo "eval-all: $file in $(($(date +%s) - start)) s" >&2
+        cpu=
+        if [ -f "$file.cpu" ]; then
+            cpu=", cpu $(tail -n 1 "$file.cpu" | awk -F+ '{ print $1 + $2 }') s"
+            rm -f "$file.cpu"
+        fi
+        echo "eval-all: $file in $(($(date +%s) - start)) s$cpu" >&2
     done
 }
 
@@ -65,7 +75,8 @@ run shared-prefix --workload shared-prefix
 {
     echo "| input | shape | saturation (speedup) | hysteresis | dpgroup | chash |"
     echo "|---|---|---:|---|---|---|"
-    for f in "$out"/*-*.md; do
+    for f in "$out"/arxiv-*.md "$out"/synthetic-*.md "$out"/conversation-*.md \
+        "$out"/shared-prefix-*.md; do
         [ -f "$f" ] || continue
         base=$(basename "$f" .md)
         awk -v name="${base%-*}" -v shape="${base##*-}" '
