@@ -24,6 +24,7 @@ struct replay_route {
     uint64_t plugin_answers, fallbacks, refused;
     uint64_t outcomes; /* finishes the router took (an outcome each) */
     uint64_t finish_errors;
+    int events; /* the KV index follows KV events */
 };
 
 /* Split "tcp://a,tcp://b" into `n` endpoints in `buf` (a copy). 0 or -1. */
@@ -100,13 +101,12 @@ int replay_route_open(replay_route **out, const replay_options *o, char *err,
         snprintf(err, err_size, "%s", why);
         goto out_close;
     }
-    int events = 0;
     for (uint32_t i = 0; i < o->num_urls; i++)
-        events |= o->kv_events[i] != NULL;
+        r->events |= o->kv_events[i] != NULL;
     wsel_router_options ro = {
         .struct_size = sizeof(ro),
         .block_size = o->block_size,
-        .kv_source = events ? WSEL_ROUTER_KV_EVENTS : WSEL_ROUTER_KV_HISTORY,
+        .kv_source = r->events ? WSEL_ROUTER_KV_EVENTS : WSEL_ROUTER_KV_HISTORY,
         .host = r->host,
     };
     if (wsel_router_create(&ro, &r->router, why, sizeof(why)) != 0) {
@@ -220,6 +220,20 @@ void replay_route_report(FILE *out, const replay_route *r)
                                                     : sim_explain_reason_name(k),
                     (unsigned long long)c.answers_by_reason[k]);
     fputc('\n', out);
+    wsel_router_counters k;
+    wsel_router_read_counters(r->router, &k);
+    uint64_t skipped = 0;
+    for (uint32_t i = 0; i < WSEL_KV_SKIP_REASONS; i++)
+        skipped += k.kv_skipped[i];
+    fprintf(out,
+            "  KV index from %s: %llu of %llu prompt blocks cached on the chosen rank",
+            r->events ? "KV events" : "routing history",
+            (unsigned long long)k.overlap_blocks, (unsigned long long)k.prompt_blocks);
+    if (r->events)
+        fprintf(out, "; %llu event messages, %llu blocks stored, %llu skipped",
+                (unsigned long long)k.kv_messages, (unsigned long long)k.kv_blocks_stored,
+                (unsigned long long)skipped);
+    fputc('\n', out);
     for (uint32_t i = 0; i < r->o->num_urls; i++) {
         fprintf(out, "  worker %u %s:", i, r->o->urls[i]);
         for (uint32_t k = 0; k < r->o->dp[i]; k++)
@@ -253,7 +267,15 @@ void replay_route_json(FILE *out, const replay_route *r)
                 (unsigned long long)c.answers_by_reason[k]);
         first = 0;
     }
-    fputs("},\"ranks\":[", out);
+    wsel_router_counters k;
+    wsel_router_read_counters(r->router, &k);
+    fprintf(out,
+            "},\"kv_source\":\"%s\",\"prompt_blocks\":%llu,\"overlap_blocks\":%llu,"
+            "\"kv_messages\":%llu,\"kv_blocks_stored\":%llu",
+            r->events ? "events" : "history", (unsigned long long)k.prompt_blocks,
+            (unsigned long long)k.overlap_blocks, (unsigned long long)k.kv_messages,
+            (unsigned long long)k.kv_blocks_stored);
+    fputs(",\"ranks\":[", out);
     first = 1;
     for (uint32_t i = 0; i < r->o->num_urls; i++)
         for (uint32_t k = 0; k < r->o->dp[i]; k++) {
