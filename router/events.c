@@ -5,17 +5,18 @@
  * anything, re-hashing each stored block's token ids, under the decoder's
  * own mutex, so routes never wait for a decode; then apply it to the index
  * under the router's mutex, handing it to waiting routes between events
- * and every APPLY_CHUNK blocks. Buffers and a msgpack zone are reused from
- * one message to the next. Both of vLLM's encodings are read: msgspec structs
- * as named-field maps (vLLM today, and wsel-engine) and as positional
- * arrays tagged with the type (vLLM before pull request 42892).
+ * and every APPLY_CHUNK blocks. The msgpack is read in place (mp_reader.h:
+ * no object per element, nothing allocated but the decoder's buffers,
+ * reused from one message to the next). Both of vLLM's encodings are read: msgspec
+ * structs as named-field maps (vLLM today, and wsel-engine) and as positional arrays
+ * tagged with the type (vLLM before pull request 42892).
  */
-#include <msgpack.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "mp_reader.h"
 #include "router_internal.h"
 
 enum { EV_STORED = 1, EV_REMOVED = 2, EV_CLEARED = 3 };
@@ -35,22 +36,19 @@ struct rt_decoder {
     uint64_t *hashes; /* the engine's */
     uint64_t *locals; /* XXH3 of each stored block's tokens */
     size_t nh, cap_h;
-    uint32_t *tokens; /* one block's ids */
-    uint32_t cap_t;
+    uint32_t *tokens; /* one event's token ids, read with its fields */
+    size_t cap_t;
     int has_rank;
     uint64_t rank;
     uint64_t unknown;  /* events of an unknown type */
     uint64_t *chained; /* one stored event's router hashes */
     size_t cap_c;
-    msgpack_zone *zone; /* reused: no page faults per message */
 };
 
 void rt_decoder_free(decoder *d)
 {
     if (!d)
         return;
-    if (d->zone)
-        msgpack_zone_free(d->zone);
     free(d->chained);
     free(d->ev);
     free(d->hashes);
@@ -74,106 +72,185 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-static int is_str(const msgpack_object *o, const char *s)
-{
-    size_t n = strlen(s);
-    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
-           memcmp(o->via.str.ptr, s, n) == 0;
-}
-
 /* An ExternalBlockHash: an integer (its 64 bits) or bytes (their XXH3). */
-static int to_hash(const msgpack_object *o, uint64_t *out)
+static int to_hash(mp_cursor *c, uint64_t *out)
 {
-    switch (o->type) {
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        *out = o->via.u64;
+    switch (mp_peek(c)) {
+    case MP_UINT:
+    case MP_NINT:
+        return mp_int(c, out);
+    case MP_BIN: {
+        const unsigned char *b;
+        uint32_t n;
+        if (mp_bytes(c, MP_BIN, &b, &n) != 0)
+            return -1;
+        *out = XXH3_64bits_withSeed(b, n, WSEL_ROUTER_HASH_SEED);
         return 0;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        *out = (uint64_t)o->via.i64;
-        return 0;
-    case MSGPACK_OBJECT_BIN:
-        *out =
-            XXH3_64bits_withSeed(o->via.bin.ptr, o->via.bin.size, WSEL_ROUTER_HASH_SEED);
-        return 0;
+    }
     default:
         return -1;
     }
 }
 
-/* The fields of one event, however encoded. */
+/* Where the fields of one event start (NULL: absent), however encoded;
+ * a later duplicate key wins, as it did with msgpack-c's objects. The
+ * token ids are read into d->tokens as the fields are found (one pass over
+ * them): ntok of them, tokens_ok 0 when one is not an integer below 2^32. */
 typedef struct ev_fields {
-    const msgpack_object *type, *hashes, *parent, *tokens, *block_size;
+    const unsigned char *type, *hashes, *parent, *tokens, *block_size;
+    uint32_t ntok;
+    int tokens_ok;
 } ev_fields;
 
-static int event_fields(const msgpack_object *o, ev_fields *f)
+#define KEY(c, s) mp_is_str(c, s, sizeof(s) - 1)
+
+/* An array of token ids at the cursor into d->tokens (the cursor moved
+ * past it). -1 only when the bytes are not msgpack (or memory ran out). */
+static int read_tokens(decoder *d, mp_cursor *c, ev_fields *f)
+{
+    f->tokens = c->p;
+    f->ntok = 0;
+    f->tokens_ok = 0;
+    uint32_t n;
+    if (mp_peek(c) != MP_ARRAY)
+        return mp_skip(c);
+    if (mp_container(c, MP_ARRAY, &n) != 0 ||
+        grow((void **)&d->tokens, &d->cap_t, n, sizeof(uint32_t)) != 0)
+        return -1;
+    f->ntok = n;
+    f->tokens_ok = 1;
+    uint32_t *t = d->tokens;
+    for (uint32_t i = 0; i < n; i++) {
+        if (c->p >= c->e)
+            return -1;
+        unsigned b = *c->p;
+        if (b <= 0x7f) { /* positive fixint */
+            t[i] = b;
+            c->p++;
+            continue;
+        }
+        if (b == 0xcd && c->e - c->p >= 3) { /* uint16: most vocabularies */
+            t[i] = (uint32_t)c->p[1] << 8 | c->p[2];
+            c->p += 3;
+            continue;
+        }
+        uint64_t v;
+        if (mp_peek(c) == MP_UINT && mp_int(c, &v) == 0 && v <= UINT32_MAX) {
+            t[i] = (uint32_t)v;
+            continue;
+        }
+        f->tokens_ok = 0;
+        if (mp_skip(c) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int event_fields(decoder *d, mp_cursor *c, ev_fields *f)
 {
     memset(f, 0, sizeof(*f));
-    if (o->type == MSGPACK_OBJECT_MAP) {
-        for (uint32_t i = 0; i < o->via.map.size; i++) {
-            const msgpack_object *k = &o->via.map.ptr[i].key;
-            const msgpack_object *v = &o->via.map.ptr[i].val;
-            if (is_str(k, "type"))
-                f->type = v;
-            else if (is_str(k, "block_hashes"))
-                f->hashes = v;
-            else if (is_str(k, "parent_block_hash"))
-                f->parent = v;
-            else if (is_str(k, "token_ids"))
-                f->tokens = v;
-            else if (is_str(k, "block_size"))
-                f->block_size = v;
+    uint32_t n;
+    if (mp_peek(c) == MP_MAP) {
+        if (mp_container(c, MP_MAP, &n) != 0)
+            return -1;
+        for (uint32_t i = 0; i < n; i++) {
+            const unsigned char **slot = NULL;
+            int tokens = 0;
+            if (KEY(c, "type"))
+                slot = &f->type;
+            else if (KEY(c, "block_hashes"))
+                slot = &f->hashes;
+            else if (KEY(c, "parent_block_hash"))
+                slot = &f->parent;
+            else if (KEY(c, "token_ids"))
+                tokens = 1;
+            else if (KEY(c, "block_size"))
+                slot = &f->block_size;
+            if (mp_skip(c) != 0)
+                return -1;
+            if (tokens) {
+                if (read_tokens(d, c, f) != 0)
+                    return -1;
+                continue;
+            }
+            if (slot)
+                *slot = c->p;
+            if (mp_skip(c) != 0)
+                return -1;
         }
-    } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 1) {
-        const msgpack_object *a = o->via.array.ptr;
-        uint32_t n = o->via.array.size;
-        f->type = &a[0];
-        if (is_str(&a[0], "BlockStored") && n >= 5) {
-            f->hashes = &a[1];
-            f->parent = &a[2];
-            f->tokens = &a[3];
-            f->block_size = &a[4];
-        } else if (is_str(&a[0], "BlockRemoved") && n >= 2) {
-            f->hashes = &a[1];
+    } else if (mp_peek(c) == MP_ARRAY) {
+        if (mp_container(c, MP_ARRAY, &n) != 0 || n < 1)
+            return -1;
+        const unsigned char *a[5] = {0};
+        int stored = KEY(c, "BlockStored") && n >= 5;
+        for (uint32_t i = 0; i < n; i++) {
+            if (i < 5)
+                a[i] = c->p;
+            if (i == 3 && stored) {
+                if (read_tokens(d, c, f) != 0)
+                    return -1;
+                continue;
+            }
+            if (mp_skip(c) != 0)
+                return -1;
+        }
+        mp_cursor t = {a[0], c->e};
+        f->type = a[0];
+        if (stored) {
+            f->hashes = a[1];
+            f->parent = a[2];
+            f->block_size = a[4];
+        } else if (KEY(&t, "BlockRemoved") && n >= 2) {
+            f->hashes = a[1];
         }
     } else {
         return -1;
     }
-    return f->type && f->type->type == MSGPACK_OBJECT_STR ? 0 : -1;
+    if (!f->type)
+        return -1;
+    mp_cursor t = {f->type, c->e};
+    return mp_peek(&t) == MP_STR ? 0 : -1;
 }
 
-/* Decode one event into d; returns 0 or a WSEL_KV_SKIP_* reason + 1 for
- * the whole batch. */
-static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size)
+/* Decode one event (the cursor at it, moved past it) into d; returns 0
+ * or a WSEL_KV_SKIP_* reason + 1 for the whole batch. */
+static int decode_event(decoder *d, mp_cursor *c, uint32_t block_size)
 {
     ev_fields f;
-    if (event_fields(o, &f) != 0)
+    if (event_fields(d, c, &f) != 0)
         return 1 + WSEL_KV_SKIP_SHAPE;
-    int type = is_str(f.type, "BlockStored")        ? EV_STORED
-               : is_str(f.type, "BlockRemoved")     ? EV_REMOVED
-               : is_str(f.type, "AllBlocksCleared") ? EV_CLEARED
-                                                    : 0;
+    const unsigned char *end = c->e;
+    mp_cursor ty = {f.type, end};
+    int type = KEY(&ty, "BlockStored")        ? EV_STORED
+               : KEY(&ty, "BlockRemoved")     ? EV_REMOVED
+               : KEY(&ty, "AllBlocksCleared") ? EV_CLEARED
+                                              : 0;
     if (type == 0) {
         d->unknown++;
         return 0;
     }
     dec_event e = {.type = type, .first = d->nh};
+    mp_cursor hc = {f.hashes, end}, tc = {f.tokens, end};
+    uint32_t n = 0;
     if (type != EV_CLEARED) {
-        if (!f.hashes || f.hashes->type != MSGPACK_OBJECT_ARRAY)
+        if (!f.hashes || mp_container(&hc, MP_ARRAY, &n) != 0)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        e.count = f.hashes->via.array.size;
+        e.count = n;
     }
     if (type == EV_STORED) {
-        if (!f.block_size || f.block_size->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        mp_cursor bc = {f.block_size, end};
+        uint64_t bs;
+        if (!f.block_size || mp_peek(&bc) != MP_UINT || mp_int(&bc, &bs) != 0)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        if (f.block_size->via.u64 != block_size)
+        if (bs != block_size)
             return 1 + WSEL_KV_SKIP_BLOCK_SIZE;
-        if (!f.tokens || f.tokens->type != MSGPACK_OBJECT_ARRAY)
+        if (!f.tokens || mp_peek(&tc) != MP_ARRAY)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        if ((uint64_t)f.tokens->via.array.size != (uint64_t)e.count * block_size)
-            return 1 + (f.tokens->via.array.size == 0 ? WSEL_KV_SKIP_TOKENS
-                                                      : WSEL_KV_SKIP_SHAPE);
-        if (f.parent && f.parent->type != MSGPACK_OBJECT_NIL) {
-            if (to_hash(f.parent, &e.parent) != 0)
+        if ((uint64_t)f.ntok != (uint64_t)e.count * block_size)
+            return 1 + (f.ntok == 0 ? WSEL_KV_SKIP_TOKENS : WSEL_KV_SKIP_SHAPE);
+        mp_cursor pc = {f.parent, end};
+        if (f.parent && mp_peek(&pc) != MP_NIL) {
+            if (to_hash(&pc, &e.parent) != 0)
                 return 1 + WSEL_KV_SKIP_SHAPE;
             e.has_parent = 1;
         }
@@ -183,27 +260,19 @@ static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size
     size_t cap_l = d->cap_h;
     if (type == EV_STORED) {
         uint64_t *l = realloc(d->locals, cap_l * sizeof(uint64_t));
-        size_t ct = d->cap_t;
-        if (!l || grow((void **)&d->tokens, &ct, block_size, sizeof(uint32_t)) != 0) {
-            if (l)
-                d->locals = l;
+        if (!l)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        }
         d->locals = l;
-        d->cap_t = (uint32_t)ct;
     }
-    for (size_t i = 0; i < e.count; i++) {
-        if (to_hash(&f.hashes->via.array.ptr[i], &d->hashes[d->nh + i]) != 0)
+    for (size_t i = 0; i < e.count; i++)
+        if (to_hash(&hc, &d->hashes[d->nh + i]) != 0)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        if (type != EV_STORED)
-            continue;
-        const msgpack_object *t = f.tokens->via.array.ptr + i * block_size;
-        for (uint32_t k = 0; k < block_size; k++) {
-            if (t[k].type != MSGPACK_OBJECT_POSITIVE_INTEGER || t[k].via.u64 > UINT32_MAX)
-                return 1 + WSEL_KV_SKIP_SHAPE;
-            d->tokens[k] = (uint32_t)t[k].via.u64;
-        }
-        d->locals[d->nh + i] = rt_hash_local_tokens(d->tokens, block_size);
+    if (type == EV_STORED) {
+        if (!f.tokens_ok)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        for (size_t i = 0; i < e.count; i++)
+            d->locals[d->nh + i] =
+                rt_hash_local_tokens(d->tokens + i * block_size, block_size);
     }
     d->nh += e.count;
     if (grow((void **)&d->ev, &d->cap_ev, d->nev + 1, sizeof(*d->ev)) != 0 ||
@@ -214,33 +283,56 @@ static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size
     return 0;
 }
 
-/* Decode a KVEventBatch; 0 or a WSEL_KV_SKIP_* reason + 1. */
-static int decode_batch(decoder *d, const msgpack_object *o, uint32_t block_size)
+/* Decode a KVEventBatch (the whole message at the cursor); 0 or a
+ * WSEL_KV_SKIP_* reason + 1. */
+static int decode_batch(decoder *d, mp_cursor *c, uint32_t block_size)
 {
-    const msgpack_object *events = NULL, *rank = NULL;
-    if (o->type == MSGPACK_OBJECT_MAP) {
-        for (uint32_t i = 0; i < o->via.map.size; i++) {
-            const msgpack_object *k = &o->via.map.ptr[i].key;
-            if (is_str(k, "events"))
-                events = &o->via.map.ptr[i].val;
-            else if (is_str(k, "data_parallel_rank"))
-                rank = &o->via.map.ptr[i].val;
+    const unsigned char *events = NULL, *rank = NULL;
+    uint32_t n;
+    if (mp_peek(c) == MP_MAP) {
+        if (mp_container(c, MP_MAP, &n) != 0)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        for (uint32_t i = 0; i < n; i++) {
+            const unsigned char **slot = KEY(c, "events")               ? &events
+                                         : KEY(c, "data_parallel_rank") ? &rank
+                                                                        : NULL;
+            if (mp_skip(c) != 0)
+                return 1 + WSEL_KV_SKIP_SHAPE;
+            if (slot)
+                *slot = c->p;
+            if (mp_skip(c) != 0)
+                return 1 + WSEL_KV_SKIP_SHAPE;
         }
-    } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 2) {
-        events = &o->via.array.ptr[1];
-        if (o->via.array.size >= 3)
-            rank = &o->via.array.ptr[2];
+    } else if (mp_peek(c) == MP_ARRAY) {
+        if (mp_container(c, MP_ARRAY, &n) != 0)
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        for (uint32_t i = 0; i < n; i++) {
+            if (i == 1)
+                events = c->p;
+            else if (i == 2)
+                rank = c->p;
+            if (mp_skip(c) != 0)
+                return 1 + WSEL_KV_SKIP_SHAPE;
+        }
+        if (n < 2)
+            events = NULL;
     }
-    if (!events || events->type != MSGPACK_OBJECT_ARRAY)
+    mp_cursor ec = {events, c->e};
+    uint32_t nev = 0;
+    if (!events || mp_container(&ec, MP_ARRAY, &nev) != 0)
         return 1 + WSEL_KV_SKIP_SHAPE;
-    if (rank && rank->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        d->has_rank = 1;
-        d->rank = rank->via.u64;
-    } else if (rank && rank->type != MSGPACK_OBJECT_NIL) {
-        return 1 + WSEL_KV_SKIP_SHAPE;
+    if (rank) {
+        mp_cursor rc = {rank, c->e};
+        uint64_t v;
+        if (mp_peek(&rc) == MP_UINT && mp_int(&rc, &v) == 0) {
+            d->has_rank = 1;
+            d->rank = v;
+        } else if (mp_peek(&rc) != MP_NIL) {
+            return 1 + WSEL_KV_SKIP_SHAPE;
+        }
     }
-    for (uint32_t i = 0; i < events->via.array.size; i++) {
-        int rc = decode_event(d, &events->via.array.ptr[i], block_size);
+    for (uint32_t i = 0; i < nev; i++) {
+        int rc = decode_event(d, &ec, block_size);
         if (rc != 0)
             return rc;
     }
@@ -332,12 +424,13 @@ static uint64_t be(const unsigned char *p, int n)
 }
 
 /*
- * msgpack_unpack allocates a container's elements as soon as it reads its
- * header, trusting the declared count: a 5-byte array32 header claiming
- * 2^32 elements asks for 64 GiB. One pass over the headers first (no
- * recursion, nothing allocated) refuses a message whose declared counts or
- * lengths exceed the bytes that follow: every element takes at least one.
- * Returns 1 when every size fits in `len` bytes holding one object.
+ * The message is one msgpack object, every declared count and length
+ * within the bytes that follow (every element takes at least one): one
+ * pass over the headers (no recursion, nothing allocated) before the
+ * decoder reads anything, so a bad message is counted as bad msgpack
+ * whatever its shape, and a 5-byte array32 header claiming 2^32 elements
+ * is refused before anything is sized from it. Returns 1 when `len` bytes
+ * hold exactly one object.
  */
 static int msgpack_sizes_fit(const unsigned char *b, size_t len)
 {
@@ -407,7 +500,7 @@ static int msgpack_sizes_fit(const unsigned char *b, size_t len)
         pos += (size_t)payload;
         pending += items;
     }
-    return 1;
+    return pos == len; /* one object, nothing after it */
 }
 
 static int32_t skip(wsel_router *r, int reason)
@@ -438,10 +531,6 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
     decoder *d = r->dec;
     if (!d) {
         d = r->dec = calloc(1, sizeof(*d));
-        if (d && !(d->zone = msgpack_zone_new(1024 * 1024))) {
-            free(d);
-            d = r->dec = NULL;
-        }
         if (!d) {
             pthread_mutex_unlock(&r->dec_mu);
             return WSEL_ENOMEM;
@@ -450,16 +539,12 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
     d->nev = d->nh = 0;
     d->has_rank = 0;
     d->unknown = 0;
-    msgpack_zone_clear(d->zone);
-    msgpack_object obj;
-    size_t off = 0;
-    if (sizes[2] == 0 || !msgpack_sizes_fit(frames[2], sizes[2]) ||
-        msgpack_unpack(frames[2], sizes[2], &off, d->zone, &obj) !=
-            MSGPACK_UNPACK_SUCCESS ||
-        off != sizes[2])
+    if (sizes[2] == 0 || !msgpack_sizes_fit(frames[2], sizes[2]))
         reason = WSEL_KV_SKIP_MSGPACK;
     else {
-        int rc = decode_batch(d, &obj, r->opt.block_size);
+        const unsigned char *msg = frames[2];
+        mp_cursor c = {msg, msg + sizes[2]};
+        int rc = decode_batch(d, &c, r->opt.block_size);
         if (rc != 0)
             reason = rc - 1;
         else if (d->has_rank && d->rank != dp_rank)

@@ -94,8 +94,28 @@ uint32_t wsel_router_hash_text(const char *text, size_t len, uint32_t chunk,
     return (uint32_t)blocks;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The secret XXH3_64bits_withSeed derives from Dynamo's seed, derived once
+ * (immutable afterwards). */
+static unsigned char seed_secret[XXH3_SECRET_DEFAULT_SIZE];
+static pthread_once_t seed_secret_once = PTHREAD_ONCE_INIT;
+
+static void derive_seed_secret(void)
+{
+    XXH3_generateSecret_fromSeed(seed_secret, WSEL_ROUTER_HASH_SEED);
+}
+#endif
+
 uint64_t rt_hash_local_tokens(const uint32_t *tokens, uint32_t block_size)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    size_t len = (size_t)block_size * 4;
+    if (len > 240) {
+        pthread_once(&seed_secret_once, derive_seed_secret);
+        return XXH3_64bits_withSecretandSeed(tokens, len, seed_secret,
+                                             sizeof(seed_secret), WSEL_ROUTER_HASH_SEED);
+    }
+#endif
     uint64_t h;
     wsel_router_hash_tokens(tokens, block_size, block_size, &h, 1);
     return h;
