@@ -172,6 +172,19 @@ static void json_counters(FILE *out, const wsel_host_counters *k)
         fprintf(out, "%s\"%s\":%llu", r ? "," : "", name, (unsigned long long)n);
     }
     fprintf(out, "},\"ejections\":%llu", (unsigned long long)k->ejections);
+    /* The plugin's answers by the reason it gave (ABI 1.1); codes past the
+     * named ones count in the last slot, "plugin". */
+    fprintf(out, ",\"answers_by_reason\":{");
+    int first = 1;
+    for (uint32_t r = 0; r < WSEL_HOST_REASON_SLOTS; r++) {
+        if (k->answers_by_reason[r] == 0)
+            continue;
+        fprintf(out, "%s\"%s\":%llu", first ? "" : ",",
+                r + 1 == WSEL_HOST_REASON_SLOTS ? "plugin" : sim_explain_reason_name(r),
+                (unsigned long long)k->answers_by_reason[r]);
+        first = 0;
+    }
+    fputc('}', out);
 }
 
 static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_config *rc)
