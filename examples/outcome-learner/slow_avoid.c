@@ -43,7 +43,8 @@ typedef struct slot {
 
 typedef struct slow_avoid {
     double alpha, slow_factor;
-    uint32_t mask; /* slots - 1, slots a power of two */
+    uint32_t mask;            /* slots - 1, slots a power of two */
+    uint32_t count, max_used; /* ranks learned; at most max_ranks */
     slot *slots;
 } slow_avoid;
 
@@ -87,6 +88,8 @@ static int32_t sa_create(const wsel_host_api *host, const double *params,
     self->alpha = params[0];
     self->slow_factor = params[1];
     self->mask = slots - 1;
+    self->count = 0;
+    self->max_used = (uint32_t)params[2]; /* so probes stay short: half full */
     self->slots = table;
     *out_instance = self;
     return 0;
@@ -193,9 +196,10 @@ static void sa_outcome(void *instance, const wsel_outcome *o)
     if (o->ttft_us == 0 || (o->flags & WSEL_OUTCOME_FAILED))
         return;
     slot *s = find(self->slots, self->mask, o->worker_id, o->dp_rank);
-    if (s == NULL)
+    if (s == NULL || (!s->used && self->count == self->max_used))
         return; /* full: this rank is not learned */
     if (!s->used) {
+        self->count++;
         *s = (slot){.worker_id = o->worker_id,
                     .dp_rank = o->dp_rank,
                     .used = 1,
@@ -214,10 +218,13 @@ static void sa_topology(void *instance, const wsel_table *t)
         return; /* keep everything: bounded anyway */
     memcpy(old, self->slots, (self->mask + 1) * sizeof(slot));
     memset(self->slots, 0, (self->mask + 1) * sizeof(slot));
+    self->count = 0;
     for (uint32_t i = 0; i < t->num_rows; i++) {
         slot *s = find(old, self->mask, t->worker_id[i], t->dp_rank[i]);
-        if (s != NULL && s->used) /* fits: no more ranks than before */
+        if (s != NULL && s->used) { /* fits: no more ranks than before */
             *find(self->slots, self->mask, s->worker_id, s->dp_rank) = *s;
+            self->count++;
+        }
     }
     free(old);
 }
