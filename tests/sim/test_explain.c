@@ -158,7 +158,8 @@ static void test_json_has_an_explain_array(void **state)
     if (!plugin_built("plugins/softmax.so", so, sizeof(so)))
         skip();
     char *out = explain_trace("--explain 3 --plugin softmax --json --no-timing", 0);
-    expect(out, ",\"explain\":[\n{\"routed\":1,\"request_id\":0,");
+    expect(out, "\"answers_by_reason\":{\"cheapest\":3},\"explain\":[\n{\"routed\":1,"
+                "\"request_id\":0,");
     expect(out, "\"routed\":2,\"request_id\":1,\"arrival_us\":1000000,\"isl\":320,"
                 "\"blocks\":5,\"rows\":2,\"eligible\":2,\"policy\":\"softmax\","
                 "\"answer\":\"plugin\",\"fallback\":null,");
