@@ -283,23 +283,58 @@ static int decode_event(decoder *d, mp_cursor *c, uint32_t block_size)
     return 0;
 }
 
-/* Decode a KVEventBatch (the whole message at the cursor); 0 or a
+/* The events array at the cursor into d (replacing what d held: a later
+ * duplicate "events" key wins); the cursor past it on success. 0 or a
  * WSEL_KV_SKIP_* reason + 1. */
+static int decode_events(decoder *d, mp_cursor *c, uint32_t block_size)
+{
+    uint32_t nev;
+    d->nev = d->nh = 0;
+    d->unknown = 0;
+    if (mp_container(c, MP_ARRAY, &nev) != 0)
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    for (uint32_t i = 0; i < nev; i++) {
+        int rc = decode_event(d, c, block_size);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Decode the events where they stand (their token ids are read once);
+ * the cursor past them whether they decoded or not. */
+static int decode_events_at(decoder *d, mp_cursor *c, uint32_t block_size)
+{
+    mp_cursor ec = *c;
+    int rc = decode_events(d, &ec, block_size);
+    if (rc == 0)
+        *c = ec;
+    else if (mp_skip(c) != 0)
+        return -1;
+    return rc;
+}
+
+/* Decode a KVEventBatch (the whole message at the cursor); 0 or a
+ * WSEL_KV_SKIP_* reason + 1. A bad rank is reported before a bad event. */
 static int decode_batch(decoder *d, mp_cursor *c, uint32_t block_size)
 {
-    const unsigned char *events = NULL, *rank = NULL;
+    const unsigned char *rank = NULL;
+    int ev_rc = -1; /* -1: no events */
     uint32_t n;
     if (mp_peek(c) == MP_MAP) {
         if (mp_container(c, MP_MAP, &n) != 0)
             return 1 + WSEL_KV_SKIP_SHAPE;
         for (uint32_t i = 0; i < n; i++) {
-            const unsigned char **slot = KEY(c, "events")               ? &events
-                                         : KEY(c, "data_parallel_rank") ? &rank
-                                                                        : NULL;
+            int is_events = KEY(c, "events"), is_rank = KEY(c, "data_parallel_rank");
             if (mp_skip(c) != 0)
                 return 1 + WSEL_KV_SKIP_SHAPE;
-            if (slot)
-                *slot = c->p;
+            if (is_events) {
+                if ((ev_rc = decode_events_at(d, c, block_size)) < 0)
+                    return 1 + WSEL_KV_SKIP_SHAPE;
+                continue;
+            }
+            if (is_rank)
+                rank = c->p;
             if (mp_skip(c) != 0)
                 return 1 + WSEL_KV_SKIP_SHAPE;
         }
@@ -307,19 +342,18 @@ static int decode_batch(decoder *d, mp_cursor *c, uint32_t block_size)
         if (mp_container(c, MP_ARRAY, &n) != 0)
             return 1 + WSEL_KV_SKIP_SHAPE;
         for (uint32_t i = 0; i < n; i++) {
-            if (i == 1)
-                events = c->p;
-            else if (i == 2)
+            if (i == 1) {
+                if ((ev_rc = decode_events_at(d, c, block_size)) < 0)
+                    return 1 + WSEL_KV_SKIP_SHAPE;
+                continue;
+            }
+            if (i == 2)
                 rank = c->p;
             if (mp_skip(c) != 0)
                 return 1 + WSEL_KV_SKIP_SHAPE;
         }
-        if (n < 2)
-            events = NULL;
     }
-    mp_cursor ec = {events, c->e};
-    uint32_t nev = 0;
-    if (!events || mp_container(&ec, MP_ARRAY, &nev) != 0)
+    if (ev_rc < 0)
         return 1 + WSEL_KV_SKIP_SHAPE;
     if (rank) {
         mp_cursor rc = {rank, c->e};
@@ -331,12 +365,7 @@ static int decode_batch(decoder *d, mp_cursor *c, uint32_t block_size)
             return 1 + WSEL_KV_SKIP_SHAPE;
         }
     }
-    for (uint32_t i = 0; i < nev; i++) {
-        int rc = decode_event(d, &ec, block_size);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    return ev_rc;
 }
 
 /*
