@@ -479,6 +479,12 @@ static int msgpack_sizes_fit(const unsigned char *b, size_t len)
         uint64_t items = 0, payload = 0;
         if (t <= 0x7f || t >= 0xe0) {
             continue;
+        } else if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: token ids, hashes */
+            size_t k = (size_t)1 << (t - 0xcc);
+            if (k > len - pos)
+                return 0;
+            pos += k;
+            continue;
         } else if (t <= 0x8f) {
             items = 2u * (t & 0x0f);
         } else if (t <= 0x9f) {
