@@ -86,19 +86,22 @@ static int score_rows(sim_explain *ex, const wsel_request *request,
     return 1;
 }
 
-/* The mirror's own select, so its state follows the live instance's. */
-static void mirror_select(sim_explain *ex, const wsel_request *request,
-                          const wsel_table *table)
+/* The mirror's own select, so its state follows the live instance's.
+ * Returns its row, or -1 (no mirror, or it failed). */
+static int32_t mirror_select(sim_explain *ex, const wsel_request *request,
+                             const wsel_table *table)
 {
     if (ex->instance == NULL || !ex->mirror)
-        return;
+        return -1;
     wsel_request copy;
     wsel_rng rng;
     fresh_request(ex, request, &copy, &rng);
     wsel_choice choice;
     memset(&choice, 0, sizeof(choice));
     choice.struct_size = sizeof(choice);
-    (void)ex->plugin->select(ex->instance, &copy, table, &choice);
+    if (ex->plugin->select(ex->instance, &copy, table, &choice) != 0)
+        return -1;
+    return (int32_t)choice.row;
 }
 
 static uint64_t fallback_count(const wsel_host_counters *c, uint32_t r)
@@ -122,8 +125,9 @@ static int32_t ex_select(void *ctx, wsel_request *request, const wsel_rank_state
     if (rc < 0)
         return rc;
     const wsel_table *table = &ex->hp->table.table;
+    sim_explain_record *r = NULL;
     if (sampled) {
-        sim_explain_record *r = &ex->records[ex->num_records++];
+        r = &ex->records[ex->num_records++];
         ex->next_pick++;
         memset(r, 0, sizeof(*r));
         r->index = index;
@@ -141,7 +145,9 @@ static int32_t ex_select(void *ctx, wsel_request *request, const wsel_rank_state
         sim_explain_fill(r, request, table, &ex->hp->choice, scored ? ex->scores : NULL,
                          ex->order, ex->has_temperature, ex->temperature);
     }
-    mirror_select(ex, request, table);
+    int32_t mirror_row = mirror_select(ex, request, table);
+    if (r != NULL)
+        r->mirror_row = mirror_row;
     return rc;
 }
 

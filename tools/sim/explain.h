@@ -75,6 +75,10 @@ typedef struct sim_explain_record {
     int has_scores;
     double temperature; /* effective, as the plugin would see it */
     double probability; /* of the chosen row at that temperature; NAN if not sampled */
+    /* The scoring instance's own answer when it follows the live one
+     * (sim_explain.mirror), else -1: a row other than `row` means its
+     * state, and so its scores, parted from the live instance's. */
+    int32_t mirror_row;
     uint32_t num_shown;
     sim_explain_row rows[SIM_EXPLAIN_ROWS];
     char why[320];

@@ -56,6 +56,12 @@ static void print_record(FILE *out, const sim_explain_record *r, uint32_t k)
     if (r->choice_flags & WSEL_CHOICE_SCORED)
         fprintf(out, ", score %.4g", r->choice_score);
     fprintf(out, "\n  why: %s\n", r->why);
+    if (r->answer == WSEL_ANSWER_PLUGIN && r->mirror_row >= 0 &&
+        (uint32_t)r->mirror_row != r->row)
+        fprintf(out,
+                "  note: the scoring instance answered row %d: its state, and the "
+                "scores above, differ from the live instance's\n",
+                r->mirror_row);
 }
 
 void sim_explain_print(FILE *out, const sim_explain *ex, const char *label)
@@ -122,6 +128,9 @@ void sim_explain_json(FILE *out, const sim_explain *ex)
         json_double(out, "probability", r->probability);
         fputs(",\"why\":", out);
         wsel_json_write_string(out, r->why);
+        fprintf(out, ",\"scores_follow_live\":%s",
+                r->mirror_row < 0 || (uint32_t)r->mirror_row == r->row ? "true"
+                                                                       : "false");
         fputs(",\"top\":[", out);
         for (uint32_t i = 0; i < r->num_shown; i++) {
             if (i)
