@@ -419,7 +419,7 @@ static const bench_result *stored(const bench_store *st, const char *name, uint3
 static int print_pipeline_ratio(const bench_store *st, const bench_args *a,
                                 const bench_config *base)
 {
-    int failed = 0;
+    int failed = 0, printed = 0;
     for (uint32_t i = 0; i < st->count; i++) {
         if (st->entry[i]->label == NULL || strcmp(st->entry[i]->label, PIPELINE_LABEL))
             continue;
@@ -460,13 +460,14 @@ static int print_pipeline_ratio(const bench_store *st, const bench_args *a,
         double ratio_score = pipe->direct_ns_p50 / worst_score;
         double worst = ratio_select > ratio_score ? ratio_select : ratio_score;
         if (a->json) {
-            printf(",\"pipeline\":{\"rows\":%u,\"scorers\":\"softmax,p2c,dpgroup\","
+            printf("%s{\"rows\":%u,\"scorers\":\"softmax,p2c,dpgroup\","
                    "\"select_ns_p50\":%.1f,\"child_select_ns_p50\":%.1f,"
                    "\"child_select\":\"%s\",\"child_score_ns_p50\":%.1f,"
                    "\"child_score\":\"%s\",\"ratio_to_select\":%.3f,"
                    "\"ratio_to_score\":%.3f}",
-                   pipe->rows, pipe->direct_ns_p50, worst_select, worst_select_name,
-                   worst_score, worst_score_name, ratio_select, ratio_score);
+                   printed++ ? "," : ",\"pipeline\":[", pipe->rows, pipe->direct_ns_p50,
+                   worst_select, worst_select_name, worst_score, worst_score_name,
+                   ratio_select, ratio_score);
             continue;
         }
         printf("%s at %u rows (scorers softmax, p2c, dpgroup; argmin): select %.0f ns = "
@@ -479,6 +480,8 @@ static int print_pipeline_ratio(const bench_store *st, const bench_args *a,
                : worst <= 3.0     ? "  ok (<= 3x)"
                                   : "  OVER (> 3x)");
     }
+    if (a->json && printed)
+        printf("]");
     return failed;
 }
 
