@@ -86,6 +86,14 @@ for name in least_prefill slow_avoid softmax; do
     printf '%s\n' "$out" | grep -q "^$name " || fail "wsel sim printed no row for $name"
 done
 
+step "slow_avoid learns from outcomes in wsel sim"
+# Its own reason code (WSEL_REASON_PLUGIN) is given only once some rank has
+# a TTFT average, that is, once outcomes have reached it.
+out=$("$wsel" sim --plugin slow_avoid --config '{"slow_factor": 1.2}' --workload chat \
+    --requests 200 --json 2>&1) || fail "wsel sim --plugin slow_avoid --json"
+printf '%s\n' "$out" | grep -q '"answers_by_reason":{[^}]*"plugin":[1-9]' ||
+    fail "slow_avoid never skipped a slow rank: no outcome reached it? $out"
+
 if [ -f "$plugindir/pipeline.so" ]; then
     step "the installed pipeline takes the third-party scorer as a child"
     "$wsel" validate pipeline --config \
