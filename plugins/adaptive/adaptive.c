@@ -38,6 +38,7 @@
  * allocation), then publishes k. The requests awaiting an outcome live in
  * a bounded table (pending.h). No allocation after create.
  */
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static const wsel_param_def adaptive_params[P_COUNT] = {
                      .doc = "keep the owner while its predicted TTFT is at most (1 + "
                             "tolerance) x the least-loaded candidate's",
                      .type = WSEL_PARAM_DOUBLE,
-                     .default_value = 0.05,
+                     .default_value = 0.02,
                      .min_value = 0.0,
                      .max_value = 100.0},
     [P_WINDOW] = {.name = "window",
@@ -213,6 +214,16 @@ static uint32_t grid_floor(uint32_t d)
     return d - d % grid_step(d);
 }
 
+/* The grid depth after d (hysteresis.c: grid_next): d + 1 rounded up to
+ * its own step, so the walk records exactly the depths the search probes. */
+static uint32_t grid_next(uint32_t d)
+{
+    if (d >= UINT32_MAX - (1u << 26))
+        return UINT32_MAX;
+    uint32_t s = grid_step(d + 1);
+    return (d + s) & ~(s - 1);
+}
+
 static uint64_t affinity_slot_key(uint64_t affinity_key)
 {
     return affinity_key ^ 0xa0761d6478bd642full;
@@ -252,7 +263,7 @@ static void record(adaptive *a, const wsel_request *req, uint32_t owner)
             sticky_table_put(&a->owners, affinity_slot_key(req->affinity_key), owner);
         return;
     }
-    for (uint32_t d = 1; d <= n; d += grid_step(d))
+    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = grid_next(d))
         sticky_table_put(&a->owners, req->block_hashes[d - 1], owner);
     sticky_table_put(&a->owners, req->block_hashes[n - 1], owner);
 }
@@ -265,14 +276,15 @@ static uint32_t row_fingerprint(const wsel_table *t, uint32_t row)
 /* --- the decision --------------------------------------------------------- */
 
 /* What select and score both need: the candidates (skip), the best cost,
- * and the owner's row when the owner keeps the request (else UINT32_MAX).
- * Read-only. Returns 0, WSEL_ENOCANDIDATE or WSEL_EINVAL (a candidate cost
- * not finite). */
+ * the dead band's width, and the owner's row when it is a candidate inside
+ * the load bound (else UINT32_MAX). Read-only. Returns 0,
+ * WSEL_ENOCANDIDATE or WSEL_EINVAL (a candidate cost not finite). */
 typedef struct decision {
     uint8_t skip;
     double best;
-    uint32_t owner;    /* fingerprint; 0 = none remembered */
-    uint32_t keep_row; /* UINT32_MAX = not kept */
+    double band;        /* rel_margin * |best| + abs_margin */
+    uint32_t owner;     /* fingerprint; 0 = none remembered */
+    uint32_t bound_row; /* the owner's row inside the load bound, or UINT32_MAX */
 } decision;
 
 static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_table *t,
@@ -290,7 +302,8 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
         best = t->cost[i] < best ? t->cost[i] : best;
     }
     d->best = best;
-    d->keep_row = UINT32_MAX;
+    d->band = a->rel_margin * fabs(best) + a->abs_margin;
+    d->bound_row = UINT32_MAX;
     d->owner = find_owner(a, req);
     if (d->owner == 0)
         return 0;
@@ -318,9 +331,8 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     double k = adaptive_overhead(a);
     double bound = k >= 0.0 ? min_load + a->tolerance * (k + min_load)
                             : min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
-    double limit = best + a->rel_margin * fabs(best) + a->abs_margin;
-    if (t->cost[row] <= limit && owner_load <= bound)
-        d->keep_row = row;
+    if (owner_load <= bound)
+        d->bound_row = row;
     return 0;
 }
 
@@ -347,8 +359,8 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
         return rc;
 
     uint32_t row, reason;
-    if (d.keep_row != UINT32_MAX) {
-        row = d.keep_row;
+    if (d.bound_row != UINT32_MAX && t->cost[d.bound_row] <= d.best + d.band) {
+        row = d.bound_row;
         reason = WSEL_REASON_STICKY;
     } else {
         rc = a->host->softmax_sample(t->cost, t->flags, t->num_rows, d.skip, temperature,
@@ -369,9 +381,14 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
     return 0;
 }
 
-/* The score is the default cost, lower better, except that an owner the
- * load bound keeps scores one block below the best candidate: the row
- * select answers (when it does not sample) is the lowest. Records nothing. */
+/* The score is hysteresis's: the default cost, lower better, with the dead
+ * band's width taken off the owner's while its load is inside the bound.
+ * So the lowest score is the row select takes at temperature 0 (the owner
+ * whenever select keeps it; otherwise the cheapest row, which the owner's
+ * score, above the best cost, does not undercut), and in `pipeline` the
+ * band is a stickiness bonus other scorers can outweigh. Rows that are not
+ * candidates score their cost, or DBL_MAX when it is not finite. Reads the
+ * owner table, never writes it: a score is not a routing. */
 static int32_t adaptive_score(void *instance, const wsel_request *req,
                               const wsel_table *t, double *scores)
 {
@@ -381,9 +398,9 @@ static int32_t adaptive_score(void *instance, const wsel_request *req,
     if (rc != 0)
         return rc;
     for (uint32_t i = 0; i < t->num_rows; i++)
-        scores[i] = t->cost[i];
-    if (d.keep_row != UINT32_MAX)
-        scores[d.keep_row] = d.best - 1.0;
+        scores[i] = isfinite(t->cost[i]) ? t->cost[i] : DBL_MAX;
+    if (d.bound_row != UINT32_MAX)
+        scores[d.bound_row] = t->cost[d.bound_row] - d.band;
     return 0;
 }
 

@@ -240,7 +240,7 @@ static uint32_t route_with_owner_load(void *inst, harness_table *t, uint32_t own
 static void test_the_fitted_setting_bounds_the_owner_exactly(void **state)
 {
     (void)state;
-    /* tolerance 0.05 (the default); window 2, so a new regime replaces the
+    /* tolerance 0.02 (the default); window 2, so a new regime replaces the
      * old one within 40 outcomes (old weight 2^-40). */
     const char *names[] = {"window"};
     const double values[] = {2.0};
@@ -248,23 +248,23 @@ static void test_the_fitted_setting_bounds_the_owner_exactly(void **state)
     harness_table *t = harness_table_uniform(4, 1);
     teach(a, t, 100, 16, 1000.0); /* k = 500 tokens */
 
-    /* The owner keeps the prefix while P_owner - P_min <= 0.05 (k + P_min)
-     * = 0.05 * 1500 = 75 tokens (one token either side of the bound: the
-     * fit and 0.05 are exact only to rounding). */
+    /* The owner keeps the prefix while P_owner - P_min <= 0.02 (k + P_min)
+     * = 0.02 * 1500 = 30 tokens (one token either side of the bound: the
+     * fit and 0.02 are exact only to rounding). */
     for (uint32_t i = 0; i < 4; i++) {
         t->cost[i] = 10.0;
         t->prefill_tokens[i] = 1000;
     }
     uint32_t owner = route_prefix(a, t, 1);
-    assert_int_equal(route_with_owner_load(a, t, owner, 1074, 2), owner);
-    uint32_t moved = route_with_owner_load(a, t, owner, 1076, 3);
+    assert_int_equal(route_with_owner_load(a, t, owner, 1029, 2), owner);
+    uint32_t moved = route_with_owner_load(a, t, owner, 1031, 3);
     assert_int_not_equal(moved, owner);
 
-    /* A loaded cluster: k = 4000 tokens, the band 0.05 * 5000 = 250. */
+    /* A loaded cluster: k = 4000 tokens, the band 0.02 * 5000 = 100. */
     teach(a, t, 1000, 40, 8000.0);
     assert_close(adaptive_overhead(a), 4000.0, 1e-6);
-    assert_int_equal(route_with_owner_load(a, t, moved, 1249, 4), moved);
-    assert_int_not_equal(route_with_owner_load(a, t, moved, 1251, 5), moved);
+    assert_int_equal(route_with_owner_load(a, t, moved, 1099, 4), moved);
+    assert_int_not_equal(route_with_owner_load(a, t, moved, 1101, 5), moved);
     harness_table_free(t);
     wsel_plugin_entry.destroy(a);
 }
@@ -279,16 +279,16 @@ static void test_before_the_fit_the_bound_is_hysteresis_default(void **state)
         t->prefill_tokens[i] = 1000;
     }
     uint32_t owner = route_prefix(a, t, 1);
-    /* Loads {1040, 1000, 1000, 1000}: mean 1010, bound 1000 + 0.5 * 10 =
-     * 1005 < 1040: the owner is released. With {1010, 1000 x 3}: mean
-     * 1002.5, bound 1001.25 < 1010: released too; {1000 x 4}: kept. */
+    /* Loads {1020, 1000, 1000, 1000}: mean 1005, bound 1000 + 0.5 * 5 =
+     * 1002.5 < 1020: the owner is released; {1000 x 4}: kept. */
     assert_int_equal(route_with_owner_load(a, t, owner, 1000, 2), owner);
-    uint32_t moved = route_with_owner_load(a, t, owner, 1040, 3);
+    uint32_t moved = route_with_owner_load(a, t, owner, 1020, 3);
     assert_int_not_equal(moved, owner);
 
-    /* Fitted (k = 500, band 75), the same 40 extra tokens keep it. */
+    /* Fitted (k = 500, band 0.02 * 1500 = 30), the same 20 extra tokens
+     * keep it. */
     teach(a, t, 100, 16, 1000.0);
-    assert_int_equal(route_with_owner_load(a, t, moved, 1040, 4), moved);
+    assert_int_equal(route_with_owner_load(a, t, moved, 1020, 4), moved);
     harness_table_free(t);
     wsel_plugin_entry.destroy(a);
 }
@@ -311,7 +311,8 @@ static void test_the_score_ranks_the_kept_owner_first(void **state)
     harness_request(&req, &rng, SEED, 2, 0, hashes, 2);
     double scores[4];
     assert_int_equal(wsel_plugin_entry.score(a, &req, &t->table, scores), 0);
-    assert_true(scores[0] == 10.0); /* best (11) - 1 */
+    /* The owner's cost less the band: 12.5 - (1.0 * 11 + 64). */
+    assert_true(scores[0] == 12.5 - 75.0);
     assert_true(scores[1] == 11.0 && scores[2] == 12.0 && scores[3] == 13.0);
     /* The score recorded nothing: select still answers the owner. */
     assert_int_equal(harness_select(a, &req, t), 0);
