@@ -5,8 +5,9 @@
  * setting in bounds; outcomes it did not route (unknown id, another row,
  * failed, unmeasured, repeated) teach it nothing; the fitted setting moves
  * the owner's load bound exactly where the formula puts it, and before the
- * fit the bound is hysteresis's; its score ranks select's answer first; and
- * four threads routing and reporting at once keep it consistent.
+ * fit the bound is hysteresis's; a long prompt finds its own deepest block;
+ * its score ranks select's answer first; and four threads routing and
+ * reporting at once keep it consistent.
  */
 #include <math.h>
 #include <pthread.h>
@@ -320,6 +321,41 @@ static void test_the_score_ranks_the_kept_owner_first(void **state)
     wsel_plugin_entry.destroy(a);
 }
 
+/* Two agents share 128 blocks (past depth 64, where the recorded depths
+ * thin out to every 2nd, 4th...) and then differ: each next step follows
+ * its own previous step, not the shared prefix's last recipient. */
+static void test_a_long_prompt_follows_its_own_deepest_block_past_depth_64(void **state)
+{
+    (void)state;
+    adaptive *a = create_default();
+    harness_table *t = harness_table_uniform(4, 1); /* loads all 0: in bound */
+    uint64_t x[200], y[200];
+    for (uint32_t j = 0; j < 128; j++)
+        x[j] = y[j] = j + 1;
+    for (uint32_t j = 128; j < 200; j++) {
+        x[j] = 1000 + j;
+        y[j] = 2000 + j;
+    }
+    wsel_request req;
+    wsel_rng rng;
+    for (uint32_t i = 0; i < 4; i++)
+        t->cost[i] = i == 1 ? 0.0 : 100.0;
+    harness_request(&req, &rng, SEED, 1, 0, x, 150);
+    assert_int_equal(harness_select(a, &req, t), 1); /* agent X, step 1 */
+    for (uint32_t i = 0; i < 4; i++)
+        t->cost[i] = i == 2 ? 0.0 : 100.0;
+    harness_request(&req, &rng, SEED, 2, 0, y, 150);
+    assert_int_equal(harness_select(a, &req, t), 2); /* agent Y, step 1 */
+    for (uint32_t i = 0; i < 4; i++)
+        t->cost[i] = i == 3 ? 9.0 : 10.0; /* row 3 cheapest, all in the band */
+    harness_request(&req, &rng, SEED, 3, 0, x, 200);
+    assert_int_equal(harness_select(a, &req, t), 1); /* agent X, step 2 */
+    harness_request(&req, &rng, SEED, 4, 0, y, 181);
+    assert_int_equal(harness_select(a, &req, t), 2); /* agent Y, step 2 */
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+}
+
 static void test_every_row_excluded_is_refused(void **state)
 {
     (void)state;
@@ -391,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_the_fitted_setting_bounds_the_owner_exactly),
         cmocka_unit_test(test_before_the_fit_the_bound_is_hysteresis_default),
         cmocka_unit_test(test_the_score_ranks_the_kept_owner_first),
+        cmocka_unit_test(test_a_long_prompt_follows_its_own_deepest_block_past_depth_64),
         cmocka_unit_test(test_every_row_excluded_is_refused),
         cmocka_unit_test(test_four_threads_routing_and_reporting_agree),
     };
