@@ -6,17 +6,25 @@
  *
  * Per request, in this order:
  *   precontent phase  (wsel_route) read the buffered body, find the prompt
- *                     (token ids, or text in text mode), wsel_router_route;
- *                     the choice is kept in the request's context and the
- *                     rank in $wsel_dp_rank. nginx's upstream code builds the
- *                     proxied request (headers included) before it asks the
- *                     balancer for a peer, so the choice must exist by then.
+ *                     (token ids, parsed in one pass into a buffer kept
+ *                     between requests, or text in text mode),
+ *                     wsel_router_route; the choice is kept in the request's
+ *                     context and the rank in $wsel_dp_rank. nginx's upstream
+ *                     code builds the proxied request (headers included)
+ *                     before it asks the balancer for a peer, so the choice
+ *                     must exist by then. In history mode the route's
+ *                     history record is deferred to a posted event
+ *                     (wsel_router_flush), run once the request is on its
+ *                     way upstream.
  *   balancer          peer.get hands out the chosen server (round-robin
  *                     bookkeeping kept, so max_fails and proxy_next_upstream
  *                     work); a retry, or a chosen server that is down, goes
  *                     to round-robin and is counted.
- *   body filter       the first response bytes: wsel_router_first_token.
- *   pool cleanup      the request's end: wsel_router_finished.
+ *   body filter       the first response bytes: wsel_router_first_token;
+ *                     the response's usage figures are scanned as it passes.
+ *   pool cleanup      the request's end: wsel_router_finished_ex, the
+ *                     policy told the outcome (output and cached tokens,
+ *                     failed or not).
  *
  * One worker process: the router (load accounting, KV index) lives in the
  * worker's memory, so a second worker would route on half the picture.
