@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
+/*
+ * ngx_http_wsel_module.h -- what the files of ngx_http_upstream_wsel_module
+ * share: its settings and per-request state, and the functions one file
+ * calls in another (each file's comment says what it does).
+ */
+
+#ifndef NGX_HTTP_WSEL_MODULE_H_INCLUDED_
+#define NGX_HTTP_WSEL_MODULE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <stdio.h>
+#include <time.h>
+
+#include "wsel_router.h"
+
+
+#define NGX_HTTP_WSEL_MAX_BODY      (64 * 1024 * 1024)
+#define NGX_HTTP_WSEL_ERR           512
+#define NGX_HTTP_WSEL_JSON_DEPTH    64
+#define NGX_HTTP_WSEL_LAT_BUCKETS   24
+
+
+typedef struct {
+    ngx_str_t                       addr;
+    ngx_uint_t                      dp;
+    ngx_array_t                    *kv;        /* char * (NUL-terminated) */
+    ngx_uint_t                      used;
+} ngx_http_wsel_server_t;
+
+
+typedef struct {
+    /* configuration */
+    ngx_flag_t                      enabled;
+    ngx_str_t                       name;
+    ngx_str_t                       policy;    /* NUL-terminated; "" = builtin */
+    ngx_str_t                       config;    /* NUL-terminated JSON */
+    ngx_flag_t                      isolated;
+    ngx_str_t                       helper;    /* NUL-terminated or empty */
+    ngx_uint_t                      block_size;
+    ngx_uint_t                      text_mode;
+    ngx_uint_t                      kv_events;
+    ngx_uint_t                      capacity;
+    ngx_uint_t                      busy_requests;
+    ngx_uint_t                      busy_prefill;
+    ngx_array_t                    *servers;   /* ngx_http_wsel_server_t */
+    ngx_http_upstream_srv_conf_t   *uscf;
+
+    /* the worker's state */
+    wsel_host                      *host;
+    wsel_router                    *router;
+    ngx_uint_t                      npeers;
+    ngx_str_t                      *peer_names; /* by worker id - 1 */
+    uint32_t                       *tokens;    /* the prompt being routed */
+    size_t                          tokens_cap;
+    ngx_event_t                     flush;     /* deferred history record */
+    u_char                          live_path[1024];
+    u_char                          last_error[NGX_HTTP_WSEL_ERR];
+
+    /* the module's own counters */
+    uint64_t                        requests;
+    uint64_t                        no_prompt;
+    uint64_t                        route_errors;
+    uint64_t                        retries;
+    uint64_t                        peer_unavailable;
+    uint64_t                        upstream_failures;
+    uint64_t                        failed_outcomes;
+    uint64_t                        admin_switches;
+    uint64_t                        admin_refused;
+    uint64_t                        lat[NGX_HTTP_WSEL_LAT_BUCKETS];
+    uint64_t                        lat_sum_ns;
+} ngx_http_wsel_upstream_t;
+
+
+typedef struct {
+    ngx_array_t                     upstreams; /* ngx_http_wsel_upstream_t * */
+    ngx_event_t                     reclaim;
+} ngx_http_wsel_main_conf_t;
+
+
+typedef struct {
+    ngx_str_t                       route;
+    ngx_str_t                       status;
+    ngx_str_t                       admin;
+} ngx_http_wsel_loc_conf_t;
+
+
+/* One "key": NUMBER of the response looked for across its buffers. */
+typedef struct {
+    ngx_uint_t                      matched;   /* key bytes matched */
+    ngx_uint_t                      digits;
+    uint64_t                        value;
+} ngx_http_wsel_scan_t;
+
+
+typedef struct {
+    ngx_http_wsel_upstream_t       *up;
+    ngx_http_request_t             *request;
+    ngx_int_t                       phase_status;
+    uint64_t                        request_id;
+    uint64_t                        worker_id;
+    uint32_t                        dp_rank;
+    unsigned                        routed:1;
+    unsigned                        first:1;
+    unsigned                        tried:1;
+    unsigned                        have_cached:1;
+    u_char                          rank_text[NGX_INT_T_LEN];
+    size_t                          rank_len;
+    /* the response's "usage" figures, scanned as it streams by */
+    uint32_t                        output_tokens;
+    uint32_t                        cached_tokens;
+    ngx_http_wsel_scan_t            scan[2];
+} ngx_http_wsel_ctx_t;
+
+
+typedef struct {
+    ngx_http_upstream_rr_peer_data_t  *rrp;
+    ngx_http_wsel_ctx_t               *ctx;
+    ngx_http_wsel_upstream_t          *up;
+} ngx_http_wsel_peer_data_t;
+
+
+typedef struct {
+    uint32_t                       *tokens;
+    uint32_t                        ntokens;
+    u_char                         *text;
+    size_t                          text_len;
+} ngx_http_wsel_prompt_t;
+
+
+extern ngx_module_t  ngx_http_upstream_wsel_module;
+extern ngx_http_output_body_filter_pt  ngx_http_wsel_next_body_filter;
+
+
+/* ngx_http_upstream_wsel_module.c: helpers */
+void ngx_http_wsel_log(void *user, int32_t level, const char *msg);
+ngx_http_wsel_upstream_t *ngx_http_wsel_find(ngx_http_wsel_main_conf_t *wmcf,
+    ngx_str_t *name);
+void ngx_http_wsel_host_options(ngx_http_wsel_upstream_t *up,
+    wsel_host_options *o);
+
+/* ngx_http_wsel_prompt.c: the body and the prompt in it */
+u_char *ngx_http_wsel_js_ws(u_char *p, u_char *e);
+u_char *ngx_http_wsel_js_string(u_char *p, u_char *e);
+u_char *ngx_http_wsel_js_value(u_char *p, u_char *e, ngx_uint_t depth);
+ngx_int_t ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p,
+    u_char *e, ngx_uint_t text_mode, ngx_http_wsel_prompt_t *out);
+u_char *ngx_http_wsel_body(ngx_http_request_t *r, size_t *len);
+
+/* ngx_http_wsel_request.c: the request path */
+void ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
+    ngx_uint_t failed);
+void ngx_http_wsel_flush_handler(ngx_event_t *ev);
+ngx_int_t ngx_http_wsel_precontent_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_wsel_rank_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+ngx_int_t ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in);
+
+/* ngx_http_wsel_balancer.c: the peer nginx proxies to */
+ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
+    ngx_http_upstream_srv_conf_t *us);
+
+/* ngx_http_wsel_status.c: the status and admin locations */
+ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);
+
+
+#endif /* NGX_HTTP_WSEL_MODULE_H_INCLUDED_ */
