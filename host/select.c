@@ -13,75 +13,32 @@
 
 #include "internal.h"
 #include "isolated.h"
+#include "table_guard.h"
 
 static void count(wsel_padded_counter *c)
 {
     atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
 }
 
-/*
- * What the plugin cannot have changed. Selects run on any thread at once,
- * and nothing here may allocate, so the copy of the flags and cost columns
- * lives on the calling thread's stack: 9 bytes a row, for tables of up to
- * WSEL_HOST_SNAPSHOT_ROWS rows (9 KiB). A larger table is checksummed
- * before and after the call instead: a write is caught, but the fallback
- * can only read what the plugin left (non-finite costs count as the most
- * expensive). An isolated plugin writes only its slot's copy of the table,
- * so it needs neither.
- */
-typedef struct snapshot {
-    const uint8_t *flags; /* what answers are checked against */
-    const double *cost;   /* what the fallback ranks */
-    uint32_t copied;      /* 1: flags/cost point at the copies below */
-    uint64_t sum;         /* checksum of both columns when not copied */
-    uint8_t flags_copy[WSEL_HOST_SNAPSHOT_ROWS];
-    double cost_copy[WSEL_HOST_SNAPSHOT_ROWS];
-} snapshot;
-
-static uint64_t checksum(const wsel_table *table)
-{
-    /* FNV-1a over 8-byte words: catches any change a bug makes (it is not
-     * meant to resist a plugin forging a collision on purpose). */
-    uint64_t h = 0xcbf29ce484222325ull;
-    uint32_t n = table->num_rows;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t bits;
-        memcpy(&bits, &table->cost[i], sizeof(bits));
-        h = (h ^ bits) * 0x100000001b3ull;
-        h = (h ^ table->flags[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
+/* What the plugin cannot have changed: table_guard.c, on the calling
+ * thread's stack. An isolated plugin writes only its slot's copy of the
+ * table, so it needs none. */
+typedef wsel_table_guard snapshot;
 
 static void snapshot_take(snapshot *s, const wsel_table *table, int isolated)
 {
-    uint32_t n = table->num_rows;
-    s->flags = table->flags;
-    s->cost = table->cost;
-    s->copied = 0;
-    if (isolated)
-        return;
-    if (n <= WSEL_HOST_SNAPSHOT_ROWS) {
-        memcpy(s->flags_copy, table->flags, n);
-        memcpy(s->cost_copy, table->cost, n * sizeof(double));
-        s->flags = s->flags_copy;
-        s->cost = s->cost_copy;
-        s->copied = 1;
+    if (isolated) {
+        s->flags = table->flags;
+        s->cost = table->cost;
         return;
     }
-    s->sum = checksum(table);
+    wsel_table_guard_take(s, table);
 }
 
 /* 1 when the plugin wrote the table's flags or cost column. */
 static int snapshot_changed(const snapshot *s, const wsel_table *table, int isolated)
 {
-    if (isolated)
-        return 0;
-    uint32_t n = table->num_rows;
-    if (s->copied)
-        return memcmp(s->flags_copy, table->flags, n) != 0 ||
-               memcmp(s->cost_copy, table->cost, n * sizeof(double)) != 0;
-    return checksum(table) != s->sum;
+    return !isolated && wsel_table_guard_changed(s, table);
 }
 
 /* Argmin that cannot fail on costs a plugin wrote: a non-finite cost ranks
@@ -218,22 +175,26 @@ typedef struct guarded_choice {
     unsigned char guard[WSEL_HOST_CHOICE_GUARD];
 } guarded_choice;
 
+/* The guard as it goes in: GUARD_ROOM zeros, then the pattern. One
+ * memcpy fills it and one memcmp checks it, cheaper than byte loops. */
+#define P4  GUARD_PATTERN, GUARD_PATTERN, GUARD_PATTERN, GUARD_PATTERN
+#define P16 P4, P4, P4, P4
+static const unsigned char guard_template[WSEL_HOST_CHOICE_GUARD] = {
+    [GUARD_ROOM] = P16, P16, P16, P16, P16, P16, P16, P16};
+_Static_assert(WSEL_HOST_CHOICE_GUARD - GUARD_ROOM == 8 * 16,
+               "guard_template spells out 128 pattern bytes");
+
 static void guard_init(guarded_choice *g)
 {
     memset(&g->c, 0, sizeof(g->c));
     g->c.struct_size = sizeof(g->c);
-    memset(g->guard, 0, GUARD_ROOM);
-    memset(g->guard + GUARD_ROOM, GUARD_PATTERN, WSEL_HOST_CHOICE_GUARD - GUARD_ROOM);
+    memcpy(g->guard, guard_template, sizeof(g->guard));
 }
 
 static int guard_intact(const guarded_choice *g)
 {
-    unsigned char bad = 0;
-    for (size_t i = 0; i < GUARD_ROOM; i++)
-        bad |= g->guard[i];
-    for (size_t i = GUARD_ROOM; i < WSEL_HOST_CHOICE_GUARD; i++)
-        bad |= (unsigned char)(g->guard[i] ^ GUARD_PATTERN);
-    return bad == 0 && g->c.struct_size == sizeof(g->c);
+    return memcmp(g->guard, guard_template, sizeof(g->guard)) == 0 &&
+           g->c.struct_size == sizeof(g->c);
 }
 
 /* "Busy only when every eligible row is busy": 1 when `row` (busy) was

@@ -427,10 +427,16 @@ WSEL_HOST_API void wsel_host_prepare_request(const wsel_host *host, wsel_request
  *     WSEL_HOST_SNAPSHOT_ROWS rows the host copies both columns to its
  *     stack before the call, checks the answer and runs the fallback on the
  *     copy, so a plugin that clears WSEL_ROW_EXCLUDED or writes NaN costs
- *     changes nothing. Larger tables are checksummed instead: the write is
- *     caught, but the fallback reads the columns as the plugin left them
- *     (non-finite costs count as the most expensive; it can then refuse
- *     with WSEL_ENOCANDIDATE only if the plugin excluded every row).
+ *     changes nothing. Up to 9 x WSEL_HOST_SNAPSHOT_ROWS rows the flags are
+ *     still copied (into the same 9 KiB) and the costs checksummed: the
+ *     write is caught, answers and the fallback are checked against the
+ *     flags as handed in, and the fallback ranks the costs as the plugin
+ *     left them (non-finite ones count as the most expensive). Past that,
+ *     both columns are checksummed: the write is caught, but the fallback
+ *     reads the flags as the plugin left them too (it can then refuse with
+ *     WSEL_ENOCANDIDATE only if the plugin excluded every row). The
+ *     checksum (a multi-lane Fletcher sum) catches what a bug writes, not
+ *     a collision forged on purpose.
  * The table is trusted to be valid as handed in (see wsel_table_validate).
  * Never allocates; never waits for a switch. [any thread]
  */
@@ -440,7 +446,8 @@ WSEL_HOST_API int32_t wsel_host_select(wsel_host *host, const wsel_request *requ
 /* Bytes after the plugin's wsel_choice that the host checks after select. */
 #define WSEL_HOST_CHOICE_GUARD 256u
 /* Largest table whose flags and costs select copies before the call
- * (9 bytes a row on the calling thread's stack). */
+ * (9 bytes a row on the calling thread's stack, 9 KiB at most; larger
+ * tables' flags are copied into the same space, up to 9x this many rows). */
 #define WSEL_HOST_SNAPSHOT_ROWS 1024u
 /* Most log messages one plugin instance gets through in one second; the
  * rest are dropped and counted (wsel_host_counters.log_dropped). */

@@ -528,7 +528,7 @@ static void test_nan_costs_written_by_a_plugin_do_not_break_the_fallback(void **
     expect_fallbacks(f, WSEL_FALLBACK_TABLE_WRITTEN, 0, 1);
 }
 
-/* Above WSEL_HOST_SNAPSHOT_ROWS the columns are checksummed: the write is
+/* Above WSEL_HOST_SNAPSHOT_ROWS the cost column is checksummed: the write is
  * still caught, and NaN costs still leave the fallback an answer. */
 static void test_large_table_writes_are_caught_and_answered(void **state)
 {
@@ -545,6 +545,44 @@ static void test_large_table_writes_are_caught_and_answered(void **state)
     wsel_host_counters k = all_counters(f);
     assert_int_equal(by_reason(&k, WSEL_FALLBACK_TABLE_WRITTEN), 1);
     tu_table_free(&big);
+}
+
+/* Past WSEL_HOST_SNAPSHOT_ROWS the flags are still copied (up to 9 bytes a
+ * row of the snapshot, 9,216 rows) and the costs checksummed: a plugin
+ * clearing an excluded flag on 4,096 rows is caught, and neither its answer
+ * nor the fallback lands on the row the caller excluded. */
+static void large_table_cleared_flag(fixture *f, uint32_t workers)
+{
+    uint32_t n = workers * 2;
+    uint8_t *flags = calloc(n, 1);
+    assert_non_null(flags);
+    flags[0] = WSEL_ROW_EXCLUDED;
+    tu_table big;
+    tu_table_init(&big, workers, 2, flags);
+    free(flags);
+    assert_true(big.buf.table.num_rows > WSEL_HOST_SNAPSHOT_ROWS);
+    load(f, "fx_clears_excluded", NULL);
+    wsel_choice c;
+    memset(&c, 0, sizeof(c));
+    assert_int_equal(wsel_host_select(f->host, &big.request, &big.buf.table, &c),
+                     WSEL_ANSWER_FALLBACK);
+    wsel_host_counters k = all_counters(f);
+    assert_int_equal(by_reason(&k, WSEL_FALLBACK_TABLE_WRITTEN), 1);
+    if (n <= 9u * WSEL_HOST_SNAPSHOT_ROWS)
+        assert_int_equal(c.row, 1); /* the cheapest row the caller left eligible */
+    else
+        assert_true(c.row < n); /* past 9,216 rows: flags as the plugin left them */
+    tu_table_free(&big);
+}
+
+static void test_large_table_flag_write_never_routes_to_an_excluded_row(void **state)
+{
+    large_table_cleared_flag(*state, 2048);
+}
+
+static void test_largest_table_flag_write_is_caught(void **state)
+{
+    large_table_cleared_flag(*state, 9u * WSEL_HOST_SNAPSHOT_ROWS / 2 + 1);
 }
 
 /* "Busy only when every eligible row is busy" is checked like the rest. */
@@ -652,6 +690,8 @@ int main(void)
         T(test_overruns_count_towards_ejection),
         T(test_plugin_clearing_an_excluded_flag_is_refused),
         T(test_nan_costs_written_by_a_plugin_do_not_break_the_fallback),
+        T(test_large_table_flag_write_never_routes_to_an_excluded_row),
+        T(test_largest_table_flag_write_is_caught),
         T(test_large_table_writes_are_caught_and_answered),
         T(test_busy_row_while_an_eligible_row_is_free_is_refused),
         T(test_positive_return_is_an_error_answer),
