@@ -488,32 +488,51 @@ static int held_elsewhere(const chash *c, const wsel_table *t, const walk_state 
  * carrying load): the cheapest rank of the worker with the least load per
  * eligible rank, rendezvous hash again breaking ties.
  */
+static uint64_t rendezvous(const chash *c, const walk_state *w, uint32_t g)
+{
+    return chash_mix64(w->key ^ chash_mix64(c->ring.workers[g]));
+}
+
+/* One pass over the rows (a spill judges every worker): each worker's load,
+ * eligible ranks and cheapest eligible rank (cheapest_rank's order) in the
+ * same loop; rendezvous hashes only for exact ties. */
 static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state *w)
 {
-    uint32_t best = UINT32_MAX, lightest = UINT32_MAX;
-    uint64_t best_hash = 0, lightest_hash = 0;
+    const uint8_t *flags = t->flags;
+    const double *cost = t->cost;
+    const uint32_t *active = t->active_requests;
+    uint32_t best = UINT32_MAX, best_g = 0, lightest = UINT32_MAX;
     double lightest_load = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint64_t load;
-        uint32_t ranks = worker_state(t, g, w->skip, &load);
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        uint64_t load = 0;
+        uint32_t ranks = 0, pick = UINT32_MAX;
+        for (uint32_t i = first; i < end; i++) {
+            load += active[i];
+            if (flags[i] & w->skip)
+                continue;
+            ranks++;
+            if (pick == UINT32_MAX || cost[i] < cost[pick] ||
+                (cost[i] == cost[pick] && active[i] < active[pick]))
+                pick = i;
+        }
         if (ranks == 0)
             continue;
-        uint64_t hash = chash_mix64(w->key ^ chash_mix64(c->ring.workers[g]));
         if (load + 1 <= load_cap(c->epsilon, w->total, ranks, w->capacity)) {
-            uint32_t r = cheapest_rank(t, g, w->skip);
-            if (best == UINT32_MAX || t->cost[r] < t->cost[best] ||
-                (t->cost[r] == t->cost[best] && hash > best_hash)) {
-                best = r;
-                best_hash = hash;
+            if (best == UINT32_MAX || cost[pick] < cost[best] ||
+                (cost[pick] == cost[best] &&
+                 rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
+                best = pick;
+                best_g = g;
             }
             continue;
         }
         double relative = (double)load / (double)ranks;
         if (lightest == UINT32_MAX || relative < lightest_load ||
-            (relative == lightest_load && hash > lightest_hash)) {
+            (relative == lightest_load &&
+             rendezvous(c, w, g) > rendezvous(c, w, lightest))) {
             lightest = g;
             lightest_load = relative;
-            lightest_hash = hash;
         }
     }
     return best != UINT32_MAX ? best : cheapest_rank(t, lightest, w->skip);
