@@ -307,17 +307,24 @@ static uint64_t total_active(const uint32_t *active, uint32_t n)
  * table's: the caller rebuilds it and walks again. */
 #define RING_STALE 1
 
-/* How many rows are eligible (not `skip`); vectorised as total_active. */
+/* How many rows are eligible (not `skip`), 8 rows a word: a byte of
+ * flags & skip is non-zero exactly when bit 7 of ((b & 0x7f) + 0x7f) | b
+ * is set (no carry leaves a byte), and a multiply adds the 8 bits. */
 static uint32_t eligible_rows(const uint8_t *flags, uint32_t n, uint8_t skip)
 {
-    uint32_t count = 0;
-    uint32_t blocks = n / 8;
-    for (uint32_t b = 0; b < blocks; b++)
-        for (uint32_t j = 0; j < 8; j++)
-            count += (flags[b * 8 + j] & skip) == 0;
-    for (uint32_t i = blocks * 8; i < n; i++)
-        count += (flags[i] & skip) == 0;
-    return count;
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7f7f7f7f7f7f7f7full;
+    const uint64_t mask = ones * skip;
+    uint32_t flagged = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, flags + i, sizeof(word));
+        uint64_t x = word & mask;
+        uint64_t y = ((x & low7) + low7) | x;
+        flagged += (uint32_t)((((y >> 7) & ones) * ones) >> 56);
+    }
+    for (; i < n; i++)
+        flagged += (flags[i] & skip) != 0;
+    return n - flagged;
 }
 
 /*
