@@ -293,3 +293,10 @@ void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes
             rt_map_prefetch(&ix->ext, pair_key(ext[i], slot));
     }
 }
+
+void rt_index_prefetch_ext(const rt_index *ix, uint32_t slot, const uint64_t *ext,
+                           uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        rt_map_prefetch(&ix->ext, pair_key(ext[i], slot));
+}

@@ -76,6 +76,9 @@ static inline uint32_t rt_index_slot_count(const rt_index *ix, uint32_t slot)
     return ix->lru[slot].count;
 }
 size_t rt_index_bytes(const rt_index *ix);
+/* Prefetch the engine-hash map slots of these blocks on slot (removals). */
+void rt_index_prefetch_ext(const rt_index *ix, uint32_t slot, const uint64_t *ext,
+                           uint32_t n);
 /* Prefetch what touching / looking up these blocks on slot will read. */
 void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes,
                        const uint64_t *ext, uint32_t n);
