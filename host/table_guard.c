@@ -5,8 +5,10 @@
  *
  * Tables of up to WSEL_HOST_SNAPSHOT_ROWS rows: both columns are copied to
  * the caller's stack and compared after the call (libc's memcpy and memcmp
- * are the fastest way through 9 bytes a row). The fallback then reads the copies, so a plugin
- * that clears WSEL_ROW_EXCLUDED or writes NaN costs changes nothing.
+ * are the fastest way through 9 bytes a row; an SSE2 checksum of the costs
+ * was measured slower, docs/robustness.md). The fallback then reads the
+ * copies, so a plugin that clears WSEL_ROW_EXCLUDED or writes NaN costs
+ * changes nothing.
  *
  * Larger tables: the flags are still copied, into the same 9 KiB, up to
  * WSEL_GUARD_FLAG_ROWS rows (so an answer or the fallback never lands on a
