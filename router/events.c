@@ -2,24 +2,32 @@
 /*
  * events.c -- vLLM KV event messages (wsel_router.h, "KV events"; the
  * encoding is engine/kv_events.h's): decode a whole batch first, without
- * anything, re-hashing each stored block's token ids, under the decoder's
- * own mutex, so routes never wait for a decode; then apply it to the index
- * under the router's mutex, handing it to waiting routes between events
- * and every APPLY_CHUNK blocks. The msgpack is read in place (mp_reader.h:
- * no object per element, nothing allocated but the decoder's buffers,
- * reused from one message to the next). Both of vLLM's encodings are read: msgspec
- * structs as named-field maps (vLLM today, and wsel-engine) and as positional arrays
- * tagged with the type (vLLM before pull request 42892).
+ * the router's mutex, re-hashing each stored block's token ids, under the
+ * decoder's own mutex, so routes never wait for a decode; then apply it to
+ * the index under the router's mutex, handing it to waiting routes between
+ * events and every APPLY_CHUNK blocks. The msgpack is unpacked by msgpack-c
+ * into one zone per decoder, sized once for the largest message seen (the
+ * size check counts the objects first) and cleared after each message, so
+ * the steady state allocates nothing; the object tree is walked once, token
+ * ids hashed as they are read. Both of vLLM's encodings are read: msgspec
+ * structs as named-field maps (vLLM today, and wsel-engine) and as
+ * positional arrays tagged with the type (vLLM before pull request 42892).
  */
+#include <msgpack.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
-#include "mp_reader.h"
 #include "router_internal.h"
 
 enum { EV_STORED = 1, EV_REMOVED = 2, EV_CLEARED = 3 };
+
+/* The zone's first chunk (one msgpack_object, 24 bytes, per element): a
+ * batch of 16 blocks of 64 tokens (some 1,100 objects) fits; a larger
+ * message grows it, by doubling, once (zone_fit): a wsel-engine request's
+ * batch of 130 blocks and 8,300 token ids takes 256 KiB, kept. */
+#define ZONE_CHUNK (64u * 1024u)
 
 typedef struct dec_event {
     int type;
@@ -36,19 +44,23 @@ struct rt_decoder {
     uint64_t *hashes; /* the engine's */
     uint64_t *locals; /* XXH3 of each stored block's tokens */
     size_t nh, cap_h;
-    uint32_t *tokens; /* one event's token ids, read with its fields */
+    uint32_t *tokens; /* one block's ids */
     size_t cap_t;
     int has_rank;
     uint64_t rank;
     uint64_t unknown;  /* events of an unknown type */
     uint64_t *chained; /* one stored event's router hashes */
     size_t cap_c;
+    msgpack_zone zone; /* one chunk, cleared after each message */
+    int has_zone;
 };
 
 void rt_decoder_free(decoder *d)
 {
     if (!d)
         return;
+    if (d->has_zone)
+        msgpack_zone_destroy(&d->zone);
     free(d->chained);
     free(d->ev);
     free(d->hashes);
@@ -72,300 +84,193 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* An ExternalBlockHash: an integer (its 64 bits) or bytes (their XXH3). */
-static int to_hash(mp_cursor *c, uint64_t *out)
+/* A zone whose first chunk holds `bytes` of objects: msgpack_unpack then
+ * never asks for another chunk, and msgpack_zone_clear keeps the first. */
+static int zone_fit(decoder *d, size_t bytes)
 {
-    switch (mp_peek(c)) {
-    case MP_UINT:
-    case MP_NINT:
-        return mp_int(c, out);
-    case MP_BIN: {
-        const unsigned char *b;
-        uint32_t n;
-        if (mp_bytes(c, MP_BIN, &b, &n) != 0)
-            return -1;
-        *out = XXH3_64bits_withSeed(b, n, WSEL_ROUTER_HASH_SEED);
+    if (d->has_zone && bytes <= d->zone.chunk_size)
         return 0;
-    }
+    size_t c = d->has_zone ? d->zone.chunk_size : ZONE_CHUNK;
+    while (c < bytes)
+        c *= 2;
+    if (d->has_zone)
+        msgpack_zone_destroy(&d->zone);
+    d->has_zone = msgpack_zone_init(&d->zone, c);
+    return d->has_zone ? 0 : WSEL_ENOMEM;
+}
+
+#define IS_STR(o, s) is_str(o, s, sizeof(s) - 1)
+
+static int is_str(const msgpack_object *o, const char *s, size_t n)
+{
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+           memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+/* An ExternalBlockHash: an integer (its 64 bits) or bytes (their XXH3). */
+static int to_hash(const msgpack_object *o, uint64_t *out)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        *out = o->via.u64;
+        return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        *out = (uint64_t)o->via.i64;
+        return 0;
+    case MSGPACK_OBJECT_BIN:
+        *out =
+            XXH3_64bits_withSeed(o->via.bin.ptr, o->via.bin.size, WSEL_ROUTER_HASH_SEED);
+        return 0;
     default:
         return -1;
     }
 }
 
-/* Where the fields of one event start (NULL: absent), however encoded;
- * a later duplicate key wins, as it did with msgpack-c's objects. The
- * token ids are read into d->tokens as the fields are found (one pass over
- * them): ntok of them, tokens_ok 0 when one is not an integer below 2^32. */
+/* The fields of one event, however encoded (a later duplicate key wins). */
 typedef struct ev_fields {
-    const unsigned char *type, *hashes, *parent, *tokens, *block_size;
-    uint32_t ntok;
-    int tokens_ok;
+    const msgpack_object *type, *hashes, *parent, *tokens, *block_size;
 } ev_fields;
 
-#define KEY(c, s) mp_is_str(c, s, sizeof(s) - 1)
-
-/* An array of token ids at the cursor into d->tokens (the cursor moved
- * past it). -1 only when the bytes are not msgpack (or memory ran out). */
-static int read_tokens(decoder *d, mp_cursor *c, ev_fields *f)
-{
-    f->tokens = c->p;
-    f->ntok = 0;
-    f->tokens_ok = 0;
-    uint32_t n;
-    if (mp_peek(c) != MP_ARRAY)
-        return mp_skip(c);
-    if (mp_container(c, MP_ARRAY, &n) != 0 ||
-        grow((void **)&d->tokens, &d->cap_t, n, sizeof(uint32_t)) != 0)
-        return -1;
-    f->ntok = n;
-    f->tokens_ok = 1;
-    uint32_t *t = d->tokens;
-    for (uint32_t i = 0; i < n; i++) {
-        if (c->p >= c->e)
-            return -1;
-        unsigned b = *c->p;
-        if (b <= 0x7f) { /* positive fixint */
-            t[i] = b;
-            c->p++;
-            continue;
-        }
-        if (b == 0xcd && c->e - c->p >= 3) { /* uint16: most vocabularies */
-            t[i] = (uint32_t)c->p[1] << 8 | c->p[2];
-            c->p += 3;
-            continue;
-        }
-        uint64_t v;
-        if (mp_peek(c) == MP_UINT && mp_int(c, &v) == 0 && v <= UINT32_MAX) {
-            t[i] = (uint32_t)v;
-            continue;
-        }
-        f->tokens_ok = 0;
-        if (mp_skip(c) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int event_fields(decoder *d, mp_cursor *c, ev_fields *f)
+static int event_fields(const msgpack_object *o, ev_fields *f)
 {
     memset(f, 0, sizeof(*f));
-    uint32_t n;
-    if (mp_peek(c) == MP_MAP) {
-        if (mp_container(c, MP_MAP, &n) != 0)
-            return -1;
-        for (uint32_t i = 0; i < n; i++) {
-            const unsigned char **slot = NULL;
-            int tokens = 0;
-            if (KEY(c, "type"))
-                slot = &f->type;
-            else if (KEY(c, "block_hashes"))
-                slot = &f->hashes;
-            else if (KEY(c, "parent_block_hash"))
-                slot = &f->parent;
-            else if (KEY(c, "token_ids"))
-                tokens = 1;
-            else if (KEY(c, "block_size"))
-                slot = &f->block_size;
-            if (mp_skip(c) != 0)
-                return -1;
-            if (tokens) {
-                if (read_tokens(d, c, f) != 0)
-                    return -1;
-                continue;
-            }
-            if (slot)
-                *slot = c->p;
-            if (mp_skip(c) != 0)
-                return -1;
+    if (o->type == MSGPACK_OBJECT_MAP) {
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            const msgpack_object *v = &o->via.map.ptr[i].val;
+            if (IS_STR(k, "type"))
+                f->type = v;
+            else if (IS_STR(k, "block_hashes"))
+                f->hashes = v;
+            else if (IS_STR(k, "parent_block_hash"))
+                f->parent = v;
+            else if (IS_STR(k, "token_ids"))
+                f->tokens = v;
+            else if (IS_STR(k, "block_size"))
+                f->block_size = v;
         }
-    } else if (mp_peek(c) == MP_ARRAY) {
-        if (mp_container(c, MP_ARRAY, &n) != 0 || n < 1)
-            return -1;
-        const unsigned char *a[5] = {0};
-        int stored = KEY(c, "BlockStored") && n >= 5;
-        for (uint32_t i = 0; i < n; i++) {
-            if (i < 5)
-                a[i] = c->p;
-            if (i == 3 && stored) {
-                if (read_tokens(d, c, f) != 0)
-                    return -1;
-                continue;
-            }
-            if (mp_skip(c) != 0)
-                return -1;
-        }
-        mp_cursor t = {a[0], c->e};
-        f->type = a[0];
-        if (stored) {
-            f->hashes = a[1];
-            f->parent = a[2];
-            f->block_size = a[4];
-        } else if (KEY(&t, "BlockRemoved") && n >= 2) {
-            f->hashes = a[1];
+    } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 1) {
+        const msgpack_object *a = o->via.array.ptr;
+        uint32_t n = o->via.array.size;
+        f->type = &a[0];
+        if (IS_STR(&a[0], "BlockStored") && n >= 5) {
+            f->hashes = &a[1];
+            f->parent = &a[2];
+            f->tokens = &a[3];
+            f->block_size = &a[4];
+        } else if (IS_STR(&a[0], "BlockRemoved") && n >= 2) {
+            f->hashes = &a[1];
         }
     } else {
         return -1;
     }
-    if (!f->type)
-        return -1;
-    mp_cursor t = {f->type, c->e};
-    return mp_peek(&t) == MP_STR ? 0 : -1;
+    return f->type && f->type->type == MSGPACK_OBJECT_STR ? 0 : -1;
 }
 
-/* Decode one event (the cursor at it, moved past it) into d; returns 0
- * or a WSEL_KV_SKIP_* reason + 1 for the whole batch. */
-static int decode_event(decoder *d, mp_cursor *c, uint32_t block_size)
+/* Decode one event into d; returns 0 or a WSEL_KV_SKIP_* reason + 1 for
+ * the whole batch. */
+static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size)
 {
     ev_fields f;
-    if (event_fields(d, c, &f) != 0)
+    if (event_fields(o, &f) != 0)
         return 1 + WSEL_KV_SKIP_SHAPE;
-    const unsigned char *end = c->e;
-    mp_cursor ty = {f.type, end};
-    int type = KEY(&ty, "BlockStored")        ? EV_STORED
-               : KEY(&ty, "BlockRemoved")     ? EV_REMOVED
-               : KEY(&ty, "AllBlocksCleared") ? EV_CLEARED
-                                              : 0;
+    int type = IS_STR(f.type, "BlockStored")        ? EV_STORED
+               : IS_STR(f.type, "BlockRemoved")     ? EV_REMOVED
+               : IS_STR(f.type, "AllBlocksCleared") ? EV_CLEARED
+                                                    : 0;
     if (type == 0) {
         d->unknown++;
         return 0;
     }
     dec_event e = {.type = type, .first = d->nh};
-    mp_cursor hc = {f.hashes, end}, tc = {f.tokens, end};
-    uint32_t n = 0;
     if (type != EV_CLEARED) {
-        if (!f.hashes || mp_container(&hc, MP_ARRAY, &n) != 0)
+        if (!f.hashes || f.hashes->type != MSGPACK_OBJECT_ARRAY)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        e.count = n;
+        e.count = f.hashes->via.array.size;
     }
     if (type == EV_STORED) {
-        mp_cursor bc = {f.block_size, end};
-        uint64_t bs;
-        if (!f.block_size || mp_peek(&bc) != MP_UINT || mp_int(&bc, &bs) != 0)
+        if (!f.block_size || f.block_size->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        if (bs != block_size)
+        if (f.block_size->via.u64 != block_size)
             return 1 + WSEL_KV_SKIP_BLOCK_SIZE;
-        if (!f.tokens || mp_peek(&tc) != MP_ARRAY)
+        if (!f.tokens || f.tokens->type != MSGPACK_OBJECT_ARRAY)
             return 1 + WSEL_KV_SKIP_SHAPE;
-        if ((uint64_t)f.ntok != (uint64_t)e.count * block_size)
-            return 1 + (f.ntok == 0 ? WSEL_KV_SKIP_TOKENS : WSEL_KV_SKIP_SHAPE);
-        mp_cursor pc = {f.parent, end};
-        if (f.parent && mp_peek(&pc) != MP_NIL) {
-            if (to_hash(&pc, &e.parent) != 0)
+        if ((uint64_t)f.tokens->via.array.size != (uint64_t)e.count * block_size)
+            return 1 + (f.tokens->via.array.size == 0 ? WSEL_KV_SKIP_TOKENS
+                                                      : WSEL_KV_SKIP_SHAPE);
+        if (f.parent && f.parent->type != MSGPACK_OBJECT_NIL) {
+            if (to_hash(f.parent, &e.parent) != 0)
                 return 1 + WSEL_KV_SKIP_SHAPE;
             e.has_parent = 1;
         }
     }
     if (grow((void **)&d->hashes, &d->cap_h, d->nh + e.count, sizeof(uint64_t)) != 0)
         return 1 + WSEL_KV_SKIP_SHAPE;
-    size_t cap_l = d->cap_h;
     if (type == EV_STORED) {
-        uint64_t *l = realloc(d->locals, cap_l * sizeof(uint64_t));
+        uint64_t *l = realloc(d->locals, d->cap_h * sizeof(uint64_t));
         if (!l)
             return 1 + WSEL_KV_SKIP_SHAPE;
         d->locals = l;
+        if (grow((void **)&d->tokens, &d->cap_t, block_size, sizeof(uint32_t)) != 0 ||
+            grow((void **)&d->chained, &d->cap_c, e.count, sizeof(uint64_t)) != 0)
+            return 1 + WSEL_KV_SKIP_SHAPE;
     }
-    for (size_t i = 0; i < e.count; i++)
-        if (to_hash(&hc, &d->hashes[d->nh + i]) != 0)
+    const msgpack_object *h = e.count ? f.hashes->via.array.ptr : NULL;
+    const msgpack_object *t =
+        type == EV_STORED && e.count ? f.tokens->via.array.ptr : NULL;
+    for (size_t i = 0; i < e.count; i++) {
+        if (to_hash(&h[i], &d->hashes[d->nh + i]) != 0)
             return 1 + WSEL_KV_SKIP_SHAPE;
-    if (type == EV_STORED) {
-        if (!f.tokens_ok)
-            return 1 + WSEL_KV_SKIP_SHAPE;
-        for (size_t i = 0; i < e.count; i++)
-            d->locals[d->nh + i] =
-                rt_hash_local_tokens(d->tokens + i * block_size, block_size);
+        if (type != EV_STORED)
+            continue;
+        /* This block's token ids, read once and hashed. */
+        uint32_t *ids = d->tokens;
+        for (uint32_t k = 0; k < block_size; k++, t++) {
+            if (t->type != MSGPACK_OBJECT_POSITIVE_INTEGER || t->via.u64 > UINT32_MAX)
+                return 1 + WSEL_KV_SKIP_SHAPE;
+            ids[k] = (uint32_t)t->via.u64;
+        }
+        d->locals[d->nh + i] = rt_hash_local_tokens(ids, block_size);
     }
     d->nh += e.count;
-    if (grow((void **)&d->ev, &d->cap_ev, d->nev + 1, sizeof(*d->ev)) != 0 ||
-        (type == EV_STORED &&
-         grow((void **)&d->chained, &d->cap_c, e.count, sizeof(uint64_t)) != 0))
+    if (grow((void **)&d->ev, &d->cap_ev, d->nev + 1, sizeof(*d->ev)) != 0)
         return 1 + WSEL_KV_SKIP_SHAPE;
     d->ev[d->nev++] = e;
     return 0;
 }
 
-/* The events array at the cursor into d (replacing what d held: a later
- * duplicate "events" key wins); the cursor past it on success. 0 or a
- * WSEL_KV_SKIP_* reason + 1. */
-static int decode_events(decoder *d, mp_cursor *c, uint32_t block_size)
+/* Decode a KVEventBatch; 0 or a WSEL_KV_SKIP_* reason + 1. A bad rank is
+ * reported before a bad event. */
+static int decode_batch(decoder *d, const msgpack_object *o, uint32_t block_size)
 {
-    uint32_t nev;
-    d->nev = d->nh = 0;
-    d->unknown = 0;
-    if (mp_container(c, MP_ARRAY, &nev) != 0)
+    const msgpack_object *events = NULL, *rank = NULL;
+    if (o->type == MSGPACK_OBJECT_MAP) {
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            if (IS_STR(k, "events"))
+                events = &o->via.map.ptr[i].val;
+            else if (IS_STR(k, "data_parallel_rank"))
+                rank = &o->via.map.ptr[i].val;
+        }
+    } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 2) {
+        events = &o->via.array.ptr[1];
+        if (o->via.array.size >= 3)
+            rank = &o->via.array.ptr[2];
+    }
+    if (!events || events->type != MSGPACK_OBJECT_ARRAY)
         return 1 + WSEL_KV_SKIP_SHAPE;
-    for (uint32_t i = 0; i < nev; i++) {
-        int rc = decode_event(d, c, block_size);
+    if (rank && rank->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        d->has_rank = 1;
+        d->rank = rank->via.u64;
+    } else if (rank && rank->type != MSGPACK_OBJECT_NIL) {
+        return 1 + WSEL_KV_SKIP_SHAPE;
+    }
+    for (uint32_t i = 0; i < events->via.array.size; i++) {
+        int rc = decode_event(d, &events->via.array.ptr[i], block_size);
         if (rc != 0)
             return rc;
     }
     return 0;
-}
-
-/* Decode the events where they stand (their token ids are read once);
- * the cursor past them whether they decoded or not. */
-static int decode_events_at(decoder *d, mp_cursor *c, uint32_t block_size)
-{
-    mp_cursor ec = *c;
-    int rc = decode_events(d, &ec, block_size);
-    if (rc == 0)
-        *c = ec;
-    else if (mp_skip(c) != 0)
-        return -1;
-    return rc;
-}
-
-/* Decode a KVEventBatch (the whole message at the cursor); 0 or a
- * WSEL_KV_SKIP_* reason + 1. A bad rank is reported before a bad event. */
-static int decode_batch(decoder *d, mp_cursor *c, uint32_t block_size)
-{
-    const unsigned char *rank = NULL;
-    int ev_rc = -1; /* -1: no events */
-    uint32_t n;
-    if (mp_peek(c) == MP_MAP) {
-        if (mp_container(c, MP_MAP, &n) != 0)
-            return 1 + WSEL_KV_SKIP_SHAPE;
-        for (uint32_t i = 0; i < n; i++) {
-            int is_events = KEY(c, "events"), is_rank = KEY(c, "data_parallel_rank");
-            if (mp_skip(c) != 0)
-                return 1 + WSEL_KV_SKIP_SHAPE;
-            if (is_events) {
-                if ((ev_rc = decode_events_at(d, c, block_size)) < 0)
-                    return 1 + WSEL_KV_SKIP_SHAPE;
-                continue;
-            }
-            if (is_rank)
-                rank = c->p;
-            if (mp_skip(c) != 0)
-                return 1 + WSEL_KV_SKIP_SHAPE;
-        }
-    } else if (mp_peek(c) == MP_ARRAY) {
-        if (mp_container(c, MP_ARRAY, &n) != 0)
-            return 1 + WSEL_KV_SKIP_SHAPE;
-        for (uint32_t i = 0; i < n; i++) {
-            if (i == 1) {
-                if ((ev_rc = decode_events_at(d, c, block_size)) < 0)
-                    return 1 + WSEL_KV_SKIP_SHAPE;
-                continue;
-            }
-            if (i == 2)
-                rank = c->p;
-            if (mp_skip(c) != 0)
-                return 1 + WSEL_KV_SKIP_SHAPE;
-        }
-    }
-    if (ev_rc < 0)
-        return 1 + WSEL_KV_SKIP_SHAPE;
-    if (rank) {
-        mp_cursor rc = {rank, c->e};
-        uint64_t v;
-        if (mp_peek(&rc) == MP_UINT && mp_int(&rc, &v) == 0) {
-            d->has_rank = 1;
-            d->rank = v;
-        } else if (mp_peek(&rc) != MP_NIL) {
-            return 1 + WSEL_KV_SKIP_SHAPE;
-        }
-    }
-    return ev_rc;
 }
 
 /*
@@ -461,13 +366,15 @@ static uint64_t be(const unsigned char *p, int n)
 /*
  * The message is one msgpack object, every declared count and length
  * within the bytes that follow (every element takes at least one): one
- * pass over the headers (no recursion, nothing allocated) before the
- * decoder reads anything, so a bad message is counted as bad msgpack
- * whatever its shape, and a 5-byte array32 header claiming 2^32 elements
- * is refused before anything is sized from it. Returns 1 when `len` bytes
- * hold exactly one object.
+ * pass over the headers (no recursion, nothing allocated) before
+ * msgpack_unpack, which allocates a container's elements as soon as it
+ * reads its header, trusting the declared count (a 5-byte array32 header
+ * claiming 2^32 elements would ask for 96 GiB). Returns the number of
+ * objects in the message (what the zone must hold, one msgpack_object
+ * each; a map's pair is two) when `len` bytes hold exactly one object, 0
+ * otherwise.
  */
-static int msgpack_sizes_fit(const unsigned char *b, size_t len)
+static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
 {
     /* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
      * what follows it is decided below. */
@@ -476,12 +383,13 @@ static int msgpack_sizes_fit(const unsigned char *b, size_t len)
         1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
     };
     uint64_t pending = 1; /* objects still to read */
-    size_t pos = 0;
+    size_t pos = 0, objects = 0;
     while (pending > 0) {
         if (pos >= len)
             return 0;
         unsigned t = b[pos++];
         pending--;
+        objects++;
         uint64_t items = 0, payload = 0;
         if (t <= 0x7f || t >= 0xe0) {
             continue;
@@ -541,7 +449,7 @@ static int msgpack_sizes_fit(const unsigned char *b, size_t len)
         pos += (size_t)payload;
         pending += items;
     }
-    return pos == len; /* one object, nothing after it */
+    return pos == len ? objects : 0; /* one object, nothing after it */
 }
 
 static int32_t skip(wsel_router *r, int reason)
@@ -550,6 +458,38 @@ static int32_t skip(wsel_router *r, int reason)
     r->c.kv_skipped[reason]++;
     pthread_mutex_unlock(&r->mu);
     return reason == WSEL_KV_SKIP_RANK ? WSEL_ENOENT : WSEL_EINVAL;
+}
+
+/* Unpack and decode the message into d (under d's mutex); -1 or a
+ * WSEL_KV_SKIP_* reason; *nomem set when memory ran out. */
+static int decode_message(decoder *d, const unsigned char *msg, size_t len,
+                          uint32_t block_size, uint32_t dp_rank, int *nomem)
+{
+    size_t objects = len ? msgpack_sizes_fit(msg, len) : 0;
+    if (objects == 0)
+        return WSEL_KV_SKIP_MSGPACK;
+    if (objects > SIZE_MAX / sizeof(msgpack_object) ||
+        zone_fit(d, objects * sizeof(msgpack_object)) != 0) {
+        *nomem = 1;
+        return -1;
+    }
+    msgpack_object obj;
+    size_t off = 0;
+    int reason = -1;
+    if (msgpack_unpack((const char *)msg, len, &off, &d->zone, &obj) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        off != len) {
+        reason = WSEL_KV_SKIP_MSGPACK;
+    } else {
+        int rc = decode_batch(d, &obj, block_size);
+        if (rc != 0)
+            reason = rc - 1;
+        else if (d->has_rank && d->rank != dp_rank)
+            reason = WSEL_KV_SKIP_RANK;
+    }
+    /* The decoded batch holds no pointer into the zone: clear it now. */
+    msgpack_zone_clear(&d->zone);
+    return reason;
 }
 
 int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_t dp_rank,
@@ -567,7 +507,6 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
         seq = seq << 8 | sb[i];
 
     int32_t ret = 0;
-    int reason = -1;
     pthread_mutex_lock(&r->dec_mu);
     decoder *d = r->dec;
     if (!d) {
@@ -580,16 +519,12 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
     d->nev = d->nh = 0;
     d->has_rank = 0;
     d->unknown = 0;
-    if (sizes[2] == 0 || !msgpack_sizes_fit(frames[2], sizes[2]))
-        reason = WSEL_KV_SKIP_MSGPACK;
-    else {
-        const unsigned char *msg = frames[2];
-        mp_cursor c = {msg, msg + sizes[2]};
-        int rc = decode_batch(d, &c, r->opt.block_size);
-        if (rc != 0)
-            reason = rc - 1;
-        else if (d->has_rank && d->rank != dp_rank)
-            reason = WSEL_KV_SKIP_RANK;
+    int nomem = 0;
+    int reason =
+        decode_message(d, frames[2], sizes[2], r->opt.block_size, dp_rank, &nomem);
+    if (nomem) {
+        pthread_mutex_unlock(&r->dec_mu);
+        return WSEL_ENOMEM;
     }
     pthread_mutex_lock(&r->mu);
     uint32_t s = rt_slot_of(r, worker_id, dp_rank);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * fuzz_router_events.c -- libFuzzer harness for libwsel-router's KV event
- * decoder (router/events.c, its msgpack reader router/mp_reader.h).
+ * decoder (router/events.c: msgpack-c unpacking, then the event walk).
  *
  * One router in event mode (block size 4, 64 blocks per rank) with one
  * worker of two ranks, made once. Each input: its first byte picks the
