@@ -68,6 +68,10 @@ ngx_http_wsel_get_peer(ngx_peer_connection_t *pc, void *data)
     rrp = wp->rrp;
 
     if (ctx == NULL || !ctx->routed) {
+        if (ctx) {
+            ctx->tried = 1;     /* a cut response is counted all the same */
+        }
+
         return ngx_http_upstream_get_round_robin_peer(pc, rrp);
     }
 

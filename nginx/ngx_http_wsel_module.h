@@ -70,6 +70,7 @@ typedef struct {
     uint64_t                        peer_unavailable;
     uint64_t                        upstream_failures;
     uint64_t                        failed_outcomes;
+    uint64_t                        responses_cut;
     uint64_t                        admin_switches;
     uint64_t                        admin_refused;
     uint64_t                        lat[NGX_HTTP_WSEL_LAT_BUCKETS];
@@ -107,7 +108,8 @@ typedef struct {
     uint32_t                        dp_rank;
     unsigned                        routed:1;
     unsigned                        first:1;
-    unsigned                        tried:1;
+    unsigned                        tried:1;     /* the balancer chose a peer */
+    unsigned                        complete:1;  /* the response's last_buf went by */
     unsigned                        have_cached:1;
     u_char                          rank_text[NGX_INT_T_LEN];
     size_t                          rank_len;

@@ -64,10 +64,19 @@ ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
 }
 
 
+/*
+ * The request's end. A response a peer was tried for whose last buffer
+ * never went by was cut (an engine died mid-response, or the client went
+ * away): counted, whoever's fault.
+ */
 static void
 ngx_http_wsel_cleanup(void *data)
 {
     ngx_http_wsel_ctx_t  *ctx = data;
+
+    if (ctx->tried && !ctx->complete) {
+        ctx->up->responses_cut++;
+    }
 
     ngx_http_wsel_finish(ctx->request, ctx, 0);
 }
@@ -92,10 +101,8 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     int32_t                    rc;
     uint64_t                   t0, dt, us;
     ngx_uint_t                 b;
-    ngx_pool_cleanup_t        *cln;
     wsel_route_request         q;
     wsel_route_result          res;
-    wsel_router_finish         fin;
     ngx_http_wsel_prompt_t     prompt;
     ngx_http_wsel_upstream_t  *up = ctx->up;
 
@@ -149,18 +156,6 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
         return;
     }
 
-    cln = ngx_pool_cleanup_add(r->pool, 0);
-    if (cln == NULL) {
-        ngx_memzero(&fin, sizeof(fin));
-        fin.struct_size = sizeof(fin);
-        fin.flags = WSEL_ROUTER_FINISH_FAILED;
-        (void) wsel_router_finished_ex(up->router, res.request_id, &fin);
-        return;
-    }
-
-    cln->handler = ngx_http_wsel_cleanup;
-    cln->data = ctx;
-
     ctx->routed = 1;
     ctx->request_id = res.request_id;
     ctx->worker_id = res.worker_id;
@@ -209,6 +204,7 @@ ngx_int_t
 ngx_http_wsel_precontent_handler(ngx_http_request_t *r)
 {
     ngx_int_t                   rc;
+    ngx_pool_cleanup_t         *cln;
     ngx_http_wsel_ctx_t        *ctx;
     ngx_http_wsel_loc_conf_t   *wlcf;
     ngx_http_wsel_upstream_t   *up;
@@ -245,10 +241,20 @@ ngx_http_wsel_precontent_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    /* the request's end: its outcome, a cut response (the cleanup is
+     * added before the route, so a routed request always has it) */
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     ctx->up = up;
     ctx->request = r;
     ctx->phase_status = NGX_DONE;
     ngx_http_set_ctx(r, ctx, ngx_http_upstream_wsel_module);
+
+    cln->handler = ngx_http_wsel_cleanup;
+    cln->data = ctx;
 
     rc = ngx_http_read_client_request_body(r, ngx_http_wsel_body_handler);
 
@@ -356,6 +362,12 @@ ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     if (r == r->main && in) {
         ctx = ngx_http_get_module_ctx(r, ngx_http_upstream_wsel_module);
+
+        for (cl = in; ctx && cl; cl = cl->next) {
+            if (cl->buf->last_buf) {
+                ctx->complete = 1;
+            }
+        }
 
         if (ctx && ctx->routed) {
             for (cl = in; cl; cl = cl->next) {

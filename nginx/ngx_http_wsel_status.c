@@ -194,7 +194,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "},\"requests\":%uL,\"routes\":%uL,\"no_prompt\":%uL,"
             "\"builtin_routes\":%uL,\"route_errors\":%uL,\"retries\":%uL,"
             "\"peer_unavailable\":%uL,\"upstream_failures\":%uL,"
-            "\"failed_outcomes\":%uL,"
+            "\"failed_outcomes\":%uL,\"responses_cut\":%uL,"
             "\"admin_switches\":%uL,\"admin_refused\":%uL,"
             "\"prompt_blocks\":%uL,\"overlap_blocks\":%uL,"
             "\"kv_messages\":%uL,\"kv_blocks_stored\":%uL,"
@@ -204,7 +204,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "\"ranks\":[",
             up->requests, rcn.routes, up->no_prompt, rcn.builtin_routes,
             up->route_errors, up->retries, up->peer_unavailable,
-            up->upstream_failures, up->failed_outcomes, up->admin_switches,
+            up->upstream_failures, up->failed_outcomes, up->responses_cut,
+            up->admin_switches,
             up->admin_refused,
             rcn.prompt_blocks, rcn.overlap_blocks, rcn.kv_messages,
             rcn.kv_blocks_stored, rcn.kv_blocks_removed,
@@ -255,6 +256,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         WSEL_PROM("peer_unavailable_total", "counter", up->peer_unavailable);
         WSEL_PROM("upstream_failures_total", "counter", up->upstream_failures);
         WSEL_PROM("failed_outcomes_total", "counter", up->failed_outcomes);
+        WSEL_PROM("responses_cut_total", "counter", up->responses_cut);
         WSEL_PROM("prompt_blocks_total", "counter", rcn.prompt_blocks);
         WSEL_PROM("overlap_blocks_total", "counter", rcn.overlap_blocks);
         WSEL_PROM("kv_messages_total", "counter", rcn.kv_messages);
