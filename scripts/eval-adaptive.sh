@@ -164,5 +164,27 @@ for inp in ("arxiv", "conversation", "shared-prefix", "synthetic"):
 print()
 print("within 3 %%: %d of %d met; beats softmax where a fixed setting does: %d of %d"
       % (met, total, sm_met, sm_total))
+
+# Every setting beside adaptive: TTFT p99 (ms), mean over seeds; the best
+# fixed setting in bold.
+print()
+print("| input | shape | load | softmax | 0 | 0.25 | 0.5 | 1 | 2 | adaptive |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for inp in ("arxiv", "conversation", "shared-prefix", "synthetic"):
+    for shape in ("4x4", "2x8", "mixed", "16x1"):
+        path = os.path.join(sys.argv[1], "%s-%s.json" % (inp, shape))
+        if not os.path.exists(path):
+            continue
+        for load in json.load(open(path))["loads"]:
+            pols = load["policies"]
+            v = lambda p: p["metrics"]["ttft_p99_ms"]["mean"]
+            fixed = sorted((p for p in pols if p["plugin"] == "hysteresis"),
+                           key=lambda p: float(slack(p)))
+            lo = min(v(p) for p in fixed)
+            cells = [("**%.0f**" if v(p) == lo else "%.0f") % v(p) for p in fixed]
+            sm = [p for p in pols if p["plugin"] == "softmax"][0]
+            ad = [p for p in pols if p["plugin"] == "adaptive"][0]
+            print("| %s | %s | %d %% | %.0f | %s | %.0f |"
+                  % (inp, shape, load["percent"], v(sm), " | ".join(cells), v(ad)))
 PY
 cat "$out/adaptive-summary.md"
