@@ -65,6 +65,7 @@ run() { # NAME INPUT-OPTIONS...
         echo "eval-adaptive: $cmd" >&2
         start=$(date +%s)
         {
+            # shellcheck disable=SC2016
             printf '```\n%s\n```\n\n' "$cmd"
             # shellcheck disable=SC2086
             nice -n 5 "$wsel" eval --no-progress "$@" $cl $plugs --seeds "$seeds" \
