@@ -363,6 +363,12 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
 
     peers = up->uscf->peer.data;
 
+    up->peer_down = ngx_pcalloc(cycle->pool, up->npeers + 1);
+    up->ndown = 0;
+    if (up->peer_down == NULL) {
+        return NGX_ERROR;
+    }
+
     for (peer = peers->peer, i = 0; peer; peer = peer->next, i++) {
         srv = ngx_http_wsel_server_of(up, peer);
 

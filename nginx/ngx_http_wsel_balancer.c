@@ -4,7 +4,8 @@
  * ngx_http_wsel_balancer.c -- the balancer: the upstream's peers set up at
  * configuration (the policy checked in a throwaway host), and per request
  * the routed peer handed to nginx's round-robin bookkeeping, or
- * round-robin itself.
+ * round-robin itself; and nginx's view of each peer told to the router,
+ * so the policy does not choose a server nginx holds down.
  */
 
 #include "ngx_http_wsel_module.h"
@@ -20,6 +21,70 @@ static void ngx_http_wsel_free_peer(ngx_peer_connection_t *pc, void *data,
 /* ------------------------------------------------------------------------ */
 /* balancer                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/*
+ * nginx's own peer state, followed: a peer is down once its fails reach
+ * max_fails (round-robin then skips it for fail_timeout from its last
+ * failure, `checked`); it is up again when a request to it succeeds after
+ * a try past fail_timeout (round-robin resets `fails`: accessed < checked)
+ * or when fail_timeout has passed (round-robin would try it again, so the
+ * policy may). Peer i is the router's worker i + 1. The router is told
+ * only of changes (wsel_router_set_worker_available bumps its epoch).
+ */
+static void
+ngx_http_wsel_peer_state(ngx_http_wsel_upstream_t *up, ngx_uint_t i,
+    ngx_http_upstream_rr_peer_t *peer, time_t now)
+{
+    ngx_uint_t  down;
+
+    down = peer->max_fails && peer->fails >= peer->max_fails
+           && now - peer->checked <= peer->fail_timeout;
+
+    if (up->router == NULL || up->peer_down == NULL || i >= up->npeers
+        || down == up->peer_down[i])
+    {
+        return;
+    }
+
+    if (wsel_router_set_worker_available(up->router, i + 1, !down) != 0) {
+        return;
+    }
+
+    up->peer_down[i] = (u_char) down;
+
+    if (down) {
+        up->ndown++;
+        up->peers_marked_down++;
+
+    } else {
+        up->ndown--;
+    }
+}
+
+
+/* Before a route, while some peer is marked down: has fail_timeout passed? */
+void
+ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up)
+{
+    time_t                         now;
+    ngx_uint_t                     i;
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_upstream_rr_peers_t  *peers;
+
+    peers = up->uscf->peer.data;
+    now = ngx_time();
+
+    ngx_http_upstream_rr_peers_rlock(peers);
+
+    for (peer = peers->peer, i = 0; peer && up->ndown; peer = peer->next, i++) {
+        if (i < up->npeers && up->peer_down[i]) {
+            ngx_http_wsel_peer_state(up, i, peer, now);
+        }
+    }
+
+    ngx_http_upstream_rr_peers_unlock(peers);
+}
+
 
 static ngx_int_t
 ngx_http_wsel_init_peer(ngx_http_request_t *r,
@@ -133,11 +198,37 @@ ngx_http_wsel_free_peer(ngx_peer_connection_t *pc, void *data,
 {
     ngx_http_wsel_peer_data_t  *wp = data;
 
+    ngx_uint_t                         i;
+    ngx_http_upstream_rr_peer_t       *peer, *p;
+    ngx_http_upstream_rr_peer_data_t  *rrp = wp->rrp;
+
     if (state & NGX_PEER_FAILED) {
         wp->up->upstream_failures++;
     }
 
-    ngx_http_upstream_free_round_robin_peer(pc, wp->rrp, state);
+    peer = rrp->current;
+
+    ngx_http_upstream_free_round_robin_peer(pc, rrp, state);
+
+    /* round-robin has counted the failure or the success: follow it (a
+     * success with no peer marked down changes nothing, and costs nothing) */
+    if (peer == NULL || rrp->peers->single
+        || (!(state & NGX_PEER_FAILED) && wp->up->ndown == 0))
+    {
+        return;
+    }
+
+    ngx_http_upstream_rr_peers_rlock(rrp->peers);
+
+    for (p = rrp->peers->peer, i = 0; p && p != peer; p = p->next) {
+        i++;
+    }
+
+    if (p) {
+        ngx_http_wsel_peer_state(wp->up, i, p, ngx_time());
+    }
+
+    ngx_http_upstream_rr_peers_unlock(rrp->peers);
 }
 
 

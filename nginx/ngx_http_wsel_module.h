@@ -56,6 +56,9 @@ typedef struct {
     wsel_router                    *router;
     ngx_uint_t                      npeers;
     ngx_str_t                      *peer_names; /* by worker id - 1 */
+    u_char                         *peer_down; /* by worker id - 1: told
+                                                  the router unavailable */
+    ngx_uint_t                      ndown;     /* how many */
     uint32_t                       *tokens;    /* the prompt being routed */
     size_t                          tokens_cap;
     ngx_event_t                     flush;     /* deferred history record */
@@ -71,6 +74,7 @@ typedef struct {
     uint64_t                        upstream_failures;
     uint64_t                        failed_outcomes;
     uint64_t                        responses_cut;
+    uint64_t                        peers_marked_down;
     uint64_t                        admin_switches;
     uint64_t                        admin_refused;
     uint64_t                        lat[NGX_HTTP_WSEL_LAT_BUCKETS];
@@ -166,6 +170,7 @@ ngx_int_t ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in);
 /* ngx_http_wsel_balancer.c: the peer nginx proxies to */
 ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
+void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 
 /* ngx_http_wsel_status.c: the status and admin locations */
 ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);

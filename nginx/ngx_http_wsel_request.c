@@ -142,6 +142,10 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
         q.overrides |= WSEL_ROUTE_DEFER_HISTORY;
     }
 
+    if (up->ndown) {
+        ngx_http_wsel_recheck_peers(up);
+    }
+
     rc = wsel_router_route(up->router, &q, &res);
 
     if (!up->kv_events && !up->flush.posted) {

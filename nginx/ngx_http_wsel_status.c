@@ -195,6 +195,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "\"builtin_routes\":%uL,\"route_errors\":%uL,\"retries\":%uL,"
             "\"peer_unavailable\":%uL,\"upstream_failures\":%uL,"
             "\"failed_outcomes\":%uL,\"responses_cut\":%uL,"
+            "\"peers_down\":%ui,\"peers_marked_down\":%uL,"
             "\"admin_switches\":%uL,\"admin_refused\":%uL,"
             "\"prompt_blocks\":%uL,\"overlap_blocks\":%uL,"
             "\"kv_messages\":%uL,\"kv_blocks_stored\":%uL,"
@@ -205,6 +206,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             up->requests, rcn.routes, up->no_prompt, rcn.builtin_routes,
             up->route_errors, up->retries, up->peer_unavailable,
             up->upstream_failures, up->failed_outcomes, up->responses_cut,
+            up->ndown, up->peers_marked_down,
             up->admin_switches,
             up->admin_refused,
             rcn.prompt_blocks, rcn.overlap_blocks, rcn.kv_messages,
@@ -257,6 +259,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         WSEL_PROM("upstream_failures_total", "counter", up->upstream_failures);
         WSEL_PROM("failed_outcomes_total", "counter", up->failed_outcomes);
         WSEL_PROM("responses_cut_total", "counter", up->responses_cut);
+        WSEL_PROM("peers_down", "gauge", up->ndown);
+        WSEL_PROM("peers_marked_down_total", "counter", up->peers_marked_down);
         WSEL_PROM("prompt_blocks_total", "counter", rcn.prompt_blocks);
         WSEL_PROM("overlap_blocks_total", "counter", rcn.overlap_blocks);
         WSEL_PROM("kv_messages_total", "counter", rcn.kv_messages);

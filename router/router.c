@@ -148,7 +148,7 @@ void wsel_router_read_counters(wsel_router *r, wsel_router_counters *out)
 static uint32_t flags_of(const wsel_router *r, const rt_slot *s)
 {
     uint32_t f = 0;
-    if (r->workers[s->worker].draining)
+    if (r->workers[s->worker].draining || r->workers[s->worker].unavailable)
         f |= WSEL_ROW_EXCLUDED;
     if ((r->opt.busy_active_requests &&
          s->active_requests >= r->opt.busy_active_requests) ||

@@ -35,6 +35,7 @@ typedef struct rt_worker {
     uint64_t id;
     uint32_t in_use;
     uint32_t draining;
+    uint32_t unavailable; /* wsel_router_set_worker_available */
     uint32_t dp_size;
     uint32_t slots[RT_MAX_DP];
     char address[256];
@@ -62,7 +63,7 @@ typedef struct rt_table {
     uint32_t *dp_rank, *overlap, *active, *gfirst, *gcount;
     uint32_t *slot;      /* row -> rank slot */
     uint8_t *flags;      /* as the route sees them */
-    uint8_t *base_flags; /* WSEL_ROW_EXCLUDED of a draining worker */
+    uint8_t *base_flags; /* WSEL_ROW_EXCLUDED of a draining or unavailable worker */
     uint32_t num_groups;
     uint64_t epoch; /* of the static columns; 0 = never written */
 } rt_table;

@@ -2,7 +2,8 @@
 /*
  * table.c -- the candidate table a route hands to libwsel-host, kept in
  * column form between routes. What changes only with the topology (worker
- * ids, ranks, capacity, the group view, a draining worker's excluded flag)
+ * ids, ranks, capacity, the group view, the excluded flag of a draining or
+ * unavailable worker)
  * is written when the epoch moves; a route writes only what depends on the
  * request and the loads (overlap, prefill, decode, cost, requests in
  * flight, busy), in one pass over the rows, with wsel_table_build's
@@ -65,7 +66,7 @@ static void fill_static(wsel_router *r)
         t->worker_id[i] = w->id;
         t->dp_rank[i] = s->rank;
         t->kvcap[i] = r->opt.capacity_blocks;
-        t->base_flags[i] = w->draining ? WSEL_ROW_EXCLUDED : 0;
+        t->base_flags[i] = w->draining || w->unavailable ? WSEL_ROW_EXCLUDED : 0;
         if (i == 0 || t->worker_id[i - 1] != w->id)
             t->gfirst[groups++] = i;
     }

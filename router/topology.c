@@ -182,6 +182,28 @@ int32_t wsel_router_drain_worker(wsel_router *r, uint64_t worker_id)
     return 0;
 }
 
+int32_t wsel_router_set_worker_available(wsel_router *r, uint64_t worker_id,
+                                         int available)
+{
+    if (!r)
+        return WSEL_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    uint32_t w = rt_map_get(&r->worker_ids, worker_id);
+    if (w == RT_MAP_NONE) {
+        pthread_mutex_unlock(&r->mu);
+        return WSEL_ENOENT;
+    }
+    uint32_t unavailable = available ? 0 : 1;
+    if (r->workers[w].unavailable != unavailable) {
+        r->workers[w].unavailable = unavailable;
+        r->epoch++;
+        rt_log(r, WSEL_LOG_INFO, "worker %llu %s", (unsigned long long)worker_id,
+               unavailable ? "unavailable: its rows excluded" : "available again");
+    }
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
 int32_t wsel_router_remove_worker(wsel_router *r, uint64_t worker_id)
 {
     if (!r)

@@ -5,8 +5,8 @@
  * load accounting, and one call that routes a request.
  *
  *   topology   workers (an address and a DP size each), their ranks in
- *              canonical order (worker id, then dp rank); add, drain,
- *              remove; every change bumps the topology epoch.
+ *              canonical order (worker id, then dp rank); add, drain, mark
+ *              unavailable, remove; every change bumps the topology epoch.
  *   KV index   which (worker, rank) holds which block. Fed by KV events
  *              (vLLM's ZeroMQ/msgpack format, as wsel-engine publishes it;
  *              a SUB socket per rank; blocks re-hashed from their token ids
@@ -145,6 +145,17 @@ WSEL_ROUTER_API int32_t wsel_router_drain_worker(wsel_router *router, uint64_t w
  * epoch. WSEL_ENOENT if unknown. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_remove_worker(wsel_router *router,
                                                   uint64_t worker_id);
+/* Mark a worker unavailable (available = 0: the caller found it down,
+ * e.g. connections failing) or available again (1). While unavailable its
+ * rows are flagged WSEL_ROW_EXCLUDED, as a draining worker's are, so the
+ * policy does not choose them (if every row is excluded, a route answers
+ * WSEL_ENOCANDIDATE); its requests in flight, load, KV index entries and
+ * subscriptions stay, and it is not removed. A change bumps the epoch;
+ * setting the state it has already is a no-op (0, epoch unchanged).
+ * Independent of drain: a draining worker stays excluded whatever this
+ * says. WSEL_ENOENT if unknown, WSEL_EINVAL for NULL. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_set_worker_available(wsel_router *router,
+                                                         uint64_t worker_id, int available);
 /* The topology epoch (starts at 1, +1 per change). [any thread] */
 WSEL_ROUTER_API uint64_t wsel_router_epoch(const wsel_router *router);
 

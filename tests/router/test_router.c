@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_router.c -- libwsel-router with exact answers: hashing (pinned XXH3
- * values, the chaining rule), topology (epochs, limits, drain, remove), the
- * route's overlaps and its load accounting, the history index's LRU bound,
- * a bundled plugin answering through the router, and the outcomes a
- * finished request delivers to the policy (a fixture plugin logs them).
+ * values, the chaining rule), topology (epochs, limits, drain, remove,
+ * unavailable), the route's overlaps and its load accounting, the history
+ * index's LRU bound, a bundled plugin answering through the router, and the
+ * outcomes a finished request delivers to the policy (a fixture plugin logs
+ * them).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -179,6 +180,72 @@ static void test_drain(void **state)
     /* Removing the last worker leaves no candidate. */
     assert_int_equal(wsel_router_remove_worker(r, other), 0);
     assert_int_equal(route(r, t, 8, &res), WSEL_ENOCANDIDATE);
+    done(&f);
+}
+
+/* Unavailable: excluded while marked, load and index kept, back as it was. */
+static void test_unavailable(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    add(r, 1, 2); /* rows 0, 1 */
+    add(r, 2, 1); /* row 2 */
+    assert_int_equal(wsel_router_epoch(r), 3);
+    uint32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    wsel_route_result a, o;
+    /* The prompt's two blocks are cached where it went first. */
+    assert_int_equal(route(r, t, 8, &a), 0);
+    assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    const uint64_t home = a.worker_id, other = home == 1 ? 2 : 1;
+    assert_int_equal(route(r, t, 8, &o), 0);
+    assert_int_equal(o.worker_id, home);
+    assert_int_equal(o.dp_rank, a.dp_rank);
+    assert_int_equal(o.overlap_blocks, 2);
+    /* o stays in flight on home. Home goes down: one epoch, rows excluded. */
+    assert_int_equal(wsel_router_set_worker_available(r, home, 0), 0);
+    assert_int_equal(wsel_router_epoch(r), 4);
+    assert_int_equal(wsel_router_set_worker_available(r, home, 0), 0); /* no change */
+    assert_int_equal(wsel_router_epoch(r), 4);
+    wsel_router_rank_info ri[3];
+    assert_int_equal(wsel_router_read_ranks(r, ri, 3), 3);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_int_equal(ri[i].flags & WSEL_ROW_EXCLUDED,
+                         ri[i].worker_id == home ? WSEL_ROW_EXCLUDED : 0);
+    const uint32_t hrow = home == 1 ? a.dp_rank : 2;
+    assert_int_equal(ri[hrow].active_requests, 1); /* its load stays */
+    assert_int_equal(ri[hrow].cached_blocks, 2);   /* and its index */
+    /* Every route goes to the other worker, though home holds the prefix. */
+    for (int i = 0; i < 4; i++) {
+        wsel_route_result b;
+        assert_int_equal(route(r, t, 8, &b), 0);
+        assert_int_equal(b.worker_id, other);
+        assert_int_equal(b.overlap_blocks, i == 0 ? 0 : 2);
+        assert_int_equal(wsel_router_finished(r, b.request_id), 0);
+    }
+    /* Its request in flight still finishes there. */
+    assert_int_equal(wsel_router_finished(r, o.request_id), 0);
+    /* Both down: no candidate. Unknown worker, NULL router. */
+    assert_int_equal(wsel_router_set_worker_available(r, other, 0), 0);
+    assert_int_equal(wsel_router_epoch(r), 5);
+    assert_int_equal(route(r, t, 8, &o), WSEL_ENOCANDIDATE);
+    assert_int_equal(wsel_router_set_worker_available(r, 9, 1), WSEL_ENOENT);
+    assert_int_equal(wsel_router_set_worker_available(NULL, 1, 1), WSEL_EINVAL);
+    /* Home back (one epoch): the prompt goes home again, to its prefix. */
+    assert_int_equal(wsel_router_set_worker_available(r, home, 1), 0);
+    assert_int_equal(wsel_router_epoch(r), 6);
+    assert_int_equal(route(r, t, 8, &o), 0);
+    assert_int_equal(o.worker_id, home);
+    assert_int_equal(o.dp_rank, a.dp_rank);
+    assert_int_equal(o.overlap_blocks, 2);
+    /* Drained stays excluded whatever availability says. */
+    assert_int_equal(wsel_router_set_worker_available(r, other, 1), 0);
+    assert_int_equal(wsel_router_drain_worker(r, home), 0);
+    assert_int_equal(wsel_router_set_worker_available(r, home, 1), 0);
+    assert_int_equal(wsel_router_read_ranks(r, ri, 3), 3);
+    assert_int_equal(ri[hrow].flags & WSEL_ROW_EXCLUDED, WSEL_ROW_EXCLUDED);
+    assert_int_equal(route(r, t, 8, &a), 0);
+    assert_int_equal(a.worker_id, other);
     done(&f);
 }
 
@@ -742,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_hash_rule),
         cmocka_unit_test(test_topology),
         cmocka_unit_test(test_drain),
+        cmocka_unit_test(test_unavailable),
         cmocka_unit_test(test_accounting),
         cmocka_unit_test(test_partial_overlap_and_text),
         cmocka_unit_test(test_history_lru_bound),
