@@ -38,7 +38,18 @@ Cases:
             reset before a header) on a live engine: every request started
             after the kill is answered 200. The status counts the upstream
             failures and retries, and the cut responses (responses_cut, as
-            many as the clients saw), and no load is left on the dead ranks
+            many as the clients saw), and no load is left on the dead ranks.
+            nginx holds the dead engine down and the module tells the
+            router: its ranks are excluded (peers_down 1, rank flags), and
+            20 more requests go to live engines by the policy's own choice
+            (peer_unavailable, retries and upstream_failures do not grow)
+  outcomes  tests/router's outcome fixture as the policy (it logs every
+            outcome it is told; path in WSEL_OUTCOME_FIXTURE): 10 clean
+            requests give 10 outcomes with the prompt's tokens, the
+            response's output tokens and no failed flag, and the status's
+            failed_outcomes stays 0; a routed request the engine answers
+            400 (max_tokens not an integer) gives a failed outcome and
+            failed_outcomes 1
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -57,6 +68,7 @@ import time
 
 CEILING_S = 120
 BLOCK = 64
+WSEL_ROW_EXCLUDED = 0x02  # abi/wsel.h
 
 
 def fail(msg):
@@ -784,17 +796,114 @@ def case_kill(args):
                  % (s["requests"], answered + 20, s))
         if sum(r["active_requests"] for r in s["ranks"]) != 0:
             fail("load left after the kill: %r" % s["ranks"])
+        # The policy routes around the dead engine: nginx holds it down
+        # (max_fails=1, fail_timeout longer than the test), the module told
+        # the router, its ranks are excluded from the policy's table.
+        if s["peers_down"] != 1 or s["peers_marked_down"] - before["peers_marked_down"] < 1:
+            fail("the dead engine is not marked down: %r" % s)
+        for r in s["ranks"]:
+            excluded = bool(r["flags"] & WSEL_ROW_EXCLUDED)
+            if excluded != (r["server"] == victim.addr):
+                fail("rank flags after the kill: %r" % s["ranks"])
+        # so later requests are chosen among live engines by the policy
+        # itself: none goes to nginx's round-robin (peer_unavailable), none
+        # is retried, none fails
+        for i in range(20):
+            st, body = complete(ng.port, list(range(1000 + i * 7, 1000 + i * 7 + 2 * BLOCK)), 2)
+            if st != 200:
+                fail("request %d after the exclusion: %d %s" % (i, st, body[:200]))
+        s2 = ng.get_status()
+        for k in ("peer_unavailable", "retries", "upstream_failures", "responses_cut"):
+            if s2[k] != s[k]:
+                fail("%s grew once the dead engine was excluded: %d -> %d"
+                     % (k, s[k], s2[k]))
+        if s2["requests"] != s["requests"] + 20 or s2["route_errors"] != 0:
+            fail("status after the exclusion: %r" % s2)
         print("kill: engine %s killed after %d answers; %d responses in flight there cut "
-              "(nginx logged %d), %d requests answered after the kill, all 200; status: "
-              "upstream_failures +%d, retries +%d, peer_unavailable +%d"
-              % (victim.addr, killed_at, cut, logged, answered - killed_at - cut + 20,
-                 failures, retries, unavailable))
+              "(nginx logged %d, status responses_cut %d), %d requests answered after the "
+              "kill, all 200; status: upstream_failures +%d, retries +%d, "
+              "peer_unavailable +%d; then 20 more requests with the engine excluded: "
+              "peer_unavailable, retries, upstream_failures +0"
+              % (victim.addr, killed_at, cut, logged,
+                 s["responses_cut"] - before["responses_cut"],
+                 answered - killed_at - cut + 20, failures, retries, unavailable))
     finally:
         if traffic:
             traffic.stop()
         ng.stop()
         for e in engines:
             e.stop()
+
+OUTCOME_LINE = re.compile(
+    r"wsel: outcome (\d+) on (\d+)/(\d+) ttft=(\d+) e2e=(\d+) fin=\d+ prompt=(\d+) "
+    r"cached=\d+ output=(\d+) flags=(\d+)")
+
+
+def case_outcomes(args):
+    """The outcomes reach the policy and failed_outcomes counts the failed
+    ones: tests/router's outcome fixture (it logs every outcome it is told)
+    as nginx's policy; 10 clean requests, then one the engine answers 400."""
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    fixture = os.environ.get("WSEL_OUTCOME_FIXTURE", "")
+    if not os.path.isfile(fixture):
+        fail("WSEL_OUTCOME_FIXTURE is not a file: %r" % fixture)
+    engines, ng = start_all(args, n=2)
+    addrs = [e.addr for e in engines]
+
+    def outcomes():
+        return [tuple(int(x) for x in m.groups()) for m in OUTCOME_LINE.finditer(ng.log())]
+
+    def wait_counts(n, failed):
+        for _ in deadline_loop("%d outcomes, %d failed" % (n, failed)):
+            s = ng.get_status()
+            if len(outcomes()) >= n and s["failed_outcomes"] >= failed:
+                return s, outcomes()
+
+    try:
+        ng.write_conf(fixture)
+        ng.start()
+        wait_policy(ng, "router_outcome_fixture")
+        prompt = list(range(2 * BLOCK))
+        for i in range(10):
+            st, body = complete(ng.port, [t + i for t in prompt], 3)
+            if st != 200:
+                fail("clean request %d: %d %s" % (i, st, body[:200]))
+        s, got = wait_counts(10, 0)
+        if s["failed_outcomes"] != 0 or s["requests"] != 10 or s["no_prompt"] != 0:
+            fail("clean run: status %r" % s)
+        if len(got) != 10:
+            fail("clean run: %d outcomes for 10 requests: %r" % (len(got), got))
+        for rid, w, rank, ttft, e2e, ptoks, out, flags in got:
+            if (w not in (1, 2) or rank not in (0, 1) or ptoks != 2 * BLOCK or out != 3
+                    or flags != 0 or ttft > e2e):
+                fail("clean outcome: id %d on %d/%d ttft=%d e2e=%d prompt=%d output=%d "
+                     "flags=%d" % (rid, w, rank, ttft, e2e, ptoks, out, flags))
+        if len(set(g[0] for g in got)) != 10:
+            fail("outcome ids repeat: %r" % got)
+        # a prompt the module routes, which the engine refuses: 400
+        st, body = hreq(ng.port, "POST", "/v1/completions",
+                        json.dumps({"prompt": prompt, "max_tokens": "three"}),
+                        {"Content-Type": "application/json"})
+        if st != 400:
+            fail("bad max_tokens: %d %s (the engine answers 400)" % (st, body[:200]))
+        s, got = wait_counts(11, 1)
+        if s["failed_outcomes"] != 1 or s["requests"] != 11 or len(got) != 11:
+            fail("after a 400: failed_outcomes %d, requests %d, %d outcomes"
+                 % (s["failed_outcomes"], s["requests"], len(got)))
+        last = got[-1]
+        if last[7] != 1 or last[6] != 0 or last[5] != 2 * BLOCK:
+            fail("the 400's outcome: %r (flags=1, output=0 expected)" % (last,))
+        if s["responses_cut"] != 0 or s["upstream_failures"] != 0:
+            fail("outcomes: status %r" % s)
+        print("outcomes: 10 clean requests, 10 outcomes logged by the fixture policy "
+              "(prompt %d, output 3, flags 0 each), failed_outcomes 0; one answered 400 "
+              "by the engine: its outcome flags=1 output=0, failed_outcomes 1; "
+              "servers %s" % (2 * BLOCK, addrs))
+    finally:
+        ng.stop()
+        for e in engines:
+            e.stop()
+
 
 def main():
     if len(sys.argv) not in (9, 11):
@@ -805,7 +914,7 @@ def main():
         case_isolated(args)
     else:
         {"route": case_route, "refused": case_refused, "switches": case_switches,
-         "kill": case_kill}[case](args[:7])
+         "kill": case_kill, "outcomes": case_outcomes}[case](args[:7])
     print("PASS")
 
 
