@@ -43,6 +43,13 @@ Cases:
             router: its ranks are excluded (peers_down 1, rank flags), and
             20 more requests go to live engines by the policy's own choice
             (peer_unavailable, retries and upstream_failures do not grow)
+  fail_timeout
+            the exclusion follows nginx's fail_timeout: one of two engines
+            killed (max_fails=1 fail_timeout=1s); sequential requests until
+            nginx counts it failed and the module excludes it, then until
+            the exclusion has lifted after fail_timeout, the policy chose it
+            again, nginx counted that failure and it is excluded again
+            (upstream_failures = peers_marked_down, every request 200)
   outcomes  tests/router's outcome fixture as the policy (it logs every
             outcome it is told; path in WSEL_OUTCOME_FIXTURE): 10 clean
             requests give 10 outcomes with the prompt's tokens, the
@@ -834,6 +841,58 @@ def case_kill(args):
         for e in engines:
             e.stop()
 
+def case_fail_timeout(args):
+    """The exclusion follows nginx's fail_timeout: one of two engines
+    killed before any traffic (max_fails=1 fail_timeout=1s); sequential
+    requests until nginx counts it failed (its ranks excluded), then until
+    the exclusion has lifted after fail_timeout, the policy has chosen it
+    again, nginx has counted that failure too and it is excluded again."""
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    softmax = os.path.join(plugins, "softmax.so")
+    engines, ng = start_all(args, n=2)
+    victim = engines[1]
+    n = [0]
+
+    def one():
+        prompt = list(range(n[0] * 3 % 30000, n[0] * 3 % 30000 + 2 * BLOCK))
+        st, body = complete(ng.port, prompt, 2)
+        if st != 200:
+            fail("request %d: %d %s" % (n[0], st, body[:200]))
+        n[0] += 1
+        return ng.get_status()
+
+    try:
+        ng.write_conf(softmax, server_opts="max_fails=1 fail_timeout=1s",
+                      next_upstream="error timeout non_idempotent")
+        ng.start()
+        wait_policy(ng, "softmax")
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait()
+        for _ in deadline_loop("the dead engine excluded"):
+            s = one()
+            if s["peers_marked_down"] >= 1:
+                break
+        first = n[0]
+        for _ in deadline_loop("the dead engine tried again after fail_timeout"):
+            s = one()
+            if s["peers_marked_down"] >= 2:
+                break
+        # every failure was nginx's first try of the dead engine after it
+        # became available (or at the start), each then excluded at once
+        if (s["upstream_failures"] != s["peers_marked_down"]
+                or s["retries"] != s["upstream_failures"] or s["peers_down"] != 1
+                or s["peer_unavailable"] != 0 or s["route_errors"] != 0):
+            fail("fail_timeout: status %r" % s)
+        print("fail_timeout: the dead engine excluded after request %d, tried again "
+              "after fail_timeout and excluded again by request %d; upstream_failures "
+              "= peers_marked_down = %d, all %d requests 200"
+              % (first, n[0], s["peers_marked_down"], n[0]))
+    finally:
+        ng.stop()
+        for e in engines:
+            e.stop()
+
+
 OUTCOME_LINE = re.compile(
     r"wsel: outcome (\d+) on (\d+)/(\d+) ttft=(\d+) e2e=(\d+) fin=\d+ prompt=(\d+) "
     r"cached=\d+ output=(\d+) flags=(\d+)")
@@ -914,7 +973,8 @@ def main():
         case_isolated(args)
     else:
         {"route": case_route, "refused": case_refused, "switches": case_switches,
-         "kill": case_kill, "outcomes": case_outcomes}[case](args[:7])
+         "kill": case_kill, "outcomes": case_outcomes,
+         "fail_timeout": case_fail_timeout}[case](args[:7])
     print("PASS")
 
 
