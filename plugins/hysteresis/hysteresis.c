@@ -37,16 +37,17 @@
  * taken off the owner's, while its load is inside the bound (see
  * hysteresis_score), so the policy composes in `pipeline`.
  *
- * Cost of a select: one pass over the rows (best cost), a binary search of
- * O(log n) table probes over the request's n blocks, and, when an owner is
- * found, one pass over the rows to find it and the loads; then O(64 + 32
+ * Cost of a select: one pass over the rows (row_scan.h: the best cost and
+ * the spread of loads, no branch per row), a binary search of O(log n)
+ * table probes over the request's n blocks, and, when an owner is found,
+ * the rows up to its own (one fingerprint each); then O(64 + 32
  * log2(n / 64)) table writes. No lock, no allocation.
  */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "row_scan.h"
 #include "sticky_table.h"
 #include "wsel.h"
 
@@ -248,79 +249,50 @@ static void record(hysteresis *h, const wsel_request *req, uint32_t owner)
 
 /* --- the candidates ------------------------------------------------------- */
 
-/* The bits of c - c: zero when c is finite, a NaN's otherwise (x - x is
- * +0.0 for every finite x), so OR-ing them over many costs is one
- * branch-free finiteness test. */
-static uint64_t nonfinite_bits(double c)
-{
-    double z = c - c;
-    uint64_t bits;
-    memcpy(&bits, &z, sizeof(bits));
-    return bits;
-}
-
 /* Which rows are candidates (the host's rule, eligible_skip: excluded
  * never, busy only when every non-excluded row is busy; inline in a 1.0
- * host) and the best candidate cost. Returns 0, WSEL_ENOCANDIDATE, or
- * WSEL_EINVAL when a candidate cost is not finite (as softmax_sample
+ * host), the best candidate cost and, when the same pass could tell, the
+ * spread of candidate loads (row_scan.h). Returns 0, WSEL_ENOCANDIDATE,
+ * or WSEL_EINVAL when a candidate cost is not finite (as softmax_sample
  * would). */
 static int32_t scan_candidates(const wsel_host_api *host, const wsel_table *t,
-                               uint8_t *out_skip, double *out_best)
+                               uint8_t *out_skip, row_scan_result *out_scan)
 {
     uint8_t skip;
     int32_t rc = wsel_call_eligible_skip(host, t->flags, t->num_rows, &skip, NULL);
     if (rc < 0)
         return rc;
-    double best = INFINITY;
-    uint64_t bad = 0;
-    const uint8_t *flags = t->flags;
-    const double *cost = t->cost;
-    for (uint32_t i = 0; i < t->num_rows; i++) {
-        double c = cost[i];
-        if (flags[i] & skip)
-            continue;
-        bad |= nonfinite_bits(c);
-        best = best < c ? best : c;
+    row_scan(t->flags, t->cost, t->prefill_tokens, t->num_rows, skip, out_scan);
+    if (!out_scan->best_known) {
+        rc = row_scan_best(t->flags, t->cost, t->num_rows, skip, &out_scan->best);
+        if (rc != 0)
+            return rc;
+        out_scan->best_known = 1;
     }
-    if (bad != 0)
-        return WSEL_EINVAL;
     *out_skip = skip;
-    *out_best = best;
     return 0;
 }
 
 /*
- * The row whose owner fingerprint is `owner`, if it is a candidate, and the
- * least and mean load over candidates, the load being prefill_tokens: the
- * tokens a rank must prefill before this request's first token (its queued
- * prefill plus this request's uncached tokens), which is what a request's
- * time to first token grows with. Returns the row or UINT32_MAX.
+ * The first candidate row whose owner fingerprint is `owner`, or
+ * UINT32_MAX. Each worker's mix is computed only until the row is found,
+ * and a row's flags are read only when its fingerprint matches: the
+ * fingerprint's high 32 bits of sticky_mix64, with 0 stored as 1, equal
+ * `owner` exactly when (bits | (owner == 1)) == owner.
  */
-static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip,
-                          double *out_owner_load, double *out_min_load,
-                          double *out_mean_load)
+static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
 {
-    uint32_t row = UINT32_MAX, n = 0;
-    double min_load = INFINITY, sum = 0.0;
+    const uint32_t zero_too = owner == 1u;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         uint64_t wm = sticky_worker_mix(t->worker_id[first]);
         for (uint32_t i = first; i < end; i++) {
-            if (t->flags[i] & skip)
-                continue;
-            double load = (double)t->prefill_tokens[i];
-            min_load = load < min_load ? load : min_load;
-            sum += load;
-            n++;
-            if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == owner) {
-                row = i;
-                *out_owner_load = load;
-            }
+            uint32_t fp = (uint32_t)(sticky_mix64(wm + t->dp_rank[i]) >> 32);
+            if ((fp | zero_too) == owner && (t->flags[i] & skip) == 0)
+                return i;
         }
     }
-    *out_min_load = min_load;
-    *out_mean_load = n > 0 ? sum / (double)n : 0.0;
-    return row;
+    return UINT32_MAX;
 }
 
 /* The explanation (ABI 1.1), written only into a choice that has room. */
@@ -333,6 +305,23 @@ static void explain(wsel_choice *choice, uint32_t reason, double cost)
     choice->score = cost;
 }
 
+/* Whether row `row` (a candidate) has its load inside the bound:
+ *     load <= least + load_slack * (mean - least) over candidates,
+ * the load being prefill_tokens: the tokens a rank must prefill before
+ * this request's first token (its queued prefill plus this request's
+ * uncached tokens), which is what a request's time to first token grows
+ * with. */
+static int load_in_bound(const hysteresis *h, const wsel_table *t, uint8_t skip,
+                         const row_scan_result *scan, uint32_t row)
+{
+    double min_load = scan->min_load, mean_load = scan->mean_load;
+    if (!scan->loads_known)
+        row_scan_loads(t->flags, t->prefill_tokens, t->num_rows, skip, &min_load,
+                       &mean_load);
+    double bound = min_load + h->load_slack * (mean_load - min_load);
+    return (double)t->prefill_tokens[row] <= bound;
+}
+
 /*
  * The request's owner's row (the owner fingerprint found in *out_owner, 0:
  * none) when it is a candidate and its load is inside the bound, else
@@ -340,16 +329,15 @@ static void explain(wsel_choice *choice, uint32_t reason, double cost)
  * band: cost <= best + band_width(h, best).
  */
 static uint32_t owner_in_bound(const hysteresis *h, const wsel_request *req,
-                               const wsel_table *t, uint8_t skip, uint32_t *out_owner)
+                               const wsel_table *t, uint8_t skip,
+                               const row_scan_result *scan, uint32_t *out_owner)
 {
     uint32_t owner = find_owner(h, req);
     *out_owner = owner;
     if (owner == 0)
         return UINT32_MAX;
-    double owner_load = 0.0, min_load = 0.0, mean_load = 0.0;
-    uint32_t row = owner_row(t, owner, skip, &owner_load, &min_load, &mean_load);
-    double bound = min_load + h->load_slack * (mean_load - min_load);
-    return row != UINT32_MAX && owner_load <= bound ? row : UINT32_MAX;
+    uint32_t row = owner_row(t, owner, skip);
+    return row != UINT32_MAX && load_in_bound(h, t, skip, scan, row) ? row : UINT32_MAX;
 }
 
 /* The dead band's width around the best candidate cost. */
@@ -363,10 +351,11 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
 {
     hysteresis *h = instance;
     uint8_t skip;
-    double best;
-    int32_t rc = scan_candidates(h->host, t, &skip, &best);
+    row_scan_result scan;
+    int32_t rc = scan_candidates(h->host, t, &skip, &scan);
     if (rc != 0)
         return rc;
+    double best = scan.best;
     /* softmax_sample's own argument checks, so that keeping an owner
      * (which skips it) fails exactly where a fresh choice would. */
     double temperature = req->temperature > 0.0 ? req->temperature : h->temperature;
@@ -374,9 +363,13 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
         !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;
 
-    uint32_t owner;
-    uint32_t kept = owner_in_bound(h, req, t, skip, &owner);
-    if (kept != UINT32_MAX && t->cost[kept] <= best + band_width(h, best)) {
+    /* The owner's row, then the dead band (one compare), and only then the
+     * load bound (a pass over the rows): the same rule as owner_in_bound,
+     * its cheap test first. */
+    uint32_t owner = find_owner(h, req);
+    uint32_t kept = owner != 0 ? owner_row(t, owner, skip) : UINT32_MAX;
+    if (kept != UINT32_MAX && t->cost[kept] <= best + band_width(h, best) &&
+        load_in_bound(h, t, skip, &scan, kept)) {
         choice->row = kept;
         record(h, req, owner);
         explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
@@ -417,14 +410,15 @@ static int32_t hysteresis_score(void *instance, const wsel_request *req,
 {
     const hysteresis *h = instance;
     uint8_t skip;
-    double best;
-    int32_t rc = scan_candidates(h->host, t, &skip, &best);
+    row_scan_result scan;
+    int32_t rc = scan_candidates(h->host, t, &skip, &scan);
     if (rc != 0)
         return rc;
+    double best = scan.best;
     for (uint32_t i = 0; i < t->num_rows; i++)
         scores[i] = isfinite(t->cost[i]) ? t->cost[i] : DBL_MAX;
     uint32_t owner;
-    uint32_t kept = owner_in_bound(h, req, t, skip, &owner);
+    uint32_t kept = owner_in_bound(h, req, t, skip, &scan, &owner);
     if (kept != UINT32_MAX)
         scores[kept] = t->cost[kept] - band_width(h, best);
     return 0;

@@ -8,15 +8,9 @@
 
 #include "wsel.h"
 
-/* splitmix64's finaliser: a well-mixed, bijective 64-bit hash. */
 static uint64_t mix64(uint64_t x)
 {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
+    return sticky_mix64(x);
 }
 
 int32_t sticky_table_init(sticky_table *table, uint32_t capacity)
@@ -70,15 +64,4 @@ void sticky_table_put(sticky_table *table, uint64_t key, uint32_t owner)
      * when the slot already says so: the common case for a hot prefix. */
     if (atomic_load_explicit(slot, memory_order_relaxed) != v)
         atomic_store_explicit(slot, v, memory_order_relaxed);
-}
-
-uint64_t sticky_worker_mix(uint64_t worker_id)
-{
-    return mix64(worker_id ^ 0x6a09e667f3bcc909ull);
-}
-
-uint32_t sticky_owner(uint64_t worker_mix, uint32_t dp_rank)
-{
-    uint32_t fp = (uint32_t)(mix64(worker_mix + dp_rank) >> 32);
-    return fp != 0 ? fp : 1u;
 }
