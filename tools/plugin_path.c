@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 const char *const wsel_bundled_plugins[] = {
-    "softmax", "random", "roundrobin", "p2c", "hysteresis", "dpgroup", "chash",
+    "softmax",    "random",  "roundrobin", "p2c",
+    "hysteresis", "dpgroup", "chash",      "adaptive",
 };
 const unsigned wsel_num_bundled_plugins =
     sizeof(wsel_bundled_plugins) / sizeof(wsel_bundled_plugins[0]);
@@ -45,8 +46,8 @@ static int is_valid_name(const char *name)
         return 0;
     for (const char *p = name; *p; p++) {
         char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
             return 0;
     }
     return 1;
