@@ -500,40 +500,94 @@ static uint64_t rendezvous(const chash *c, const walk_state *w, uint32_t g)
     return chash_mix64(w->key ^ chash_mix64(c->ring.workers[g]));
 }
 
-/* One pass over the rows (a spill judges every worker): each worker's load,
- * eligible ranks and cheapest eligible rank (cheapest_rank's order) in the
- * same loop; rendezvous hashes only for exact ties. */
-static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state *w)
+/* load_cap for a worker of `ranks` eligible ranks, remembered per rank
+ * count for one request (memo: 0 = not yet; a cap is >= 1): a spill asks
+ * it for every worker, and workers share a few rank counts. */
+#define CAP_MEMO 65u
+static uint64_t cap_of(const chash *c, const walk_state *w, uint64_t *memo,
+                       uint32_t ranks)
+{
+    if (ranks >= CAP_MEMO)
+        return load_cap(c->epsilon, w->total, ranks, w->capacity);
+    if (memo[ranks] == 0)
+        memo[ranks] = load_cap(c->epsilon, w->total, ranks, w->capacity);
+    return memo[ranks];
+}
+
+/*
+ * One pass over the rows (a spill judges every worker): each worker's
+ * load, eligible ranks and cheapest eligible rank (cheapest_rank's order:
+ * cost, then fewer requests, then the lower row) in the same loop;
+ * rendezvous hashes only for exact ties. With `home` a worker (not
+ * UINT32_MAX) it also answers held_elsewhere(home) into *out_holder, the
+ * holders' overlaps read only for workers inside the bound until one
+ * holds the content. The workers' loads per rank (the fallback when none
+ * is inside the bound) only when that happens, in a second pass.
+ */
+static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state *w,
+                           uint32_t home, int *out_holder)
 {
     const uint8_t *flags = t->flags;
     const double *cost = t->cost;
     const uint32_t *active = t->active_requests;
-    uint32_t best = UINT32_MAX, best_g = 0, lightest = UINT32_MAX;
+    const uint8_t skip = w->skip;
+    uint64_t memo[CAP_MEMO];
+    memset(memo, 0, sizeof(memo));
+    int need = home != UINT32_MAX && w->depth > 0, holder = 0;
+    uint32_t best = UINT32_MAX, best_g = 0;
+    double best_cost = 0.0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        uint64_t load;
+        uint32_t ranks, pick;
+        double pick_cost;
+        if (count == 1) {
+            load = active[first];
+            ranks = (flags[first] & skip) == 0;
+            pick = first;
+            pick_cost = cost[first];
+        } else {
+            load = 0;
+            ranks = 0;
+            pick = UINT32_MAX;
+            pick_cost = 0.0;
+            uint32_t pick_active = 0;
+            for (uint32_t i = first; i < first + count; i++) {
+                uint32_t a = active[i];
+                load += a;
+                if (flags[i] & skip)
+                    continue;
+                double ci = cost[i];
+                if (ranks++ == 0 || ci < pick_cost ||
+                    (ci == pick_cost && a < pick_active)) {
+                    pick = i;
+                    pick_cost = ci;
+                    pick_active = a;
+                }
+            }
+        }
+        if (ranks == 0 || load + 1 > cap_of(c, w, memo, ranks))
+            continue;
+        if (best == UINT32_MAX || pick_cost < best_cost ||
+            (pick_cost == best_cost && rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
+            best = pick;
+            best_g = g;
+            best_cost = pick_cost;
+        }
+        if (need && !holder && g != home && group_overlap(t, g, skip) >= w->depth)
+            holder = 1;
+    }
+    *out_holder = holder;
+    if (best != UINT32_MAX)
+        return best;
+    /* No worker inside the bound: the least load per eligible rank. */
+    uint32_t lightest = UINT32_MAX;
     double lightest_load = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
-        uint64_t load = 0;
-        uint32_t ranks = 0, pick = UINT32_MAX;
-        for (uint32_t i = first; i < end; i++) {
-            load += active[i];
-            if (flags[i] & w->skip)
-                continue;
-            ranks++;
-            if (pick == UINT32_MAX || cost[i] < cost[pick] ||
-                (cost[i] == cost[pick] && active[i] < active[pick]))
-                pick = i;
-        }
+        uint64_t load;
+        uint32_t ranks = worker_state(t, g, skip, &load);
         if (ranks == 0)
             continue;
-        if (load + 1 <= load_cap(c->epsilon, w->total, ranks, w->capacity)) {
-            if (best == UINT32_MAX || cost[pick] < cost[best] ||
-                (cost[pick] == cost[best] &&
-                 rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
-                best = pick;
-                best_g = g;
-            }
-            continue;
-        }
         double relative = (double)load / (double)ranks;
         if (lightest == UINT32_MAX || relative < lightest_load ||
             (relative == lightest_load &&
@@ -542,7 +596,13 @@ static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state 
             lightest_load = relative;
         }
     }
-    return best != UINT32_MAX ? best : cheapest_rank(t, lightest, w->skip);
+    return cheapest_rank(t, lightest, skip);
+}
+
+static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state *w)
+{
+    int holder;
+    return spill_pass(c, t, w, UINT32_MAX, &holder);
 }
 
 /* The walk, under the lock (shared or exclusive): the home's cheapest rank
@@ -558,9 +618,15 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     if (rc != 0)
         return rc;
     uint32_t home = walk_home(c, t, &w);
-    *out_row = in_bound(c, t, &w, home) && !held_elsewhere(c, t, &w, home)
-                   ? cheapest_rank(t, home, w.skip)
-                   : spill_row(c, t, &w);
+    int home_in = in_bound(c, t, &w, home);
+    if (home_in && (w.depth == 0 || group_overlap(t, home, w.skip) >= w.depth)) {
+        *out_row = cheapest_rank(t, home, w.skip);
+        return 0;
+    }
+    /* held_elsewhere and spill_row in one pass over the rows. */
+    int holder = 0;
+    uint32_t spill = spill_pass(c, t, &w, home_in ? home : UINT32_MAX, &holder);
+    *out_row = home_in && !holder ? cheapest_rank(t, home, w.skip) : spill;
     return 0;
 }
 
