@@ -547,24 +547,30 @@ static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state
             pick = first;
             pick_cost = cost[first];
         } else {
+            /* Pointers and a size_t index: no re-extension of a 32-bit
+             * row number per access. */
+            const uint32_t *ga = active + first;
+            const uint8_t *gf = flags + first;
+            const double *gc = cost + first;
+            size_t best_k = 0;
+            uint32_t pick_active = 0;
             load = 0;
             ranks = 0;
-            pick = UINT32_MAX;
             pick_cost = 0.0;
-            uint32_t pick_active = 0;
-            for (uint32_t i = first; i < first + count; i++) {
-                uint32_t a = active[i];
+            for (size_t k = 0; k < count; k++) {
+                uint32_t a = ga[k];
                 load += a;
-                if (flags[i] & skip)
+                if (gf[k] & skip)
                     continue;
-                double ci = cost[i];
-                if (ranks++ == 0 || ci < pick_cost ||
-                    (ci == pick_cost && a < pick_active)) {
-                    pick = i;
-                    pick_cost = ci;
+                double ck = gc[k];
+                if (ranks++ == 0 || ck < pick_cost ||
+                    (ck == pick_cost && a < pick_active)) {
+                    best_k = k;
+                    pick_cost = ck;
                     pick_active = a;
                 }
             }
+            pick = first + (uint32_t)best_k;
         }
         if (ranks == 0 || load + 1 > cap_of(c, w, memo, ranks))
             continue;
