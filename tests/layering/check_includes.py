@@ -6,7 +6,9 @@ The layers (ARCHITECTURE.md), bottom up:
 
     abi       abi/wsel.h                  depends on nothing
     host      host/ (host/isolated/ too)  abi
-    plugins   plugins/NAME/               abi, and its own folder only
+    plugins   plugins/NAME/               abi, its own folder, plugins/common/
+                                          (source compiled into each plugin
+                                          that uses it; it includes abi only)
     sim       sim/                        abi, host's public header
     tools     tools/ (all subfolders)     abi, host's public header, sim
     engine    engine/ (wsel-engine)       abi, host's public header, sim;
@@ -70,7 +72,8 @@ def allowed(src, dst):
     if s_layer == "abi":
         return False
     if s_layer == "plugins":
-        return d_unit == s_unit
+        return d_unit == s_unit or (d_unit == "plugins/common" and
+                                    s_unit.startswith("plugins/"))
     if d_unit == "host-private":
         return s_layer == "host"
     if d_unit == "host-public":

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * sticky_table.h -- the adaptive plugin's memory, the same table as
- * hysteresis's (a plugin includes only its own folder): prefix block hash
- * -> a fingerprint of the (worker_id, dp_rank) that most recently received a
- * request containing that block (the block's "owner").
+ * sticky_table.h -- the memory of the prefix-owner policies (hysteresis,
+ * adaptive): prefix block hash -> a fingerprint of the (worker_id, dp_rank)
+ * that most recently received a request containing that block (the block's
+ * "owner"). Compiled into each plugin that uses it (plugins/common/ is
+ * source shared at build time, not a library: every plugin stays one .so
+ * exporting one symbol).
  *
  * Direct-mapped and bounded: `capacity` slots (a power of two), one 64-bit
  * word each, {32-bit tag of the key, 32-bit owner fingerprint}. A new key
@@ -15,8 +17,8 @@
  * one of two concurrent writers' owner is remembered, which is what either
  * order of the two requests would have left.
  */
-#ifndef WSEL_ADAPTIVE_STICKY_TABLE_H
-#define WSEL_ADAPTIVE_STICKY_TABLE_H
+#ifndef WSEL_PLUGINS_STICKY_TABLE_H
+#define WSEL_PLUGINS_STICKY_TABLE_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -41,9 +43,29 @@ uint32_t sticky_table_get(const sticky_table *table, uint64_t key);
 /* Remember `owner` (non-zero) for `key`, replacing the slot's content. */
 void sticky_table_put(sticky_table *table, uint64_t key, uint32_t owner);
 
+/* splitmix64's finaliser: a well-mixed, bijective 64-bit hash. */
+static inline uint64_t sticky_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
 /* The non-zero fingerprint of (worker_id, dp_rank) stored as an owner;
- * `worker_mix` is sticky_worker_mix(worker_id), computed once per worker. */
-uint64_t sticky_worker_mix(uint64_t worker_id);
-uint32_t sticky_owner(uint64_t worker_mix, uint32_t dp_rank);
+ * `worker_mix` is sticky_worker_mix(worker_id), computed once per worker.
+ * Inline: a select computes them row after row until it meets the owner. */
+static inline uint64_t sticky_worker_mix(uint64_t worker_id)
+{
+    return sticky_mix64(worker_id ^ 0x6a09e667f3bcc909ull);
+}
+
+static inline uint32_t sticky_owner(uint64_t worker_mix, uint32_t dp_rank)
+{
+    uint32_t fp = (uint32_t)(sticky_mix64(worker_mix + dp_rank) >> 32);
+    return fp != 0 ? fp : 1u;
+}
 
 #endif
