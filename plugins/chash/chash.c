@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "depth_grid.h"
 #include "ring.h"
 #include "sketch.h"
 #include "wsel.h"
@@ -173,37 +174,8 @@ static void chash_destroy(void *instance)
 
 /* --- the key ------------------------------------------------------------ */
 
-/*
- * The depths (1-based: depth d is block_hashes[d - 1]) the sketch counts and
- * the key search probes: every depth up to 64, then 32 evenly spaced ones
- * per doubling, so a request of n blocks costs at most 64 + 32 log2(n / 64)
- * counter updates. grid_floor(d) is the deepest such depth <= d; it does
- * not depend on the request, so requests sharing a prefix probe the same
- * blocks.
- */
-static uint32_t grid_step(uint32_t d)
-{
-    if (d <= 64)
-        return 1;
-    uint32_t log2 = 31u - (uint32_t)__builtin_clz(d);
-    return 1u << (log2 - 5);
-}
-
-static uint32_t grid_floor(uint32_t d)
-{
-    return d - d % grid_step(d);
-}
-
-/* The grid depth after d: d + 1 rounded up to its own step (steps are
- * powers of two that change only at powers of two, so this never skips a
- * grid depth): 1 -> 2 ... 63 -> 64 -> 66 ... 126 -> 128 -> 132 ... */
-static uint32_t grid_next(uint32_t d)
-{
-    if (d >= UINT32_MAX - (1u << 26)) /* past the last step: end the walk */
-        return UINT32_MAX;
-    uint32_t s = grid_step(d + 1);
-    return (d + s) & ~(s - 1);
-}
+/* The depths the sketch counts and the key search probes:
+ * plugins/common/depth_grid.h. */
 
 /*
  * The request's own prefix: its shallowest block that is NOT common, a
@@ -233,16 +205,16 @@ static uint64_t request_key(const chash *c, const wsel_request *req, uint32_t n_
         return req->affinity_key != 0 ? req->affinity_key : req->request_id;
     const uint64_t *b = req->block_hashes;
     double common = 1.0 / (double)(n_workers > 0 ? n_workers : 1);
-    /* Smallest d in [1, n] whose grid_floor(d) is not common; n + 1: none. */
+    /* Smallest d in [1, n] whose depth_grid_floor(d) is not common; n + 1: none. */
     uint32_t lo = 1, hi = n + 1;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (chash_sketch_share(&c->recent, b[grid_floor(mid) - 1]) > common)
+        if (chash_sketch_share(&c->recent, b[depth_grid_floor(mid) - 1]) > common)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *out_depth = lo <= n ? grid_floor(lo) : n;
+    *out_depth = lo <= n ? depth_grid_floor(lo) : n;
     return b[*out_depth - 1];
 }
 
@@ -255,9 +227,9 @@ static void count_request(chash *c, const wsel_request *req)
     uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
     if (n == 0)
         return;
-    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = grid_next(d))
+    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = depth_grid_next(d))
         chash_sketch_add(&c->recent, req->block_hashes[d - 1]);
-    if (grid_floor(n) != n)
+    if (depth_grid_floor(n) != n)
         chash_sketch_add(&c->recent, req->block_hashes[n - 1]);
     chash_sketch_request(&c->recent);
 }

@@ -31,7 +31,7 @@
  *
  * Otherwise it answers like softmax (the host's softmax_sample over the
  * default cost). Either way every block of the request (at the depths of
- * grid_step below) now names the chosen rank as its owner.
+ * plugins/common/depth_grid.h) now names the chosen rank as its owner.
  *
  * The score function (ABI 1.1) is the default cost with the dead band
  * taken off the owner's, while its load is inside the bound (see
@@ -47,6 +47,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "depth_grid.h"
 #include "row_scan.h"
 #include "sticky_table.h"
 #include "wsel.h"
@@ -151,39 +152,8 @@ static void hysteresis_destroy(void *instance)
 
 /* --- which blocks are remembered ------------------------------------------ */
 
-/*
- * The depths (1-based: depth d is block_hashes[d - 1]) whose owner is
- * recorded: every depth up to 64, then 32 evenly spaced depths per doubling
- * (every 2nd up to 128, every 4th up to 256, ...), plus the request's last
- * block. So a request of n blocks writes at most 64 + 32 log2(n / 64) + 1
- * slots, and the deepest shared block is found to within 1/32 of its depth.
- * grid_floor(d) is the deepest recorded depth <= d on that grid; it does
- * not depend on the request, so two requests sharing a prefix probe the
- * same slots.
- */
-static uint32_t grid_step(uint32_t d)
-{
-    if (d <= 64)
-        return 1;
-    uint32_t log2 = 31u - (uint32_t)__builtin_clz(d);
-    return 1u << (log2 - 5);
-}
-
-static uint32_t grid_floor(uint32_t d)
-{
-    return d - d % grid_step(d);
-}
-
-/* The grid depth after d: d + 1 rounded up to its own step (steps are
- * powers of two that change only at powers of two, so this never skips a
- * grid depth): 1 -> 2 ... 63 -> 64 -> 66 ... 126 -> 128 -> 132 ... */
-static uint32_t grid_next(uint32_t d)
-{
-    if (d >= UINT32_MAX - (1u << 26)) /* past the last step: end the walk */
-        return UINT32_MAX;
-    uint32_t s = grid_step(d + 1);
-    return (d + s) & ~(s - 1);
-}
+/* The depths whose owner is recorded: plugins/common/depth_grid.h, plus
+ * the request's last block. */
 
 /* A key for the affinity key, kept apart from block hashes of equal value. */
 static uint64_t affinity_slot_key(uint64_t affinity_key)
@@ -213,12 +183,12 @@ static uint32_t find_owner(const hysteresis *h, const wsel_request *req)
     uint32_t owner = sticky_table_get(&h->owners, b[n - 1]);
     if (owner != 0)
         return owner;
-    /* Largest d in [1, n] whose grid_floor(d) is remembered. */
+    /* Largest d in [1, n] whose depth_grid_floor(d) is remembered. */
     uint32_t lo = 0, hi = n; /* invariant: answer in [lo, hi] */
     uint32_t found = 0;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo + 1) / 2;
-        uint32_t o = sticky_table_get(&h->owners, b[grid_floor(mid) - 1]);
+        uint32_t o = sticky_table_get(&h->owners, b[depth_grid_floor(mid) - 1]);
         if (o != 0) {
             lo = mid;
             found = o;
@@ -242,7 +212,7 @@ static void record(hysteresis *h, const wsel_request *req, uint32_t owner)
             sticky_table_put(&h->owners, affinity_slot_key(req->affinity_key), owner);
         return;
     }
-    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = grid_next(d))
+    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = depth_grid_next(d))
         sticky_table_put(&h->owners, req->block_hashes[d - 1], owner);
     sticky_table_put(&h->owners, req->block_hashes[n - 1], owner);
 }
