@@ -48,6 +48,7 @@
 #endif
 
 #include "adaptive.h"
+#include "depth_grid.h"
 #include "wsel.h"
 
 /* Parameter indices, in the order of the table below: append, never insert. */
@@ -199,30 +200,7 @@ static void adaptive_destroy(void *instance)
 
 /* --- the prefix owners (as hysteresis) ------------------------------------ */
 
-/* Recorded depths: every depth up to 64, then 32 per doubling (hysteresis.c
- * explains the grid). */
-static uint32_t grid_step(uint32_t d)
-{
-    if (d <= 64)
-        return 1;
-    uint32_t log2 = 31u - (uint32_t)__builtin_clz(d);
-    return 1u << (log2 - 5);
-}
-
-static uint32_t grid_floor(uint32_t d)
-{
-    return d - d % grid_step(d);
-}
-
-/* The grid depth after d (hysteresis.c: grid_next): d + 1 rounded up to
- * its own step, so the walk records exactly the depths the search probes. */
-static uint32_t grid_next(uint32_t d)
-{
-    if (d >= UINT32_MAX - (1u << 26))
-        return UINT32_MAX;
-    uint32_t s = grid_step(d + 1);
-    return (d + s) & ~(s - 1);
-}
+/* Recorded depths: plugins/common/depth_grid.h, as hysteresis records them. */
 
 static uint64_t affinity_slot_key(uint64_t affinity_key)
 {
@@ -244,7 +222,7 @@ static uint32_t find_owner(const adaptive *a, const wsel_request *req)
     uint32_t lo = 0, hi = n, found = 0;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo + 1) / 2;
-        uint32_t o = sticky_table_get(&a->owners, b[grid_floor(mid) - 1]);
+        uint32_t o = sticky_table_get(&a->owners, b[depth_grid_floor(mid) - 1]);
         if (o != 0) {
             lo = mid;
             found = o;
@@ -263,7 +241,7 @@ static void record(adaptive *a, const wsel_request *req, uint32_t owner)
             sticky_table_put(&a->owners, affinity_slot_key(req->affinity_key), owner);
         return;
     }
-    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = grid_next(d))
+    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = depth_grid_next(d))
         sticky_table_put(&a->owners, req->block_hashes[d - 1], owner);
     sticky_table_put(&a->owners, req->block_hashes[n - 1], owner);
 }
