@@ -48,7 +48,7 @@
 #endif
 
 #include "adaptive.h"
-#include "depth_grid.h"
+#include "prefix_owner.h"
 #include "wsel.h"
 
 /* Parameter indices, in the order of the table below: append, never insert. */
@@ -200,52 +200,6 @@ static void adaptive_destroy(void *instance)
 
 /* --- the prefix owners (as hysteresis) ------------------------------------ */
 
-/* Recorded depths: plugins/common/depth_grid.h, as hysteresis records them. */
-
-static uint64_t affinity_slot_key(uint64_t affinity_key)
-{
-    return affinity_key ^ 0xa0761d6478bd642full;
-}
-
-/* The owner of the request's deepest remembered block, 0 when none. */
-static uint32_t find_owner(const adaptive *a, const wsel_request *req)
-{
-    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
-    if (n == 0)
-        return req->affinity_key != 0
-                   ? sticky_table_get(&a->owners, affinity_slot_key(req->affinity_key))
-                   : 0;
-    const uint64_t *b = req->block_hashes;
-    uint32_t owner = sticky_table_get(&a->owners, b[n - 1]);
-    if (owner != 0)
-        return owner;
-    uint32_t lo = 0, hi = n, found = 0;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        uint32_t o = sticky_table_get(&a->owners, b[depth_grid_floor(mid) - 1]);
-        if (o != 0) {
-            lo = mid;
-            found = o;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    return found;
-}
-
-static void record(adaptive *a, const wsel_request *req, uint32_t owner)
-{
-    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
-    if (n == 0) {
-        if (req->affinity_key != 0)
-            sticky_table_put(&a->owners, affinity_slot_key(req->affinity_key), owner);
-        return;
-    }
-    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = depth_grid_next(d))
-        sticky_table_put(&a->owners, req->block_hashes[d - 1], owner);
-    sticky_table_put(&a->owners, req->block_hashes[n - 1], owner);
-}
-
 static uint32_t row_fingerprint(const wsel_table *t, uint32_t row)
 {
     return sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]);
@@ -282,7 +236,7 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     d->best = best;
     d->band = a->rel_margin * fabs(best) + a->abs_margin;
     d->bound_row = UINT32_MAX;
-    d->owner = find_owner(a, req);
+    d->owner = prefix_owner_find(&a->owners, req, 0);
     if (d->owner == 0)
         return 0;
 
@@ -352,7 +306,7 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
             reason = WSEL_REASON_ALL_BUSY;
     }
     uint32_t fp = row_fingerprint(t, row);
-    record(a, req, fp);
+    prefix_owner_record(&a->owners, req, fp, 0);
     pending_put(&a->routed, req->request_id, fp, t->prefill_tokens[row]);
     choice->row = row;
     explain(choice, reason, t->cost[row]);

@@ -47,7 +47,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "depth_grid.h"
+#include "prefix_owner.h"
 #include "row_scan.h"
 #include "sticky_table.h"
 #include "wsel.h"
@@ -150,73 +150,6 @@ static void hysteresis_destroy(void *instance)
     free(h);
 }
 
-/* --- which blocks are remembered ------------------------------------------ */
-
-/* The depths whose owner is recorded: plugins/common/depth_grid.h, plus
- * the request's last block. */
-
-/* A key for the affinity key, kept apart from block hashes of equal value. */
-static uint64_t affinity_slot_key(uint64_t affinity_key)
-{
-    return affinity_key ^ 0xa0761d6478bd642full;
-}
-
-/*
- * The owner of the request's deepest remembered block, 0 when none. Blocks
- * are remembered for every request routed, so "depth d was routed before"
- * holds for a whole leading run of depths: a binary search over the grid
- * finds its end. (A slot overwritten by another key can break the run; the
- * search then settles on a shallower block, which is still a block this
- * request shares.)
- */
-static uint32_t find_owner(const hysteresis *h, const wsel_request *req)
-{
-    if (h->use_affinity_key && req->affinity_key != 0)
-        return sticky_table_get(&h->owners, affinity_slot_key(req->affinity_key));
-    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
-    if (n == 0)
-        return req->affinity_key != 0
-                   ? sticky_table_get(&h->owners, affinity_slot_key(req->affinity_key))
-                   : 0;
-    const uint64_t *b = req->block_hashes;
-    /* The whole prompt routed before (a retry, or a repeated prompt). */
-    uint32_t owner = sticky_table_get(&h->owners, b[n - 1]);
-    if (owner != 0)
-        return owner;
-    /* Largest d in [1, n] whose depth_grid_floor(d) is remembered. */
-    uint32_t lo = 0, hi = n; /* invariant: answer in [lo, hi] */
-    uint32_t found = 0;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        uint32_t o = sticky_table_get(&h->owners, b[depth_grid_floor(mid) - 1]);
-        if (o != 0) {
-            lo = mid;
-            found = o;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    return found; /* set whenever lo moved; 0 if it never did */
-}
-
-/* Name `owner` the owner of every recorded depth of the request. */
-static void record(hysteresis *h, const wsel_request *req, uint32_t owner)
-{
-    if (h->use_affinity_key && req->affinity_key != 0) {
-        sticky_table_put(&h->owners, affinity_slot_key(req->affinity_key), owner);
-        return;
-    }
-    uint32_t n = req->block_hashes != NULL ? req->num_block_hashes : 0;
-    if (n == 0) {
-        if (req->affinity_key != 0)
-            sticky_table_put(&h->owners, affinity_slot_key(req->affinity_key), owner);
-        return;
-    }
-    for (uint32_t d = 1; d <= n && d != UINT32_MAX; d = depth_grid_next(d))
-        sticky_table_put(&h->owners, req->block_hashes[d - 1], owner);
-    sticky_table_put(&h->owners, req->block_hashes[n - 1], owner);
-}
-
 /* --- the candidates ------------------------------------------------------- */
 
 /* Which rows are candidates (the host's rule, eligible_skip: excluded
@@ -302,7 +235,7 @@ static uint32_t owner_in_bound(const hysteresis *h, const wsel_request *req,
                                const wsel_table *t, uint8_t skip,
                                const row_scan_result *scan, uint32_t *out_owner)
 {
-    uint32_t owner = find_owner(h, req);
+    uint32_t owner = prefix_owner_find(&h->owners, req, h->use_affinity_key);
     *out_owner = owner;
     if (owner == 0)
         return UINT32_MAX;
@@ -336,12 +269,12 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     /* The owner's row, then the dead band (one compare), and only then the
      * load bound (a pass over the rows): the same rule as owner_in_bound,
      * its cheap test first. */
-    uint32_t owner = find_owner(h, req);
+    uint32_t owner = prefix_owner_find(&h->owners, req, h->use_affinity_key);
     uint32_t kept = owner != 0 ? owner_row(t, owner, skip) : UINT32_MAX;
     if (kept != UINT32_MAX && t->cost[kept] <= best + band_width(h, best) &&
         load_in_bound(h, t, skip, &scan, kept)) {
         choice->row = kept;
-        record(h, req, owner);
+        prefix_owner_record(&h->owners, req, owner, h->use_affinity_key);
         explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
         return 0;
     }
@@ -351,7 +284,10 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
                                  req->uniform, &row);
     if (rc != 0)
         return rc;
-    record(h, req, sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]));
+    prefix_owner_record(
+        &h->owners, req,
+        sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]),
+        h->use_affinity_key);
     choice->row = row;
     uint32_t reason = owner != 0          ? WSEL_REASON_SPILLED
                       : temperature > 0.0 ? WSEL_REASON_SAMPLED
