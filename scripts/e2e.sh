@@ -58,6 +58,10 @@ BLOCK=64
 
 wsel=$build/bin/wsel
 module=$build/nginx/ngx_http_upstream_wsel_module.so
+# A master started as root runs its workers as nobody, who cannot read a
+# checkout under a private folder: run them as the user running this script.
+user_line=""
+if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 for f in "$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE"; do
   [[ -e $f ]] || { echo "e2e.sh: $f not found" >&2; exit 2; }
 done
@@ -171,6 +175,7 @@ $wsrv
   cat >"$d/conf/nginx.conf" <<EOF
 # SPDX-License-Identifier: Apache-2.0
 $load
+$user_line
 worker_processes 1;
 daemon off;
 pid $d/logs/nginx.pid;

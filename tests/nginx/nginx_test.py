@@ -61,9 +61,11 @@ Cases:
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
 """
+import grp
 import http.client
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -151,6 +153,17 @@ def free_port():
     return port
 
 
+def worker_user_line():
+    """A master started as root runs its workers as `nobody`, which cannot
+    read a checkout under a private folder (mktemp -d is mode 0700): run
+    them as the user running the test, who owns the build. Empty otherwise
+    (nginx ignores `user` without root, with a warning)."""
+    if os.geteuid() != 0:
+        return ""
+    return "user %s %s;\n" % (pwd.getpwuid(os.geteuid()).pw_name,
+                               grp.getgrgid(os.getegid()).gr_name)
+
+
 class Nginx:
     """nginx in the foreground (daemon off) with its own prefix."""
 
@@ -177,7 +190,7 @@ class Nginx:
             for e in self.engines)
         text = """# SPDX-License-Identifier: Apache-2.0
 load_module %(module)s;
-worker_processes %(workers)d;
+%(user)sworker_processes %(workers)d;
 daemon off;
 pid %(d)s/logs/nginx.pid;
 error_log %(d)s/logs/error.log info;
@@ -219,7 +232,8 @@ http {
 }
 """ % dict(module=self.module, workers=workers, d=d, ups=ups, wsrv=wsrv, policy=policy,
            config=config, block=BLOCK, port=self.port,
-           iso="on " + isolated if isolated else "off", next_upstream=next_upstream)
+           iso="on " + isolated if isolated else "off", next_upstream=next_upstream,
+           user=worker_user_line())
         with open(self.conf, "w") as f:
             f.write(text)
 
