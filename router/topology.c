@@ -165,16 +165,28 @@ void rt_check_drained(wsel_router *r, uint32_t w)
     rt_log(r, WSEL_LOG_INFO, "worker %llu drained and removed", (unsigned long long)id);
 }
 
-int32_t wsel_router_drain_worker(wsel_router *r, uint64_t worker_id)
+/* Locks the router and finds WORKER_ID's worker: 0 with r->mu held and
+ * *w set, or WSEL_EINVAL (no router) / WSEL_ENOENT (no such worker) with
+ * the lock not held. */
+static int32_t lock_worker(wsel_router *r, uint64_t worker_id, uint32_t *w)
 {
     if (!r)
         return WSEL_EINVAL;
     pthread_mutex_lock(&r->mu);
-    uint32_t w = rt_map_get(&r->worker_ids, worker_id);
-    if (w == RT_MAP_NONE) {
+    *w = rt_map_get(&r->worker_ids, worker_id);
+    if (*w == RT_MAP_NONE) {
         pthread_mutex_unlock(&r->mu);
         return WSEL_ENOENT;
     }
+    return 0;
+}
+
+int32_t wsel_router_drain_worker(wsel_router *r, uint64_t worker_id)
+{
+    uint32_t w;
+    int32_t rc = lock_worker(r, worker_id, &w);
+    if (rc != 0)
+        return rc;
     r->workers[w].draining = 1;
     r->epoch++;
     rt_check_drained(r, w);
@@ -185,14 +197,10 @@ int32_t wsel_router_drain_worker(wsel_router *r, uint64_t worker_id)
 int32_t wsel_router_set_worker_available(wsel_router *r, uint64_t worker_id,
                                          int available)
 {
-    if (!r)
-        return WSEL_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    uint32_t w = rt_map_get(&r->worker_ids, worker_id);
-    if (w == RT_MAP_NONE) {
-        pthread_mutex_unlock(&r->mu);
-        return WSEL_ENOENT;
-    }
+    uint32_t w;
+    int32_t rc = lock_worker(r, worker_id, &w);
+    if (rc != 0)
+        return rc;
     uint32_t unavailable = available ? 0 : 1;
     if (r->workers[w].unavailable != unavailable) {
         r->workers[w].unavailable = unavailable;
@@ -206,14 +214,10 @@ int32_t wsel_router_set_worker_available(wsel_router *r, uint64_t worker_id,
 
 int32_t wsel_router_remove_worker(wsel_router *r, uint64_t worker_id)
 {
-    if (!r)
-        return WSEL_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    uint32_t w = rt_map_get(&r->worker_ids, worker_id);
-    if (w == RT_MAP_NONE) {
-        pthread_mutex_unlock(&r->mu);
-        return WSEL_ENOENT;
-    }
+    uint32_t w;
+    int32_t rc = lock_worker(r, worker_id, &w);
+    if (rc != 0)
+        return rc;
     rt_worker_free(r, w);
     pthread_mutex_unlock(&r->mu);
     rt_kvsub_remove(r, worker_id);
