@@ -165,31 +165,30 @@ void rt_check_drained(wsel_router *r, uint32_t w)
     rt_log(r, WSEL_LOG_INFO, "worker %llu drained and removed", (unsigned long long)id);
 }
 
-/* Locks the router and finds WORKER_ID's worker: 0 with r->mu held and
- * *w set, or WSEL_EINVAL (no router) / WSEL_ENOENT (no such worker) with
+/* Locks the router and finds WORKER_ID's worker: its index, with r->mu
+ * held, or WSEL_EINVAL (no router) or WSEL_ENOENT (no such worker), with
  * the lock not held. */
-static int32_t lock_worker(wsel_router *r, uint64_t worker_id, uint32_t *w)
+static int64_t lock_worker(wsel_router *r, uint64_t worker_id)
 {
     if (!r)
         return WSEL_EINVAL;
     pthread_mutex_lock(&r->mu);
-    *w = rt_map_get(&r->worker_ids, worker_id);
-    if (*w == RT_MAP_NONE) {
+    uint32_t w = rt_map_get(&r->worker_ids, worker_id);
+    if (w == RT_MAP_NONE) {
         pthread_mutex_unlock(&r->mu);
         return WSEL_ENOENT;
     }
-    return 0;
+    return w;
 }
 
 int32_t wsel_router_drain_worker(wsel_router *r, uint64_t worker_id)
 {
-    uint32_t w;
-    int32_t rc = lock_worker(r, worker_id, &w);
-    if (rc != 0)
-        return rc;
+    int64_t w = lock_worker(r, worker_id);
+    if (w < 0)
+        return (int32_t)w;
     r->workers[w].draining = 1;
     r->epoch++;
-    rt_check_drained(r, w);
+    rt_check_drained(r, (uint32_t)w);
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
@@ -197,10 +196,9 @@ int32_t wsel_router_drain_worker(wsel_router *r, uint64_t worker_id)
 int32_t wsel_router_set_worker_available(wsel_router *r, uint64_t worker_id,
                                          int available)
 {
-    uint32_t w;
-    int32_t rc = lock_worker(r, worker_id, &w);
-    if (rc != 0)
-        return rc;
+    int64_t w = lock_worker(r, worker_id);
+    if (w < 0)
+        return (int32_t)w;
     uint32_t unavailable = available ? 0 : 1;
     if (r->workers[w].unavailable != unavailable) {
         r->workers[w].unavailable = unavailable;
@@ -214,11 +212,10 @@ int32_t wsel_router_set_worker_available(wsel_router *r, uint64_t worker_id,
 
 int32_t wsel_router_remove_worker(wsel_router *r, uint64_t worker_id)
 {
-    uint32_t w;
-    int32_t rc = lock_worker(r, worker_id, &w);
-    if (rc != 0)
-        return rc;
-    rt_worker_free(r, w);
+    int64_t w = lock_worker(r, worker_id);
+    if (w < 0)
+        return (int32_t)w;
+    rt_worker_free(r, (uint32_t)w);
     pthread_mutex_unlock(&r->mu);
     rt_kvsub_remove(r, worker_id);
     return 0;
