@@ -20,9 +20,9 @@ Cases:
               wsel replay, which exits 0; a bad trace line is named
 
 Everything waits for conditions (a port file, /health, a count) under
-generous ceilings, never for a fixed time; only 127.0.0.1 is used.
+generous ceilings, never for a fixed time; only 127.0.0.1 is used. The
+engines are started and reaped by tests/support/engines.py.
 """
-import http.client
 import json
 import os
 import random
@@ -31,98 +31,14 @@ import struct
 import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 
-CEILING_S = 120  # what any single wait may take on a loaded machine
-BLOCK = 64       # the engines' --block-size here
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                "support"))
+from engines import (BLOCK, CEILING_S, Engine, deadline_loop, fail,  # noqa: E402
+                     start_process, stop_process, unused_port)
+
 TRACE_BLOCK = 512
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def deadline_loop(what, ceiling=CEILING_S):
-    """Yield until the caller breaks; fail after `ceiling` seconds."""
-    end = time.monotonic() + ceiling
-    delay = 0.01
-    while time.monotonic() < end:
-        yield
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
-    fail("gave up waiting for " + what)
-
-
-class Engine:
-    """A wsel-engine process on a free port, stopped on exit."""
-
-    def __init__(self, exe, workdir, name, args):
-        self.port_file = os.path.join(workdir, name + ".port")
-        if os.path.exists(self.port_file):
-            os.unlink(self.port_file)
-        self.log = open(os.path.join(workdir, name + ".log"), "w")
-        self.proc = subprocess.Popen(
-            [exe, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
-             "--block-size", str(BLOCK)] + args,
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.lines = {}
-        for _ in deadline_loop(name + "'s port file"):
-            if self.proc.poll() is not None:
-                fail("%s exited with %d (see %s)" % (name, self.proc.returncode,
-                                                     self.log.name))
-            if os.path.exists(self.port_file):
-                break
-        with open(self.port_file) as f:
-            self.text = f.read()
-        for line in self.text.splitlines():
-            parts = line.split()
-            self.lines[tuple(parts[:-1])] = parts[-1]
-        self.url = self.lines[("http",)]
-        for _ in deadline_loop(name + "'s /health"):
-            try:
-                if self.get("/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-
-    def request(self, method, path, body=None, headers=None):
-        host, port = self.url[len("http://"):].split(":")
-        c = http.client.HTTPConnection(host, int(port), timeout=CEILING_S)
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, data
-
-    def get(self, path):
-        return self.request("GET", path)
-
-    def post(self, path, obj, headers=None):
-        body = obj if isinstance(obj, (bytes, str)) else json.dumps(obj)
-        h = {"Content-Type": "application/json"}
-        h.update(headers or {})
-        return self.request("POST", path, body, h)
-
-    def metric(self, name):
-        status, data = self.get("/metrics")
-        total = 0.0
-        for line in data.decode().splitlines():
-            if line.startswith(name + "{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=CEILING_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 # --- the expectations, from the trace alone -----------------------------------
@@ -298,8 +214,8 @@ class Subscriber:
     """kv_fetch --sub on one rank's PUB socket: the (seq, payload) lines."""
 
     def __init__(self, kv_fetch, endpoint, topic):
-        self.proc = subprocess.Popen([kv_fetch, "--sub", endpoint, topic],
-                                     stdout=subprocess.PIPE)
+        self.proc = start_process([kv_fetch, "--sub", endpoint, topic],
+                                  stdout=subprocess.PIPE)
         self.lines = []
         self.thread = threading.Thread(target=self.read, daemon=True)
         self.thread.start()
@@ -309,8 +225,7 @@ class Subscriber:
             self.lines.append(line.decode().strip())
 
     def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+        stop_process(self.proc, kill=True)
 
 
 def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
@@ -356,8 +271,7 @@ def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
                 by_tokens[tuple(p[b * BLOCK:(b + 1) * BLOCK])] = True
         for rank in range(dp):
             ep = e.lines[("kv_events_replay", str(rank))]
-            status, body = e.get("/wsel/kv_blocks?rank=%d" % rank)
-            cached = set(json.loads(body)["blocks"])
+            cached = set(e.get_json("/wsel/kv_blocks?rank=%d" % rank)["blocks"])
             for _ in deadline_loop("rank %d's events to match its cache" % rank):
                 batches = fetch_batches(kv_fetch, ep)
                 held, tokens_of, stored, removed = set(), {}, 0, 0
@@ -400,8 +314,7 @@ def case_kv_events(engine_exe, wsel, kv_fetch, workdir):
                             fail("rank %d: event %r" % (rank, ev))
                 if held == cached:
                     break
-                status, body = e.get("/wsel/kv_blocks?rank=%d" % rank)
-                cached = set(json.loads(body)["blocks"])
+                cached = set(e.get_json("/wsel/kv_blocks?rank=%d" % rank)["blocks"])
             if removed == 0:
                 fail("rank %d: no eviction happened; the cache should be smaller" % rank)
             # The live stream: the same three frames' payloads as the replay.
@@ -476,8 +389,7 @@ def case_bad_input(engine_exe, wsel, kv_fetch, workdir):
             fail("DP rank 2 of 2: status %d, expected 400" % status)
 
         # A client that leaves mid-stream: the engine stops its request.
-        host, port = e.url[len("http://"):].split(":")
-        s = socket.create_connection((host, int(port)), timeout=CEILING_S)
+        s = socket.create_connection(("127.0.0.1", e.port), timeout=CEILING_S)
         body = json.dumps({"prompt": [5] * 100, "max_tokens": 3000, "stream": True})
         s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                    "application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -542,10 +454,7 @@ def case_replay_errors(engine_exe, wsel, kv_fetch, workdir):
             isl = 300 if i % 2 == 0 else 5000
             f.write(json.dumps({"timestamp": i, "input_length": isl, "output_length": 2,
                                 "hash_ids": list(range((isl + 511) // 512))}) + "\n")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    closed = "http://127.0.0.1:%d" % s.getsockname()[1]
-    s.close()  # nobody listens there now
+    closed = "http://127.0.0.1:%d" % unused_port()  # nobody listens there
     e = Engine(engine_exe, workdir, "errors", ["--kv-blocks", "64", "--time-scale", "100",
                                                 "--quiet"])
     try:

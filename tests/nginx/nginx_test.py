@@ -60,6 +60,7 @@ Cases:
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
+The engines and nginx are started and reaped by tests/support/engines.py.
 """
 import grp
 import http.client
@@ -69,88 +70,19 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
-CEILING_S = 120
-BLOCK = 64
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                "support"))
+from engines import (BLOCK, CEILING_S, Engine, deadline_loop, fail,  # noqa: E402
+                     get_json, http_request, post_json, start_process, stop_process,
+                     unused_port)
+
 WSEL_ROW_EXCLUDED = 0x02  # abi/wsel.h
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def deadline_loop(what, ceiling=CEILING_S):
-    end = time.monotonic() + ceiling
-    delay = 0.01
-    while time.monotonic() < end:
-        yield
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
-    fail("gave up waiting for " + what)
-
-
-def hreq(port, method, path, body=None, headers=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=CEILING_S)
-    c.request(method, path, body=body, headers=headers or {})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
-
-
-class Engine:
-    def __init__(self, exe, workdir, name, time_scale=50):
-        self.port_file = os.path.join(workdir, name + ".port")
-        if os.path.exists(self.port_file):
-            os.unlink(self.port_file)
-        self.log = open(os.path.join(workdir, name + ".log"), "w")
-        self.proc = subprocess.Popen(
-            [exe, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
-             "--block-size", str(BLOCK), "--dp", "2", "--time-scale", str(time_scale),
-             "--kv-blocks", "4096", "--quiet", "--kv-events", "tcp://127.0.0.1:0"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in deadline_loop(name + "'s port file"):
-            if self.proc.poll() is not None:
-                fail("%s exited with %d" % (name, self.proc.returncode))
-            if os.path.exists(self.port_file):
-                break
-        self.lines = {}
-        with open(self.port_file) as f:
-            for line in f.read().splitlines():
-                parts = line.split()
-                self.lines[tuple(parts[:-1])] = parts[-1]
-        self.addr = self.lines[("http",)][len("http://"):]
-        self.port = int(self.addr.split(":")[1])
-        for _ in deadline_loop(name + "'s /health"):
-            try:
-                if hreq(self.port, "GET", "/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=CEILING_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def worker_user_line():
@@ -177,7 +109,7 @@ class Nginx:
         self.conf = os.path.join(self.dir, "conf", "nginx.conf")
         self.error_log = os.path.join(self.dir, "logs", "error.log")
         self.engines = engines
-        self.port = free_port()
+        self.port = unused_port()
         self.proc = None
 
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
@@ -247,7 +179,7 @@ http {
 
     def start(self):
         self.out = open(os.path.join(self.dir, "logs", "stdout.log"), "w")
-        self.proc = subprocess.Popen(self.cmd(), stdout=self.out, stderr=subprocess.STDOUT)
+        self.proc = start_process(self.cmd(), stdout=self.out, stderr=subprocess.STDOUT)
         for _ in deadline_loop("nginx's status location"):
             if self.proc.poll() is not None:
                 fail("nginx exited with %d:\n%s" % (self.proc.returncode, self.log()))
@@ -264,17 +196,13 @@ http {
             fail("nginx -s reload: %s" % p.stdout.decode())
 
     def get_status(self):
-        status, data = hreq(self.port, "GET", "/wsel/status")
-        if status != 200:
-            raise ValueError("status %d" % status)
-        return json.loads(data)
+        return get_json(self.port, "/wsel/status")
 
     def admin(self, path, config=None):
         body = {"path": path}
         if config is not None:
             body["config"] = config
-        status, data = hreq(self.port, "POST", "/wsel/admin", json.dumps(body),
-                            {"Content-Type": "application/json"})
+        status, data = post_json(self.port, "/wsel/admin", body)
         return status, json.loads(data)
 
     def log(self):
@@ -285,19 +213,13 @@ http {
             return ""
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=CEILING_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_process(self.proc)
+            self.out.close()
 
 
 def complete(port, prompt, max_tokens=2):
-    return hreq(port, "POST", "/v1/completions",
-                json.dumps({"prompt": prompt, "max_tokens": max_tokens}),
-                {"Content-Type": "application/json"})
+    return post_json(port, "/v1/completions", {"prompt": prompt, "max_tokens": max_tokens})
 
 
 def wait_policy(ng, policy, old_pid=None):
@@ -332,7 +254,11 @@ def replay(wsel, port, workdir, name, requests):
 def start_all(args, n=2, time_scale=50):
     nginx, module, engine, wsel, plugins, fixtures, workdir = args
     os.makedirs(workdir, exist_ok=True)
-    engines = [Engine(engine, workdir, "engine%d" % i, time_scale) for i in range(n)]
+    # every engine: 2 ranks publishing KV events
+    engines = [Engine(engine, workdir, "engine%d" % i,
+                      ["--dp", "2", "--time-scale", str(time_scale), "--kv-blocks", "4096",
+                       "--quiet", "--kv-events", "tcp://127.0.0.1:0"])
+               for i in range(n)]
     ng = Nginx(nginx, module, workdir, engines)
     return engines, ng
 
@@ -387,7 +313,7 @@ def case_route(args):
             fail("batch figures %r, expected %r" % (d, want))
         if sum(r["active_requests"] for r in after["ranks"]) != 0:
             fail("load left after the batch: %r" % after["ranks"])
-        st, prom = hreq(ng.port, "GET", "/wsel/status?format=prometheus")
+        st, prom = http_request(ng.port, "GET", "/wsel/status?format=prometheus")
         prom = prom.decode()
         for line in ('wsel_policy_info{upstream="engines",policy="softmax"',
                      'wsel_no_prompt_total{upstream="engines"} 1',
@@ -954,9 +880,8 @@ def case_outcomes(args):
         if len(set(g[0] for g in got)) != 10:
             fail("outcome ids repeat: %r" % got)
         # a prompt the module routes, which the engine refuses: 400
-        st, body = hreq(ng.port, "POST", "/v1/completions",
-                        json.dumps({"prompt": prompt, "max_tokens": "three"}),
-                        {"Content-Type": "application/json"})
+        st, body = post_json(ng.port, "/v1/completions",
+                             {"prompt": prompt, "max_tokens": "three"})
         if st != 400:
             fail("bad max_tokens: %d %s (the engine answers 400)" % (st, body[:200]))
         s, got = wait_counts(11, 1)

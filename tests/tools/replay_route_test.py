@@ -18,87 +18,30 @@ outcome_recorder fixture, which logs every outcome it receives. Cases:
            match the URLs, are bad usage (exit 2)
 
 Everything waits for conditions (a port file, /health), never for a fixed
-time; only 127.0.0.1 is used.
+time; only 127.0.0.1 is used. The engines are started and reaped by
+tests/support/engines.py.
 """
 import json
 import os
 import re
 import subprocess
 import sys
-import time
-import urllib.request
 
-CEILING_S = 120
-BLOCK = 64
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                "support"))
+from engines import BLOCK, CEILING_S, Engine, fail  # noqa: E402
+
 REQUESTS = 40  # the host logs at most 100 lines a second per plugin
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def wait_for(what, cond):
-    end = time.monotonic() + CEILING_S
-    delay = 0.01
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
-    fail("gave up waiting for " + what)
-
-
-class Engine:
-    def __init__(self, exe, workdir, name, args):
-        self.port_file = os.path.join(workdir, name + ".port")
-        if os.path.exists(self.port_file):
-            os.unlink(self.port_file)
-        self.log = open(os.path.join(workdir, name + ".log"), "w")
-        self.proc = subprocess.Popen(
-            [exe, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
-             "--block-size", str(BLOCK), "--time-scale", "20"] + args,
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-        def ready():
-            if self.proc.poll() is not None:
-                fail("%s exited with %d" % (name, self.proc.returncode))
-            return os.path.exists(self.port_file)
-        wait_for(name + "'s port file", ready)
-        self.kv = {}
-        with open(self.port_file) as f:
-            for line in f.read().splitlines():
-                parts = line.split()
-                if parts[0] == "http":
-                    self.url = parts[1]
-                elif parts[0] == "kv_events":
-                    self.kv[int(parts[1])] = parts[2]
-
-        def healthy():
-            try:
-                return urllib.request.urlopen(self.url + "/health", timeout=5).status == 200
-            except OSError:
-                return False
-        wait_for(name + "'s /health", healthy)
-
-    def finished_per_rank(self):
-        text = urllib.request.urlopen(self.url + "/metrics", timeout=CEILING_S).read()
-        out = {}
-        for line in text.decode().splitlines():
-            m = re.match(r'vllm:request_success_total\{.*engine="(\d+)".*\} (\S+)', line)
-            if m:
-                out[int(m.group(1))] = out.get(int(m.group(1)), 0) + int(float(m.group(2)))
-        return out
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=CEILING_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+def finished_per_rank(engine):
+    """{rank: requests it finished}, from the engine's /metrics."""
+    out = {}
+    for labels, value in engine.metric_samples("vllm:request_success_total"):
+        rank = int(labels["engine"])
+        out[rank] = out.get(rank, 0) + int(value)
+    return out
 
 
 def make_trace(path):
@@ -150,7 +93,7 @@ def check_outcomes(stderr, requests_out, engines):
                  % (rid, ttft, e2e, r["ttft_ms"], r["e2e_ms"]))
         per_rank[(w, rank)] = per_rank.get((w, rank), 0) + 1
     for w, e in enumerate(engines):
-        got = e.finished_per_rank()
+        got = finished_per_rank(e)
         for rank, n in got.items():
             if per_rank.get((w, rank), 0) != n:
                 fail("engine %d rank %d finished %d requests, %d were routed there"
@@ -170,8 +113,9 @@ def replay(wsel, urls_args, recorder, trace, out_file, extra):
 
 def case_routed(engine_exe, wsel, recorder, workdir, events):
     kv = ["--kv-events", "tcp://127.0.0.1:0"] if events else []
-    engines = [Engine(engine_exe, workdir, "e0", ["--dp", "2"] + kv),
-               Engine(engine_exe, workdir, "e1", ["--dp", "1"] + kv)]
+    engines = [Engine(engine_exe, workdir, "e%d" % w,
+                      ["--time-scale", "20", "--dp", dp] + kv)
+               for w, dp in enumerate(["2", "1"])]
     try:
         trace = os.path.join(workdir, "trace.jsonl")
         make_trace(trace)
