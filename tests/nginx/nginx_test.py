@@ -97,7 +97,8 @@ def worker_user_line():
 
 
 class Nginx:
-    """nginx in the foreground (daemon off) with its own prefix."""
+    """nginx in the foreground (daemon off) with its own prefix, in front of
+    ENGINES; stop() stops them with it."""
 
     def __init__(self, nginx, module, workdir, engines):
         self.nginx = nginx
@@ -213,9 +214,12 @@ http {
             return ""
 
     def stop(self):
+        """nginx, then the engines behind it."""
         if self.proc:
             stop_process(self.proc)
             self.out.close()
+        for e in self.engines:
+            e.stop()
 
 
 def complete(port, prompt, max_tokens=2):
@@ -252,6 +256,7 @@ def replay(wsel, port, workdir, name, requests):
 
 
 def start_all(args, n=2, time_scale=50):
+    """N engines and an nginx (not yet started) in front of them."""
     nginx, module, engine, wsel, plugins, fixtures, workdir = args
     os.makedirs(workdir, exist_ok=True)
     # every engine: 2 ranks publishing KV events
@@ -259,15 +264,14 @@ def start_all(args, n=2, time_scale=50):
                       ["--dp", "2", "--time-scale", str(time_scale), "--kv-blocks", "4096",
                        "--quiet", "--kv-events", "tcp://127.0.0.1:0"])
                for i in range(n)]
-    ng = Nginx(nginx, module, workdir, engines)
-    return engines, ng
+    return Nginx(nginx, module, workdir, engines)
 
 
 def case_route(args):
     nginx, module, engine, wsel, plugins, fixtures, workdir = args
     softmax = os.path.join(plugins, "softmax.so")
     p2c = os.path.join(plugins, "p2c.so")
-    engines, ng = start_all(args)
+    ng = start_all(args)
     try:
         ng.write_conf(softmax)
         ng.start()
@@ -319,7 +323,7 @@ def case_route(args):
                      'wsel_no_prompt_total{upstream="engines"} 1',
                      'wsel_fallbacks_total{upstream="engines",reason="no_policy"} 0',
                      'wsel_rank_cached_blocks{upstream="engines",server="%s",dp_rank="1"}'
-                     % engines[1].addr):
+                     % ng.engines[1].addr):
             if line not in prom:
                 fail("prometheus text lacks %r:\n%s" % (line, prom))
         print("status: exact for a batch of 6 (1 without a usable prompt)")
@@ -359,15 +363,13 @@ def case_route(args):
               "0 failed" % switches)
     finally:
         ng.stop()
-        for e in engines:
-            e.stop()
 
 
 def case_refused(args):
     nginx, module, engine, wsel, plugins, fixtures, workdir = args
     softmax = os.path.join(plugins, "softmax.so")
     broken = os.path.join(fixtures, "fx_no_entry.so")
-    engines, ng = start_all(args)
+    ng = start_all(args)
     try:
         # more than one worker: refused with the reason
         ng.write_conf(softmax, workers=2)
@@ -420,13 +422,11 @@ def case_refused(args):
               "config; the old policy kept serving")
     finally:
         ng.stop()
-        for e in engines:
-            e.stop()
 
 
 def case_isolated(args):
     nginx, module, engine, wsel, plugins, fixtures, workdir, iso_dir, helper = args
-    engines, ng = start_all(args[:7])
+    ng = start_all(args[:7])
     try:
         ng.write_conf(os.path.join(iso_dir, "iso_segv.so"), isolated=helper)
         ng.start()
@@ -444,8 +444,6 @@ def case_isolated(args):
               "policy" % (n, crashed))
     finally:
         ng.stop()
-        for e in engines:
-            e.stop()
 
 
 class Traffic:
@@ -561,7 +559,7 @@ def case_switches(args):
                 ("admin", broken, "missing symbol wsel_plugin_entry"),
                 ("sighup", untrusted, "world-writable")]
 
-    engines, ng = start_all(args)
+    ng = start_all(args)
     traffic = None
     t0 = time.monotonic()
     try:
@@ -671,8 +669,6 @@ def case_switches(args):
         if traffic:
             traffic.stop()
         ng.stop()
-        for e in engines:
-            e.stop()
 
 
 def case_kill(args):
@@ -683,8 +679,8 @@ def case_kill(args):
     softmax = os.path.join(plugins, "softmax.so")
     # time scale 5: a 24-token answer takes tens of milliseconds of wall
     # time, so requests are in flight on every engine when one is killed
-    engines, ng = start_all(args, n=3, time_scale=5)
-    victim = engines[1]
+    ng = start_all(args, n=3, time_scale=5)
+    victim = ng.engines[1]
     traffic = None
     # nginx's error for a response cut after its header: "upstream
     # prematurely closed connection while reading upstream" (FIN) or
@@ -778,8 +774,6 @@ def case_kill(args):
         if traffic:
             traffic.stop()
         ng.stop()
-        for e in engines:
-            e.stop()
 
 def case_fail_timeout(args):
     """The exclusion follows nginx's fail_timeout: one of two engines
@@ -789,8 +783,8 @@ def case_fail_timeout(args):
     again, nginx has counted that failure too and it is excluded again."""
     nginx, module, engine, wsel, plugins, fixtures, workdir = args
     softmax = os.path.join(plugins, "softmax.so")
-    engines, ng = start_all(args, n=2)
-    victim = engines[1]
+    ng = start_all(args, n=2)
+    victim = ng.engines[1]
     n = [0]
 
     def one():
@@ -829,8 +823,6 @@ def case_fail_timeout(args):
               % (first, n[0], s["peers_marked_down"], n[0]))
     finally:
         ng.stop()
-        for e in engines:
-            e.stop()
 
 
 OUTCOME_LINE = re.compile(
@@ -846,8 +838,8 @@ def case_outcomes(args):
     fixture = os.environ.get("WSEL_OUTCOME_FIXTURE", "")
     if not os.path.isfile(fixture):
         fail("WSEL_OUTCOME_FIXTURE is not a file: %r" % fixture)
-    engines, ng = start_all(args, n=2)
-    addrs = [e.addr for e in engines]
+    ng = start_all(args, n=2)
+    addrs = [e.addr for e in ng.engines]
 
     def outcomes():
         return [tuple(int(x) for x in m.groups()) for m in OUTCOME_LINE.finditer(ng.log())]
@@ -899,8 +891,6 @@ def case_outcomes(args):
               "servers %s" % (2 * BLOCK, addrs))
     finally:
         ng.stop()
-        for e in engines:
-            e.stop()
 
 
 def main():
