@@ -52,14 +52,6 @@ def deadline_loop(what, ceiling=CEILING_S):
     fail("gave up waiting for " + what)
 
 
-def wait_for(what, cond, ceiling=CEILING_S):
-    """Until cond() is true; returns what it returned."""
-    for _ in deadline_loop(what, ceiling):
-        got = cond()
-        if got:
-            return got
-
-
 def start_process(argv, **popen_kwargs):
     """subprocess.Popen, remembered until stop_process reaps it."""
     proc = subprocess.Popen(argv, **popen_kwargs)
@@ -137,7 +129,7 @@ _SAMPLE = re.compile(r'([^\s{]+)(?:\{(.*)\})?\s+(\S+)$')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def metric_samples(text, name):
+def prometheus_samples(text, name):
     """The samples of metric NAME in Prometheus text: [(labels, value)]."""
     out = []
     for line in text.splitlines():
@@ -225,7 +217,7 @@ class Engine:
         status, data = self.get("/metrics")
         if status != 200:
             fail("%s: /metrics answered %d" % (self.name, status))
-        return metric_samples(data.decode(), name)
+        return prometheus_samples(data.decode(), name)
 
     def stop(self):
         if self.proc:
