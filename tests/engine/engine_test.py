@@ -36,7 +36,7 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                 "support"))
 from engines import (BLOCK, CEILING_S, Engine, deadline_loop, fail,  # noqa: E402
-                     start_process, stop_process, unused_port)
+                     refusing_socket, start_process, stop_process)
 
 TRACE_BLOCK = 512
 
@@ -454,7 +454,8 @@ def case_replay_errors(engine_exe, wsel, kv_fetch, workdir):
             isl = 300 if i % 2 == 0 else 5000
             f.write(json.dumps({"timestamp": i, "input_length": isl, "output_length": 2,
                                 "hash_ids": list(range((isl + 511) // 512))}) + "\n")
-    closed = "http://127.0.0.1:%d" % unused_port()  # nobody listens there
+    refuser = refusing_socket()
+    closed = "http://127.0.0.1:%d" % refuser.getsockname()[1]
     e = Engine(engine_exe, workdir, "errors", ["--kv-blocks", "64", "--time-scale", "100",
                                                 "--quiet"])
     try:
@@ -494,6 +495,7 @@ def case_replay_errors(engine_exe, wsel, kv_fetch, workdir):
         print("replay_errors: refused and 400 counted by status; bad line named")
     finally:
         e.stop()
+        refuser.close()
 
 
 def main():

@@ -96,6 +96,9 @@ def worker_user_line():
                                grp.getgrgid(os.getegid()).gr_name)
 
 
+PORT_TRIES = 5  # starts of nginx, each on a port another process may take
+
+
 class Nginx:
     """nginx in the foreground (daemon off) with its own prefix, in front of
     ENGINES; stop() stops them with it."""
@@ -115,6 +118,7 @@ class Nginx:
 
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout"):
+        self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream)
         d = self.dir
         ups = "\n".join("        server %s %s;" % (e.addr, server_opts) for e in self.engines)
         wsrv = "\n".join(
@@ -179,16 +183,43 @@ http {
                               stderr=subprocess.STDOUT, timeout=CEILING_S)
 
     def start(self):
+        """nginx, until its worker answers the status location. nginx cannot
+        bind port 0 and say which port it got, so its port is chosen here
+        (unused_port): if another process binds it first, nginx is started
+        again on another port (the configuration written again)."""
         self.out = open(os.path.join(self.dir, "logs", "stdout.log"), "w")
+        for _ in range(PORT_TRIES):
+            if self.start_once():
+                return
+            self.port = unused_port()
+            self.write_conf(*self.conf_args)
+        fail("nginx found its port taken %d times" % PORT_TRIES)
+
+    def start_once(self):
+        """True once nginx answers on self.port; False, nginx reaped, if it
+        logged the port taken. The port is not asked before nginx has logged
+        that it bound it (it starts its worker), lest another process answer."""
+        log_before = len(self.log())
         self.proc = start_process(self.cmd(), stdout=self.out, stderr=subprocess.STDOUT)
+        for _ in deadline_loop("nginx to bind its port"):
+            new = self.log()[log_before:]
+            if "Address already in use" in new:
+                stop_process(self.proc)
+                return False
+            if "start worker process" in new:
+                break
+            self.check_running()
         for _ in deadline_loop("nginx's status location"):
-            if self.proc.poll() is not None:
-                fail("nginx exited with %d:\n%s" % (self.proc.returncode, self.log()))
+            self.check_running()
             try:
                 if self.get_status()["worker_pid"]:
-                    break
+                    return True
             except (OSError, ValueError, KeyError):
                 pass
+
+    def check_running(self):
+        if self.proc.poll() is not None:
+            fail("nginx exited with %d:\n%s" % (self.proc.returncode, self.log()))
 
     def reload(self):
         p = subprocess.run(self.cmd("-s", "reload"), stdout=subprocess.PIPE,

@@ -86,15 +86,25 @@ signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def unused_port():
-    """A loopback port nobody listens on now. Only for what cannot be told
-    to bind port 0 and say which port it got (nginx), or for a port that
-    must refuse connections; wsel-engine binds its own."""
+    """A loopback port nobody listens on now, which another process may
+    take before the caller binds it: only for what cannot bind port 0 and
+    say which port it got (nginx), and then with a retry. wsel-engine binds
+    its own."""
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
     finally:
         s.close()
+
+
+def refusing_socket():
+    """A loopback socket bound and never listening: connections to its port
+    are refused, and no other process can bind the port while it is open.
+    The caller closes it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 def http_request(port, method, path, body=None, headers=None):
