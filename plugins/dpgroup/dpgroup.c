@@ -20,10 +20,11 @@
  *     lockstep engine: the worker's current step (paced by the largest
  *     prefill chunk on any of its ranks, at most token_budget tokens), its
  *     own rank's remaining backlog, its own uncached tokens, and a decode
- *     pass paced by the worker's busiest rank (see lockstep_score). On a
- *     one-rank worker it is exactly Dynamo's cost, so it cannot lose to
- *     softmax on a cluster without data parallelism; it matched or beat
- *     two-level on every shape and load measured.
+ *     load that is half its own rank's and half its worker's pace (the
+ *     busiest rank; see lockstep_score). On a one-rank worker it is exactly
+ *     Dynamo's cost, so it cannot lose to softmax on a cluster without data
+ *     parallelism; it matched or beat two-level on every shape and load
+ *     measured.
  * Exact ties are broken uniformly at random with the request's stream.
  * Eligible rows follow the host's rule (eligible_skip; inline in a 1.0
  * host). The score function (ABI 1.1) gives every row the value its mode
@@ -257,13 +258,12 @@ typedef struct group_pace {
     uint64_t top_active;
     uint64_t second_active; /* 0 for a one-rank worker */
     uint32_t top_row;
-    uint32_t ranks; /* the worker's rank count */
 } group_pace;
 
 static group_pace group_pace_of(const request_size *req, const wsel_table *t, uint32_t g)
 {
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-    group_pace p = {0, 0, 0, first, count};
+    group_pace p = {0, 0, 0, first};
     for (uint32_t i = first; i < first + count; i++) {
         rank_load l = rank_load_of(req, t, i);
         if (l.backlog > p.max_backlog)
@@ -283,21 +283,24 @@ static group_pace group_pace_of(const request_size *req, const wsel_table *t, ui
  * The lockstep score of row r (lower is better), in Dynamo's cost units:
  *   overlap_score_weight
  *     * (min(L, budget) + max(backlog_r - budget, 0) + uncached_r) / block_size
- *   + max(decode_blocks_r, max over siblings i of active_i)
- *   + max(decode_blocks_r - kv_capacity_blocks_r, 0)   (multi-rank workers)
+ *   + (decode_blocks_r + max(decode_blocks_r, max over siblings i of active_i)) / 2
  * where L is the worker's largest backlog. The request first waits for the
  * worker's current step, paced by the largest prefill chunk on any of its
  * ranks (at most one token budget), then for its own rank's remaining
- * backlog, then prefills its own uncached tokens; the worker's decode pass
- * is paced by its busiest rank. A rank whose active blocks (this request's
- * included) pass its KV capacity cannot admit the request until requests
- * finish and free the excess: the pace term hides that (any rank below its
- * busiest sibling looks free), so the excess is charged to the rank, in
- * blocks like the decode term (a capacity of 0, unknown, charges nothing).
- * On one-rank workers the decode term is the rank's own load already, so
- * nothing is added there. For a one-rank worker with a backlog of at most
- * token_budget this is Dynamo's cost: L = backlog_r, so the prefill part
- * is prefill_tokens_r, and there are no siblings.
+ * backlog, then prefills its own uncached tokens.
+ * The decode part weighs two loads equally: the rank's own
+ * (decode_blocks_r, Dynamo's term: its KV room and its own sequences) and
+ * the worker's pace after the request lands (its busiest rank, which every
+ * lockstep step waits for). The pace alone makes every rank below the
+ * busiest look equally free, so a worker's ranks fill unevenly and run out
+ * of KV room; the own load alone is Dynamo's cost, blind to the lockstep.
+ * (No charge for blocks beyond kv_capacity_blocks: a router's active blocks
+ * count a shared prefix once per request, so on shared prompts that charge
+ * pushed requests off the ranks caching them.)
+ * When the ranks are even, or on a one-rank worker (no siblings), the
+ * half-sum is decode_blocks_r, Dynamo's term. With a backlog of at most
+ * token_budget a one-rank worker's score is Dynamo's cost: L = backlog_r,
+ * so the prefill part is prefill_tokens_r.
  */
 static double lockstep_score(const dpgroup *d, const wsel_request *req,
                              const request_size *size, const wsel_table *t,
@@ -308,13 +311,10 @@ static double lockstep_score(const dpgroup *d, const wsel_request *req,
     uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
     uint64_t tokens = add_saturating(add_saturating(step, rest), l.uncached);
     uint64_t sibling = r == p->top_row ? p->second_active : p->top_active;
-    uint64_t decode = t->decode_blocks[r] > sibling ? t->decode_blocks[r] : sibling;
-    uint64_t room =
-        p->ranks > 1 && t->kv_capacity_blocks != NULL ? t->kv_capacity_blocks[r] : 0;
-    uint64_t over =
-        room > 0 && t->decode_blocks[r] > room ? t->decode_blocks[r] - room : 0;
+    uint64_t own = t->decode_blocks[r];
+    uint64_t pace = own > sibling ? own : sibling;
     return req->overlap_score_weight * (double)tokens / (double)req->block_size +
-           (double)decode + (double)over;
+           ((double)own + (double)pace) / 2.0;
 }
 
 static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
@@ -401,7 +401,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
     .name = "dpgroup",
-    .version = "1.3.0",
+    .version = "1.4.0",
     .description = "scores each data-parallel worker by its busiest rank, then picks "
                    "the rank",
     .params = dpgroup_params,

@@ -4,7 +4,8 @@
  * its busiest rank, so it gets its fair share of traffic but never while its
  * busiest rank leads; a saturated rank shields its idle siblings; blend
  * mode follows its formula; lockstep mode charges a row the wait on its
- * worker's shared steps and is Dynamo's cost on a one-rank worker.
+ * worker's shared steps and half its own and half its worker's decode load,
+ * and is Dynamo's cost on a one-rank worker.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -297,10 +298,10 @@ static void set_row(harness_table *t, uint32_t i, uint64_t backlog, uint64_t act
  * Worker 0: rank 0 has 4,096 tokens queued and 10 active blocks; rank 1 is
  * idle and caches 2 of the request's 4 blocks. Worker 1: one rank, B
  * tokens queued, 6 active blocks. Request: 4 blocks (64 tokens). L_0 = 4096.
- *   row 0: (4096 + 0 + 64) / 16 + max(4 + 10, 0)  = 260 + 14 = 274
- *   row 1: (4096 + 0 + 32) / 16 + max(2, 10)      = 258 + 10 = 268
- *   row 2: (B + 64) / 16 + 6 + 4                   = (B + 64) / 16 + 10
- * so the idle sibling pays its worker's step: row 2 wins below B = 4064,
+ *   row 0: (4096 + 0 + 64) / 16 + (14 + max(14, 0)) / 2  = 260 + 14 = 274
+ *   row 1: (4096 + 0 + 32) / 16 + (2 + max(2, 10)) / 2   = 258 + 6 = 264
+ *   row 2: (B + 64) / 16 + (10 + 10) / 2                 = (B + 64) / 16 + 10
+ * so the idle sibling pays its worker's step: row 2 wins below B = 4000,
  * ties at it (exact in binary: every value is a multiple of 1/16), loses
  * above. Dynamo's cost sees row 1 at 32 / 16 + 2 = 4 and always takes it.
  */
@@ -317,7 +318,7 @@ static void test_lockstep_charges_an_idle_rank_its_worker_s_step(void **state)
     const struct {
         uint64_t backlog;
         uint32_t seen; /* rows that must come up, as a bit set */
-    } cases[] = {{0, 0x4}, {4048, 0x4}, {4064, 0x6}, {4080, 0x2}, {8000, 0x2}};
+    } cases[] = {{0, 0x4}, {3984, 0x4}, {4000, 0x6}, {4016, 0x2}, {8000, 0x2}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         set_row(t, 2, cases[c].backlog, 6, 0, 4);
         harness_table_default_costs(t, 1.0, 16);
@@ -405,38 +406,44 @@ static void test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank(voi
 }
 
 /*
- * A rank without KV room waits for its active requests to free it, which
- * the lockstep pace (its worker's busiest rank) hides. Request: 4 blocks,
- * cached nowhere. Worker 0: ranks with 100 and 96 active blocks, room for
- * 90 each; worker 1: two ranks with 99 active blocks and room for 1,000.
- *   row 0: 64 / 16 + max(104, 96) + (104 - 90)  = 4 + 104 + 14 = 122
- *   row 1: 64 / 16 + max(100, 100) + (100 - 90) = 4 + 100 + 10 = 114
- *   rows 2, 3: 4 + max(103, 99) + 0             = 107
- * so worker 1 takes it; with the capacity unknown (0) row 1 does (104).
+ * The decode part is half the rank's own load and half its worker's pace.
+ * Request: 4 blocks (64 tokens), cached nowhere, nothing queued, so every
+ * row's prefill part is 64 / 16 = 4. Active blocks: worker 0 (rows 0, 1)
+ * 200 and 0; worker 1 (rows 2, 3) 60 and 30; worker 2 (row 4) 50.
+ *   row 0: 4 + (204 + 204) / 2 = 208     row 1: 4 + (4 + 200) / 2 = 106
+ *   row 2: 4 + (64 + 64) / 2   = 68      row 3: 4 + (34 + 60) / 2 = 51
+ *   row 4: 4 + (54 + 54) / 2   = 58
+ * so row 3 wins. Dynamo's cost (own load only) takes row 1 (8), the idle
+ * rank of the worker whose busiest rank paces every step; the pace alone
+ * (row 1: 204, row 3: 64, row 4: 58) would take row 4 and leave row 3's
+ * room unused.
  */
-static void test_lockstep_charges_a_rank_its_blocks_beyond_its_kv_room(void **state)
+static void
+test_lockstep_weighs_a_rank_s_own_load_and_its_worker_s_pace_equally(void **state)
 {
     (void)state;
-    harness_table *t = harness_table_uniform(2, 2);
-    const uint64_t active[4] = {100, 96, 99, 99}, room[4] = {90, 90, 1000, 1000};
-    for (uint32_t i = 0; i < 4; i++) {
+    static const uint32_t dp[3] = {2, 2, 1};
+    harness_table *t = harness_table_new(3, dp);
+    const uint64_t active[5] = {200, 0, 60, 30, 50};
+    for (uint32_t i = 0; i < 5; i++)
         set_row(t, i, 0, active[i], 0, 4);
-        t->kv_capacity_blocks[i] = room[i];
-    }
     harness_table_default_costs(t, 1.0, 16);
     void *d = lockstep_create(0);
     wsel_request req;
     wsel_rng rng;
     harness_request(&req, &rng, SEED, 1, 0, NULL, 0);
+    uint32_t base;
+    assert_int_equal(wsel_softmax_sample(t->table.cost, t->flags, t->table.num_rows,
+                                         WSEL_ROW_EXCLUDED, 0.0, req.uniform, &base),
+                     0);
+    assert_int_equal(base, 1);
     req.isl_tokens = 64;
-    double scores[4];
+    double scores[5];
     assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
-    assert_true(scores[0] == 122.0 && scores[1] == 114.0);
-    assert_true(scores[2] == 107.0 && scores[3] == 107.0);
-    uint32_t row = decide_blocks(d, t, 2, 4);
-    assert_true(row == 2 || row == 3);
-    memset(t->kv_capacity_blocks, 0, 4 * sizeof(t->kv_capacity_blocks[0]));
-    assert_int_equal(decide_blocks(d, t, 3, 4), 1);
+    const double want[5] = {208.0, 106.0, 68.0, 51.0, 58.0};
+    for (uint32_t i = 0; i < 5; i++)
+        assert_true(scores[i] == want[i]);
+    assert_int_equal(decide_blocks(d, t, 2, 4), 3);
     wsel_plugin_entry.destroy(d);
     harness_table_free(t);
 }
@@ -546,7 +553,8 @@ int main(void)
             test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost),
         cmocka_unit_test(test_lockstep_charges_an_idle_rank_its_worker_s_step),
         cmocka_unit_test(test_lockstep_on_one_rank_workers_picks_dynamo_s_argmin),
-        cmocka_unit_test(test_lockstep_charges_a_rank_its_blocks_beyond_its_kv_room),
+        cmocka_unit_test(
+            test_lockstep_weighs_a_rank_s_own_load_and_its_worker_s_pace_equally),
         cmocka_unit_test(
             test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank),
         cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
