@@ -6,6 +6,7 @@
  * through a queue guarded by its own mutex and a wake-up over an inproc
  * PAIR; it never holds that mutex and the router's at once.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,26 @@ static void post(rt_kvsub *k, kv_op *op)
     pthread_mutex_unlock(&k->kmu);
 }
 
+/* The event thread, in the class the router asks for: SCHED_IDLE when it
+ * can (a thread may always lower itself to it; if the system refuses, the
+ * thread stays in the normal class and the refusal is logged). glibc's
+ * thread attributes take no SCHED_IDLE, so the class is set once the
+ * thread exists. */
+static int start_thread(rt_kvsub *k)
+{
+    int rc = pthread_create(&k->thread, NULL, kvsub_main, k);
+#ifdef SCHED_IDLE
+    if (rc == 0 && k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_IDLE) {
+        struct sched_param sp = {0};
+        int e = pthread_setschedparam(k->thread, SCHED_IDLE, &sp);
+        if (e != 0)
+            rt_log(k->r, WSEL_LOG_WARN,
+                   "KV event thread: SCHED_IDLE refused (%s); normal class", strerror(e));
+    }
+#endif
+    return rc;
+}
+
 int rt_kvsub_start(wsel_router *r)
 {
     rt_kvsub *k = calloc(1, sizeof(*k));
@@ -203,12 +224,17 @@ int rt_kvsub_start(wsel_router *r)
     char name[64];
     snprintf(name, sizeof(name), "inproc://wsel-router-%p", (void *)k);
     k->ctx = zmq_ctx_new();
+#ifdef SCHED_IDLE
+    /* ZeroMQ starts its I/O thread with the first socket, in this class. */
+    if (k->ctx && r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_IDLE)
+        (void)zmq_ctx_set(k->ctx, ZMQ_THREAD_SCHED_POLICY, SCHED_IDLE);
+#endif
     int unlimited = 0;
     if (!k->ctx || !(k->wake_rx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
         !(k->wake_tx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
         zmq_setsockopt(k->wake_tx, ZMQ_SNDHWM, &unlimited, sizeof(unlimited)) != 0 ||
         zmq_bind(k->wake_rx, name) != 0 || zmq_connect(k->wake_tx, name) != 0 ||
-        pthread_create(&k->thread, NULL, kvsub_main, k) != 0) {
+        start_thread(k) != 0) {
         if (k->wake_rx)
             zmq_close(k->wake_rx);
         if (k->wake_tx)

@@ -55,6 +55,12 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
                                                                       : sizeof(*opts);
     memcpy(&r->opt, opts, n);
     wsel_router_options *o = &r->opt;
+    if (o->kv_threads > WSEL_ROUTER_KV_THREADS_NORMAL) {
+        free(r);
+        set_err(err, err_size,
+                "wsel_router_create: kv_threads is 0 (idle) or 1 (normal)");
+        return WSEL_EINVAL;
+    }
     o->block_size = o->block_size ? o->block_size : 64;
     o->max_rows = o->max_rows ? o->max_rows : 1024;
     o->capacity_blocks = o->capacity_blocks ? o->capacity_blocks : 16384;

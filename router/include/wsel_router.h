@@ -71,6 +71,12 @@ typedef struct wsel_router wsel_router;
 #define WSEL_ROUTER_KV_HISTORY 0u /* routing history (approximate) */
 #define WSEL_ROUTER_KV_EVENTS  1u /* vLLM KV events from each rank */
 
+/* The CPU class of the KV event threads (wsel_router_options.kv_threads):
+ * the router's own thread that decodes and applies events, and ZeroMQ's I/O
+ * thread that receives them. */
+#define WSEL_ROUTER_KV_THREADS_IDLE   0u /* Linux SCHED_IDLE (the default) */
+#define WSEL_ROUTER_KV_THREADS_NORMAL 1u /* the class of wsel_router_create's caller */
+
 /* The seed of every XXH3 call (Dynamo's). */
 #define WSEL_ROUTER_HASH_SEED 1337u
 
@@ -105,6 +111,15 @@ typedef struct wsel_router_options {
      * mutex; must not call the router. [any thread] */
     uint64_t (*clock_us)(void *user);
     void *clock_user;
+    /* Event mode: the KV event threads' CPU class. IDLE (0): they run only
+     * on CPU time no other thread of the machine wants (on Linux a waking
+     * SCHED_OTHER thread always preempts them), so a route never waits for
+     * a core behind a batch of events; when every core is busy the index
+     * lags instead (events wait in ZeroMQ's queue; past its high-water mark
+     * they are dropped, counted as sequence gaps). NORMAL: the caller's
+     * class, for an index that must keep up under CPU saturation. Where
+     * SCHED_IDLE does not exist, IDLE is NORMAL. */
+    uint32_t kv_threads;
 } wsel_router_options;
 
 /* Create a router with no workers. [control thread] */

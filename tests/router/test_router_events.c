@@ -6,7 +6,7 @@
  * malformed or unknown input counted under its reason and nothing applied;
  * the ZeroMQ subscriber receiving from a PUB socket on 127.0.0.1
  * (waiting for a condition, never for a time), and routes running while
- * another thread applies large batches.
+ * another thread applies large batches; the event threads' CPU class.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <zmq.h>
@@ -73,6 +74,56 @@ static uint32_t cached(wsel_router *r, uint32_t row)
     wsel_router_rank_info ri[8];
     wsel_router_read_ranks(r, ri, 8);
     return (uint32_t)ri[row].cached_blocks;
+}
+
+/* Threads of this process in the SCHED_IDLE class. */
+static int idle_threads(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int tid = atoi(e->d_name);
+        if (tid > 0 && sched_getscheduler(tid) == SCHED_IDLE)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The event thread and ZeroMQ's I/O thread run in SCHED_IDLE by default,
+ * in the caller's class with WSEL_ROUTER_KV_THREADS_NORMAL; another value
+ * is refused. ZeroMQ's thread sets its class once it runs: waited for. */
+static void test_event_threads_class(void **state)
+{
+    (void)state;
+    char err[256];
+    wsel_router *r;
+    assert_int_equal(wsel_host_create(NULL, &host), 0);
+    wsel_router_options o = {.struct_size = sizeof(o),
+                             .block_size = BS,
+                             .kv_source = WSEL_ROUTER_KV_EVENTS,
+                             .host = host};
+    assert_int_equal(idle_threads(), 0);
+
+    o.kv_threads = WSEL_ROUTER_KV_THREADS_NORMAL + 1;
+    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), WSEL_EINVAL);
+    assert_non_null(strstr(err, "kv_threads"));
+
+    o.kv_threads = WSEL_ROUTER_KV_THREADS_NORMAL;
+    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
+    add(r, 1, 1, (const char *const[]){"tcp://127.0.0.1:1"});
+    assert_int_equal(idle_threads(), 0);
+    wsel_router_destroy(r);
+
+    o.kv_threads = WSEL_ROUTER_KV_THREADS_IDLE;
+    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
+    add(r, 1, 1, (const char *const[]){"tcp://127.0.0.1:1"});
+    while (idle_threads() < 2) /* ours at once; ZeroMQ's I/O thread */
+        sched_yield();
+    wsel_router_destroy(r);
+    assert_int_equal(idle_threads(), 0);
+    wsel_host_destroy(host);
 }
 
 static void test_stored_matches_request(void **state)
@@ -371,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_positional),
         cmocka_unit_test(test_zmq_subscriber),
         cmocka_unit_test(test_routes_while_large_batches_apply),
+        cmocka_unit_test(test_event_threads_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
