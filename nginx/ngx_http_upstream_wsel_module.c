@@ -110,7 +110,7 @@ static ngx_command_t  ngx_http_wsel_commands[] = {
       NULL },
 
     { ngx_string("wsel_kv_source"),
-      NGX_HTTP_UPS_CONF|NGX_CONF_TAKE1,
+      NGX_HTTP_UPS_CONF|NGX_CONF_TAKE12,
       ngx_http_wsel_kv_source,
       NGX_HTTP_SRV_CONF_OFFSET,
       0,
@@ -348,6 +348,8 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
     ro.block_size = (uint32_t) up->block_size;
     ro.kv_source = up->kv_events ? WSEL_ROUTER_KV_EVENTS
                                  : WSEL_ROUTER_KV_HISTORY;
+    ro.kv_threads = (uint32_t) up->kv_threads;
+    up->token_reader = wsel_token_ids_best();
     ro.capacity_blocks = (uint32_t) up->capacity;
     ro.busy_active_requests = (uint32_t) up->busy_requests;
     ro.busy_prefill_tokens = up->busy_prefill;
@@ -506,9 +508,8 @@ ngx_http_wsel_exit_process(ngx_cycle_t *cycle)
         ups[i]->router = NULL;
         wsel_host_destroy(ups[i]->host);
         ups[i]->host = NULL;
-        ngx_free(ups[i]->tokens);
-        ups[i]->tokens = NULL;
-        ups[i]->tokens_cap = 0;
+        free(ups[i]->tokens.ids);
+        ngx_memzero(&ups[i]->tokens, sizeof(ups[i]->tokens));
     }
 }
 
@@ -882,6 +883,24 @@ ngx_http_wsel_kv_source(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     } else {
         return "takes \"history\" or \"events\"";
+    }
+
+    up->kv_threads = WSEL_ROUTER_KV_THREADS_IDLE;
+
+    if (cf->args->nelts == 3) {
+        if (!up->kv_events) {
+            return "takes threads= with \"events\" only";
+        }
+
+        if (ngx_strcmp(value[2].data, "threads=idle") == 0) {
+            up->kv_threads = WSEL_ROUTER_KV_THREADS_IDLE;
+
+        } else if (ngx_strcmp(value[2].data, "threads=normal") == 0) {
+            up->kv_threads = WSEL_ROUTER_KV_THREADS_NORMAL;
+
+        } else {
+            return "takes \"threads=idle\" or \"threads=normal\" after \"events\"";
+        }
     }
 
     (void) cmd;

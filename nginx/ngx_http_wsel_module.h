@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "wsel_router.h"
+#include "wsel_token_ids.h"
 
 
 #define NGX_HTTP_WSEL_MAX_BODY      (64 * 1024 * 1024)
@@ -45,6 +46,7 @@ typedef struct {
     ngx_uint_t                      block_size;
     ngx_uint_t                      text_mode;
     ngx_uint_t                      kv_events;
+    ngx_uint_t                      kv_threads;    /* WSEL_ROUTER_KV_THREADS_* */
     ngx_uint_t                      capacity;
     ngx_uint_t                      busy_requests;
     ngx_uint_t                      busy_prefill;
@@ -59,8 +61,8 @@ typedef struct {
     u_char                         *peer_down; /* by worker id - 1: told
                                                   the router unavailable */
     ngx_uint_t                      ndown;     /* how many */
-    uint32_t                       *tokens;    /* the prompt being routed */
-    size_t                          tokens_cap;
+    wsel_token_buf                  tokens;    /* the prompt being routed */
+    int                             token_reader;  /* WSEL_TOKEN_IDS_* */
     ngx_event_t                     flush;     /* deferred history record */
     u_char                          live_path[1024];
     u_char                          last_error[NGX_HTTP_WSEL_ERR];

@@ -168,11 +168,15 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         d = ngx_http_wsel_escape(d, last, up->last_error,
                                  ngx_strlen(up->last_error));
         d = ngx_slprintf(d, last,
-            "\",\"isolated\":%s,\"kv_source\":\"%s\",\"prompt\":\"%s\","
-            "\"block_size\":%ui,\"worker_pid\":%P,",
+            "\",\"isolated\":%s,\"kv_source\":\"%s\",\"kv_threads\":\"%s\","
+            "\"prompt\":\"%s\",\"token_reader\":\"%s\",\"block_size\":%ui,"
+            "\"worker_pid\":%P,",
             up->isolated ? "true" : "false",
             up->kv_events ? "events" : "history",
+            up->kv_threads == WSEL_ROUTER_KV_THREADS_NORMAL ? "normal" : "idle",
             up->text_mode ? "text" : "tokens",
+            up->token_reader == WSEL_TOKEN_IDS_AVX512 ? "avx512"
+            : up->token_reader == WSEL_TOKEN_IDS_SSE2 ? "sse2" : "bytes",
             up->block_size, ngx_pid);
         d = ngx_slprintf(d, last,
             "\"selects\":%uL,\"plugin_answers\":%uL,\"fallbacks\":%uL,"
