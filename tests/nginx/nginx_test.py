@@ -9,8 +9,11 @@ Cases:
   route     nginx (one worker, its own prefix, conf, pid and logs, on a free
             loopback port) in front of two wsel-engines (--dp 2, KV events):
             a replayed workload through nginx with the bundled softmax
-            policy, every request 200; the status figures (JSON and
-            Prometheus) add up exactly for a known batch; a request without
+            policy, every request 200; once the KV events are in the
+            index, a request finds its prefix cached on the rank chosen
+            (the workload's start replayed again until one does); the
+            status figures (JSON and Prometheus) add up exactly for a
+            known batch; a request without
             a usable prompt is answered by the built-in policy and counted;
             the policy switched both ways under traffic (admin location and
             nginx -s reload), with no failed request
@@ -322,11 +325,23 @@ def case_route(args):
             s = ng.get_status()
             if s["kv_messages"] > 0 and sum(r["cached_blocks"] for r in s["ranks"]) > 0:
                 break
-        if s["overlap_blocks"] == 0:
-            fail("a shared-prefix workload made no cache hit: %r" % s)
-        print("route: 120 requests, %d of %d prompt blocks cached on the chosen rank, "
-              "module time p50 <= %d us" % (s["overlap_blocks"], s["prompt_blocks"],
-                                             s["route_time_us_p50"]))
+        # The events reach the index asynchronously (the router's event
+        # thread may run in a low CPU class), so routing saw cached blocks
+        # only if some came in while the replay ran. Until a request has
+        # found its prefix cached on the rank chosen: the workload's first
+        # 20 requests again (same seed, same prompts), routed against an
+        # index that now holds their prefixes.
+        again = 0
+        for _ in deadline_loop("a routed request to find its prefix cached"):
+            if s["overlap_blocks"] > 0:
+                break
+            again += 1
+            replay(wsel, ng.port, workdir, "again%d" % again, 20)
+            s = ng.get_status()
+        print("route: %d requests (%d replays of 20 after the first 120), %d of %d "
+              "prompt blocks cached on the chosen rank, module time p50 <= %d us"
+              % (s["requests"], again, s["overlap_blocks"], s["prompt_blocks"],
+                 s["route_time_us_p50"]))
 
         # 2. exact figures for a known batch: 5 token prompts + 1 without one
         before = ng.get_status()
