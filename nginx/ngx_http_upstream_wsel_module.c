@@ -510,6 +510,8 @@ ngx_http_wsel_exit_process(ngx_cycle_t *cycle)
         ups[i]->host = NULL;
         free(ups[i]->tokens.ids);
         ngx_memzero(&ups[i]->tokens, sizeof(ups[i]->tokens));
+        free(ups[i]->body.data);
+        ngx_memzero(&ups[i]->body, sizeof(ups[i]->body));
     }
 }
 

@@ -35,6 +35,13 @@ typedef struct {
 } ngx_http_wsel_server_t;
 
 
+/* Bytes kept between requests (malloc'd, grown as needed). */
+typedef struct {
+    u_char                         *data;
+    size_t                          cap;
+} ngx_http_wsel_bytes_t;
+
+
 typedef struct {
     /* configuration */
     ngx_flag_t                      enabled;
@@ -62,6 +69,7 @@ typedef struct {
                                                   the router unavailable */
     ngx_uint_t                      ndown;     /* how many */
     wsel_token_buf                  tokens;    /* the prompt being routed */
+    ngx_http_wsel_bytes_t           body;      /* its body, when in pieces */
     int                             token_reader;  /* WSEL_TOKEN_IDS_* */
     ngx_event_t                     flush;     /* deferred history record */
     u_char                          live_path[1024];
@@ -158,7 +166,8 @@ u_char *ngx_http_wsel_js_string(u_char *p, u_char *e);
 u_char *ngx_http_wsel_js_value(u_char *p, u_char *e, ngx_uint_t depth);
 ngx_int_t ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p,
     u_char *e, ngx_uint_t text_mode, ngx_http_wsel_prompt_t *out);
-u_char *ngx_http_wsel_body(ngx_http_request_t *r, size_t *len);
+u_char *ngx_http_wsel_body(ngx_http_request_t *r, ngx_http_wsel_bytes_t *keep,
+    size_t *len);
 
 /* ngx_http_wsel_request.c: the request path */
 void ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,

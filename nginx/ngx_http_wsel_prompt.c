@@ -260,9 +260,16 @@ ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
 }
 
 
-/* The request body as one buffer (memory or temp file), or NULL. */
+/*
+ * The request body as one buffer (memory or temp file), or NULL. A body in
+ * several buffers (nginx keeps the part read with the headers apart) is
+ * copied into `keep` when given (grown as needed and kept for the next
+ * request: a large prompt costs no fresh pages each time), else into the
+ * request's pool.
+ */
 u_char *
-ngx_http_wsel_body(ngx_http_request_t *r, size_t *len)
+ngx_http_wsel_body(ngx_http_request_t *r, ngx_http_wsel_bytes_t *keep,
+    size_t *len)
 {
     u_char       *buf, *d;
     size_t        n;
@@ -292,9 +299,22 @@ ngx_http_wsel_body(ngx_http_request_t *r, size_t *len)
         return NULL;
     }
 
-    buf = ngx_palloc(r->pool, n + 1);
-    if (buf == NULL) {
-        return NULL;
+    if (keep == NULL) {
+        buf = ngx_palloc(r->pool, n + 1);
+        if (buf == NULL) {
+            return NULL;
+        }
+
+    } else {
+        if (keep->cap < n + 1) {
+            buf = realloc(keep->data, n + 1);
+            if (buf == NULL) {
+                return NULL;
+            }
+            keep->data = buf;
+            keep->cap = n + 1;
+        }
+        buf = keep->data;
     }
 
     d = buf;

@@ -117,7 +117,7 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     ngx_memzero(&q, sizeof(q));
     q.struct_size = sizeof(q);
 
-    body = ngx_http_wsel_body(r, &len);
+    body = ngx_http_wsel_body(r, &up->body, &len);
 
     if (body == NULL
         || ngx_http_wsel_find_prompt(up, body, body + len, up->text_mode,

@@ -383,7 +383,7 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
     config = NULL;
     err[0] = '\0';
 
-    body = ngx_http_wsel_body(r, &len);
+    body = ngx_http_wsel_body(r, NULL, &len);
     if (body == NULL) {
         ngx_cpystrn((u_char *) err, (u_char *) "no body; expected "
                     "{\"path\": \"/x.so\", \"config\": {...}}", sizeof(err));
