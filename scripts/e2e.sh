@@ -436,10 +436,22 @@ for m in lat_modes:
         " %8.0f" % p50(w, lo, hi) for lo, hi in bins))
     print("%-22s %8.0f" % ("  added", p50(w) - p50(plain)) + "".join(
         " %8.0f" % (p50(w, lo, hi) - p50(plain, lo, hi)) for lo, hi in bins))
+# The rounds are paired (each side's round r ran back to back), so a
+# background load that comes and goes moves both sides of a pair.
+def round_p50(side, r):
+    with open(os.path.join(out, "latency", "%s-%d.jsonl" % (side, r))) as f:
+        return statistics.median(json.loads(l)["ttft_ms"] * 1000 for l in f if l.strip())
+
+for m in lat_modes:
+    d = [round_p50(m, r) - round_p50("plain", r) for r in range(rounds)]
+    print("added per round, %s (us): %s; median %.0f" % (
+        m, " ".join("%.0f" % x for x in d), statistics.median(d)))
 for m in lat_modes:
     sts = [load(os.path.join(out, "latency", "status-%s-%d.json" % (m, r))) for r in range(rounds)]
     n = sum(x["requests"] for x in sts)
-    print("module route time, %s (status): mean %.1f us, p50 <= %d us over %d requests" % (
+    print("module route time, %s (status): mean %.1f us, p50 <= %d us over %d requests"
+          " (token reader %s, KV threads %s)" % (
         m, sum(x["route_time_ns_sum"] for x in sts) / max(n, 1) / 1000,
-        max(x["route_time_us_p50"] for x in sts), n))
+        max(x["route_time_us_p50"] for x in sts), n, sts[0].get("token_reader", "?"),
+        sts[0].get("kv_threads", "?") if m == "events" else "-"))
 EOF
