@@ -7,6 +7,7 @@
 
 #include "wsel_token_ids.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,8 +152,46 @@ static size_t window_sse2(const unsigned char *p, uint32_t *out, size_t *adv)
  * right-aligned with zeros in front, into its own 64-bit lane, and three
  * multiply-adds fold the 8 digits of the 8 lanes together.
  */
-__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2"))) static size_t
-window_avx512(const unsigned char *p, uint32_t *out, size_t *adv)
+#define WSEL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2")))
+
+/* Ids j..j+7 of a window (first and last digit positions compressed in
+ * `first` and `lastd`, the digits' values in dv) into out[j..j+7]. */
+WSEL_AVX512 static inline void eight_ids(__m512i first, __m512i lastd, __m512i dv,
+                                         size_t j, uint32_t *out)
+{
+    /* byte b of lane8 = b / 8; of back = b % 8 - 7 */
+    const __m512i lane8 =
+        _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
+                         0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll,
+                         0x0101010101010101ll, 0x0000000000000000ll);
+    const __m512i back = _mm512_set1_epi64(0x00fffefdfcfbfaf9ll);
+    const __m512i sel = _mm512_add_epi8(lane8, _mm512_set1_epi8((char)j));
+    const __m512i s = _mm512_permutexvar_epi8(sel, first);
+    const __m512i g = _mm512_add_epi8(_mm512_permutexvar_epi8(sel, lastd), back);
+    /* signed: a position before the window's start is negative */
+    const __mmask64 keep = _mm512_cmpge_epi8_mask(g, s);
+    __m512i x = _mm512_maskz_permutexvar_epi8(keep, g, dv);
+    x = _mm512_maddubs_epi16(x, _mm512_set1_epi16(0x010a));
+    x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010064));
+    x = _mm512_add_epi64(_mm512_mul_epu32(x, _mm512_set1_epi64(10000)),
+                         _mm512_srli_epi64(x, 32));
+    _mm256_storeu_si256((__m256i *)(void *)(out + j), _mm512_cvtepi64_epi32(x));
+}
+
+/*
+ * 64 bytes at p (a digit; 64 bytes readable): every complete token (its
+ * last digit followed by a comma, all bytes before it digits or single
+ * commas) into out (WINDOW_IDS of room); returns how many and sets *adv
+ * to the comma after the last. 0 when there is none, or an id has more
+ * than 8 digits, or two commas touch.
+ *
+ * The tokens' first and last digit positions are compressed into two byte
+ * vectors (VBMI2); a byte permute (VBMI) then moves each id's digits,
+ * right-aligned with zeros in front, into its own 64-bit lane, and three
+ * multiply-adds fold the 8 digits of the 8 lanes together.
+ */
+WSEL_AVX512 static inline size_t window_avx512(const unsigned char *p, uint32_t *out,
+                                               size_t *adv)
 {
     const __m512i v = _mm512_loadu_si512((const void *)p);
     const __m512i dv = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
@@ -170,36 +209,20 @@ window_avx512(const unsigned char *p, uint32_t *out, size_t *adv)
     const uint64_t starts = d & ~(d << 1) & ((2ull << last) - 1);
     const size_t k = (size_t)__builtin_popcountll(ends);
 
-    /* byte b of iota = b; of lane8 = b / 8; of back = b % 8 - 7 */
+    /* byte b of iota = b */
     const __m512i iota =
         _mm512_set_epi64(0x3f3e3d3c3b3a3938ll, 0x3736353433323130ll, 0x2f2e2d2c2b2a2928ll,
                          0x2726252423222120ll, 0x1f1e1d1c1b1a1918ll, 0x1716151413121110ll,
                          0x0f0e0d0c0b0a0908ll, 0x0706050403020100ll);
-    const __m512i lane8 =
-        _mm512_set_epi64(0x0707070707070707ll, 0x0606060606060606ll, 0x0505050505050505ll,
-                         0x0404040404040404ll, 0x0303030303030303ll, 0x0202020202020202ll,
-                         0x0101010101010101ll, 0x0000000000000000ll);
-    const __m512i back = _mm512_set1_epi64(0x00fffefdfcfbfaf9ll);
     const __m512i first = _mm512_maskz_compress_epi8(starts, iota);
     const __m512i lastd = _mm512_maskz_compress_epi8(ends, iota);
-    const uint64_t live = k == 64 ? ~0ull : (1ull << k) - 1;
+    const uint64_t live = (1ull << k) - 1; /* k <= 31 */
 
     if (_mm512_mask_cmpgt_epu8_mask(live, _mm512_sub_epi8(lastd, first),
                                     _mm512_set1_epi8(7)))
         return 0;
-    for (size_t j = 0; j < k; j += 8) {
-        const __m512i sel = _mm512_add_epi8(lane8, _mm512_set1_epi8((char)j));
-        const __m512i s = _mm512_permutexvar_epi8(sel, first);
-        const __m512i g = _mm512_add_epi8(_mm512_permutexvar_epi8(sel, lastd), back);
-        /* signed: a position before the window's start is negative */
-        const __mmask64 keep = _mm512_cmpge_epi8_mask(g, s);
-        __m512i x = _mm512_maskz_permutexvar_epi8(keep, g, dv);
-        x = _mm512_maddubs_epi16(x, _mm512_set1_epi16(0x010a));
-        x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010064));
-        x = _mm512_add_epi64(_mm512_mul_epu32(x, _mm512_set1_epi64(10000)),
-                             _mm512_srli_epi64(x, 32));
-        _mm256_storeu_si256((__m256i *)(void *)(out + j), _mm512_cvtepi64_epi32(x));
-    }
+    for (size_t j = 0; j < k; j += 8)
+        eight_ids(first, lastd, dv, j, out);
     *adv = last + 1;
     return k;
 }
@@ -219,18 +242,20 @@ int wsel_token_ids_best(void)
 #endif
 }
 
-const unsigned char *wsel_token_ids_parse(const unsigned char *p, const unsigned char *e,
-                                          wsel_token_buf *buf, int reader, int *nomem)
+typedef size_t (*window_fn)(const unsigned char *p, uint32_t *out, size_t *adv);
+
+/*
+ * The reader's loop: a window of `need` readable bytes at each token while
+ * the window reader takes them, the byte loop otherwise. Inlined into one
+ * function per reader, so that a window reader is inlined too (an AVX-512
+ * one into a function compiled for AVX-512).
+ */
+static inline __attribute__((always_inline)) const unsigned char *
+parse_loop(const unsigned char *p, const unsigned char *e, wsel_token_buf *buf,
+           int *nomem, window_fn window, ptrdiff_t need)
 {
-    int best = wsel_token_ids_best();
     size_t adv = 0, k;
 
-    if (reader > best)
-        reader = best;
-    buf->n = 0;
-    *nomem = 0;
-    if (p == e || *p != '[')
-        return NULL;
     p = skip_ws(p + 1, e);
     for (;;) {
         /* p at a token */
@@ -240,13 +265,7 @@ const unsigned char *wsel_token_ids_parse(const unsigned char *p, const unsigned
             *nomem = 1;
             return NULL;
         }
-        k = 0;
-#ifdef WSEL_TOKEN_IDS_X86
-        if (reader == WSEL_TOKEN_IDS_AVX512 && e - p >= 64)
-            k = window_avx512(p, buf->ids + buf->n, &adv);
-        else if (reader == WSEL_TOKEN_IDS_SSE2 && e - p >= 72)
-            k = window_sse2(p, buf->ids + buf->n, &adv);
-#endif
+        k = window && e - p >= need ? window(p, buf->ids + buf->n, &adv) : 0;
         if (k) {
             buf->n += k;
             p += adv; /* at the comma after the last id read */
@@ -272,4 +291,45 @@ const unsigned char *wsel_token_ids_parse(const unsigned char *p, const unsigned
             return NULL;
         p = skip_ws(p + 1, e);
     }
+}
+
+static const unsigned char *parse_bytes(const unsigned char *p, const unsigned char *e,
+                                        wsel_token_buf *buf, int *nomem)
+{
+    return parse_loop(p, e, buf, nomem, NULL, 0);
+}
+
+#ifdef WSEL_TOKEN_IDS_X86
+static const unsigned char *parse_sse2(const unsigned char *p, const unsigned char *e,
+                                       wsel_token_buf *buf, int *nomem)
+{
+    return parse_loop(p, e, buf, nomem, window_sse2, 72);
+}
+
+WSEL_AVX512 static const unsigned char *parse_avx512(const unsigned char *p,
+                                                     const unsigned char *e,
+                                                     wsel_token_buf *buf, int *nomem)
+{
+    return parse_loop(p, e, buf, nomem, window_avx512, 64);
+}
+#endif
+
+const unsigned char *wsel_token_ids_parse(const unsigned char *p, const unsigned char *e,
+                                          wsel_token_buf *buf, int reader, int *nomem)
+{
+    int best = wsel_token_ids_best();
+
+    if (reader > best)
+        reader = best;
+    buf->n = 0;
+    *nomem = 0;
+    if (p == e || *p != '[')
+        return NULL;
+#ifdef WSEL_TOKEN_IDS_X86
+    if (reader == WSEL_TOKEN_IDS_AVX512)
+        return parse_avx512(p, e, buf, nomem);
+    if (reader == WSEL_TOKEN_IDS_SSE2)
+        return parse_sse2(p, e, buf, nomem);
+#endif
+    return parse_bytes(p, e, buf, nomem);
 }
