@@ -122,6 +122,10 @@ class Nginx:
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout"):
         self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream)
+        # KV event threads in the normal CPU class: in the default (idle)
+        # the index lags for as long as every core is busy (nginx/README),
+        # and on two busy cores a wait for the events would be a wait on
+        # the scheduler (one timed out after 120 s)
         d = self.dir
         ups = "\n".join("        server %s %s;" % (e.addr, server_opts) for e in self.engines)
         wsrv = "\n".join(
@@ -147,7 +151,7 @@ http {
         wsel_policy %(policy)s '%(config)s';
 %(wsrv)s
         wsel_block_size %(block)d;
-        wsel_kv_source events;
+        wsel_kv_source events threads=normal;
         wsel_prompt tokens;
         wsel_isolated %(iso)s;
         keepalive 64;
@@ -326,8 +330,8 @@ def case_route(args):
             if s["kv_messages"] > 0 and sum(r["cached_blocks"] for r in s["ranks"]) > 0:
                 break
         # The events reach the index asynchronously (the router's event
-        # thread may run in a low CPU class), so routing saw cached blocks
-        # only if some came in while the replay ran. Until a request has
+        # thread), so routing saw cached blocks only if some came in while
+        # the replay ran, which is up to the scheduler. Until a request has
         # found its prefix cached on the rank chosen: the workload's first
         # 20 requests again (same seed, same prompts), routed against an
         # index that now holds their prefixes.
