@@ -6,27 +6,44 @@
  *
  * A request's key is hashed onto a ring holding `vnodes` points per rank of
  * each worker; walking clockwise, the first eligible worker whose load
- * stays within (1 + epsilon) times its share of the total takes it:
+ * stays within (1 + epsilon) times its share of the total takes it. The
+ * load is work, not a count (load = blocks, the default): a worker's load
+ * is the KV blocks its ranks would hold with the request (decode_blocks,
+ * Dynamo's column: active blocks plus the request's blocks a rank does not
+ * hold), and it takes the request while
  *
- *     load + 1 <= ceil((1 + epsilon) * (total + 1) * ranks / capacity)
+ *     load <= (1 + epsilon) * total * ranks / capacity
  *
- * (load = active_requests summed over the worker's ranks; ranks = its
- * eligible ranks; total over the workers with an eligible rank, capacity =
- * all eligible ranks). A worker's capacity is its rank count: a worker of
- * 8 data-parallel ranks takes 8 times the keys and 8 times the load of a
- * one-rank worker, so on a mixed cluster the one-rank workers are not held
- * to the big worker's per-worker count (with one rank per worker this is
- * MTZ's ceil((1 + epsilon) * (total + 1) / n)). A request whose home is
- * over the bound, or lacks the request's own content while a worker inside
- * the bound holds it, goes to the cheapest rank of a worker inside the
- * bound (spill_row), not to the next worker on the ring, which holds
- * nothing of it. Inside the home it takes the eligible rank with the
- * lowest default cost (the one holding the prefix), then the fewest
- * requests. The key is the request's shallowest prefix
+ * (ranks = its eligible ranks; total over the workers with an eligible
+ * rank, capacity = all eligible ranks): MTZ's bound weighted by work, as in
+ * their weighted generalisation, so a worker queueing a few long prompts is
+ * as full as one queueing many short ones (prompts on a real trace differ
+ * 100-fold). With load = requests it is MTZ's count, exactly:
+ *
+ *     active + 1 <= ceil((1 + epsilon) * (total + 1) * ranks / capacity).
+ *
+ * A worker's capacity is its rank count: a worker of 8 data-parallel ranks
+ * takes 8 times the keys and 8 times the load of a one-rank worker, so on
+ * a mixed cluster the one-rank workers are not held to the big worker's
+ * per-worker load (with one rank per worker the share is MTZ's 1 / n). A
+ * request whose home is over the bound, or lacks the request's own content
+ * while a worker inside the bound holds it, spills inside the bound
+ * (spill_row), not to the next worker on the ring, which holds nothing of
+ * it: to the eligible rank holding the deepest prefix of the request
+ * (spill = overlap, the default; the lowest default cost among equals), so
+ * that a key's requests spilled under a burst keep meeting their prefix;
+ * spill = cost takes the lowest default cost. Inside the home it takes the
+ * eligible rank with the lowest default cost (the one holding the prefix),
+ * then the fewest requests. The key is the request's shallowest prefix
  * block that is not common, common meaning in more than 1 / n_workers of
  * recent requests (request_key), counted in a decaying sketch
  * (sketch.h): a system prompt every request shares never becomes the key,
  * a conversation's turns all key on its first own block.
+ *
+ * select answers a spill from passes over the columns (scan.h: the rows
+ * leading the spill's order, then only their workers' bounds), falling
+ * back on the pass judging every worker (spill_pass) when those leaders'
+ * workers are all over the bound or too many tie; the answer is the same.
  *
  * The score function (ABI 1.1) ranks every row in select's order of
  * preference (score_ring), so the policy composes in `pipeline`.
@@ -41,6 +58,7 @@
 
 #include "depth_grid.h"
 #include "ring.h"
+#include "scan.h"
 #include "sketch.h"
 #include "wsel.h"
 
@@ -52,8 +70,18 @@ enum {
     P_WINDOW,
     P_SKETCH_WIDTH,
     P_AFFINITY,
+    P_LOAD,
+    P_SPILL,
     P_COUNT
 };
+
+/* What a worker's load counts (P_LOAD): scan.h's CHASH_LOAD_*. */
+#define LOAD_REQUESTS CHASH_LOAD_REQUESTS
+#define LOAD_BLOCKS   CHASH_LOAD_BLOCKS
+static const char *const load_names[] = {"requests", "blocks", NULL};
+/* Which rank inside the bound a spill takes (P_SPILL). */
+enum { SPILL_COST, SPILL_OVERLAP };
+static const char *const spill_names[] = {"cost", "overlap", NULL};
 
 /* Largest max_workers: the walk keeps a visited bit per worker on the stack. */
 #define CHASH_MAX_WORKERS 65536u
@@ -66,9 +94,9 @@ static const wsel_param_def chash_params[P_COUNT] = {
                   .min_value = 1.0,
                   .max_value = 1000.0},
     [P_EPSILON] = {.name = "epsilon",
-                   .doc = "load bound: a worker takes a request while load + 1 <= "
-                          "ceil((1 + epsilon) * its share of the total), a share "
-                          "being its ranks / all ranks",
+                   .doc = "load bound: a worker takes a request while its load "
+                          "stays within (1 + epsilon) times its share of the total, a "
+                          "share being its ranks / all ranks",
                    .type = WSEL_PARAM_DOUBLE,
                    .default_value = 0.25,
                    .min_value = 0.0,
@@ -102,12 +130,32 @@ static const wsel_param_def chash_params[P_COUNT] = {
                     .default_value = 0.0,
                     .min_value = 0.0,
                     .max_value = 1.0},
+    [P_LOAD] = {.name = "load",
+                .doc = "what the bound counts: blocks (the KV blocks the worker's "
+                       "ranks would hold with the request, decode_blocks) or requests "
+                       "(active requests, MTZ's count)",
+                .type = WSEL_PARAM_ENUM,
+                .default_value = LOAD_BLOCKS,
+                .min_value = LOAD_REQUESTS,
+                .max_value = LOAD_BLOCKS,
+                .choices = load_names},
+    [P_SPILL] = {.name = "spill",
+                 .doc = "where a spill goes among the workers inside the bound: cost "
+                        "(the lowest default cost) or overlap (the deepest cached "
+                        "prefix, then the lowest cost)",
+                 .type = WSEL_PARAM_ENUM,
+                 .default_value = SPILL_OVERLAP,
+                 .min_value = SPILL_COST,
+                 .max_value = SPILL_OVERLAP,
+                 .choices = spill_names},
 };
 
 typedef struct chash {
     const wsel_host_api *host;
     double epsilon;
     uint32_t use_affinity_key;
+    uint32_t load_kind;  /* LOAD_* */
+    uint32_t spill_kind; /* SPILL_* */
     /* Readers: selects on a current ring. Writer: a rebuild. */
     pthread_rwlock_t lock;
     chash_ring ring;
@@ -126,6 +174,8 @@ static int32_t chash_create(const wsel_host_api *host, const double *params,
     c->host = host;
     c->epsilon = params[P_EPSILON];
     c->use_affinity_key = params[P_AFFINITY] != 0.0;
+    c->load_kind = (uint32_t)params[P_LOAD];
+    c->spill_kind = (uint32_t)params[P_SPILL];
 
     int32_t rc = chash_ring_init(&c->ring, (uint32_t)params[P_MAX_WORKERS],
                                  (uint32_t)params[P_VNODES]);
@@ -234,17 +284,34 @@ static void count_request(chash *c, const wsel_request *req)
     chash_sketch_request(&c->recent);
 }
 
-/* Group g's load (active requests over all its ranks); returns how many
+/* What a walk needs to know about the table, computed once per request. */
+typedef struct walk_state {
+    uint8_t skip;       /* the host's eligible-row rule */
+    uint32_t load_kind; /* LOAD_*: what a worker's load counts */
+    uint64_t weight;    /* the request's own load outside the rows: 1 or 0 */
+    uint64_t total;     /* load over workers with an eligible rank */
+    uint32_t capacity;  /* eligible ranks */
+    uint64_t key;       /* the request's key (request_key) */
+    uint32_t start;     /* its first point on the ring */
+    uint32_t depth;     /* the key's depth (1-based block), 0: not a block */
+} walk_state;
+
+static inline uint64_t row_load(const wsel_table *t, uint32_t i, const walk_state *w)
+{
+    return chash_row_load(t, i, w->load_kind);
+}
+
+/* Group g's load (row_load over all its ranks); returns how many
  * eligible ranks it has (its capacity). */
-static uint32_t worker_state(const wsel_table *t, uint32_t g, uint8_t skip,
+static uint32_t worker_state(const wsel_table *t, uint32_t g, const walk_state *w,
                              uint64_t *out_load)
 {
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
     uint64_t load = 0;
     uint32_t eligible = 0;
     for (uint32_t i = first; i < first + count; i++) {
-        load += t->active_requests[i];
-        eligible += (t->flags[i] & skip) == 0;
+        load += row_load(t, i, w);
+        eligible += (t->flags[i] & w->skip) == 0;
     }
     *out_load = load;
     return eligible;
@@ -260,44 +327,9 @@ static int group_eligible(const wsel_table *t, uint32_t g, uint8_t skip)
     return 0;
 }
 
-/* Sum of active requests over every row. Blocks of 8 rows with a fixed
- * inner count, so gcc -O2 vectorises them (its cheap cost model refuses a
- * loop that would need a scalar epilogue); the tail is added row by row. */
-static uint64_t total_active(const uint32_t *active, uint32_t n)
-{
-    uint64_t total = 0;
-    uint32_t blocks = n / 8;
-    for (uint32_t b = 0; b < blocks; b++)
-        for (uint32_t j = 0; j < 8; j++)
-            total += active[b * 8 + j];
-    for (uint32_t i = blocks * 8; i < n; i++)
-        total += active[i];
-    return total;
-}
-
 /* walk_ring's answer when the ring was built for other workers than the
  * table's: the caller rebuilds it and walks again. */
 #define RING_STALE 1
-
-/* How many rows are eligible (not `skip`), 8 rows a word: a byte of
- * flags & skip is non-zero exactly when bit 7 of ((b & 0x7f) + 0x7f) | b
- * is set (no carry leaves a byte), and a multiply adds the 8 bits. */
-static uint32_t eligible_rows(const uint8_t *flags, uint32_t n, uint8_t skip)
-{
-    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7f7f7f7f7f7f7f7full;
-    const uint64_t mask = ones * skip;
-    uint32_t flagged = 0, i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        memcpy(&word, flags + i, sizeof(word));
-        uint64_t x = word & mask;
-        uint64_t y = ((x & low7) + low7) | x;
-        flagged += (uint32_t)((((y >> 7) & ones) * ones) >> 56);
-    }
-    for (; i < n; i++)
-        flagged += (flags[i] & skip) != 0;
-    return n - flagged;
-}
 
 /*
  * The load over workers with an eligible rank, how many they are, and how
@@ -310,13 +342,14 @@ static uint32_t eligible_rows(const uint8_t *flags, uint32_t n, uint8_t skip)
  * whose first row is eligible needs no other look, so most cost one flag
  * test and one id comparison.
  */
-static int32_t eligible_load(const chash_ring *ring, const wsel_table *t, uint8_t skip,
-                             uint64_t *out_total, uint32_t *out_workers,
-                             uint32_t *out_ranks)
+static int32_t eligible_load(const chash_ring *ring, const wsel_table *t,
+                             const walk_state *w, uint64_t *out_total,
+                             uint32_t *out_workers, uint32_t *out_ranks)
 {
     if (ring->num_workers != t->num_groups)
         return RING_STALE;
-    uint64_t total = total_active(t->active_requests, t->num_rows);
+    const uint8_t skip = w->skip;
+    uint64_t total = chash_scan_total(t, w->load_kind);
     uint32_t workers = t->num_groups;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g];
@@ -326,26 +359,40 @@ static int32_t eligible_load(const chash_ring *ring, const wsel_table *t, uint8_
         if ((t->flags[first] & skip) == 0 || group_eligible(t, g, skip))
             continue;
         uint64_t load;
-        worker_state(t, g, skip, &load);
+        worker_state(t, g, w, &load);
         total -= load;
         workers--;
     }
     *out_total = total;
     *out_workers = workers;
-    *out_ranks = eligible_rows(t->flags, t->num_rows, skip);
+    *out_ranks = chash_scan_eligible(t->flags, t->num_rows, skip);
     return 0;
 }
 
-/* The MTZ capacity of a worker with `ranks` of the cluster's `capacity`
- * eligible ranks: its share of the load, ceil((1 + epsilon) * (total + 1)
- * * ranks / capacity), without libm. With one rank per worker this is
- * MTZ's ceil((1 + epsilon) * (total + 1) / n). */
-static uint64_t load_cap(double epsilon, uint64_t total, uint32_t ranks,
-                         uint32_t capacity)
+/*
+ * The MTZ bound of a worker with `ranks` of the cluster's `capacity`
+ * eligible ranks: (1 + epsilon) times its share of the load,
+ * (1 + epsilon) * (total + weight) * ranks / capacity. Loads in requests
+ * (weight 1: the request is not in the table yet): the worker takes the
+ * request while its load is below the bound, which is MTZ's load + 1 <=
+ * ceil((1 + epsilon) * (total + 1) * ranks / capacity) exactly (load + 1 <=
+ * ceil(x) if and only if load < x, for a whole load). Loads in blocks
+ * (weight 0: decode_blocks already holds the request on every rank): the
+ * worker's blocks with the request may reach the bound (so with epsilon 0
+ * and every worker equal, every worker is inside it).
+ */
+static double load_bound(double epsilon, const walk_state *w, uint32_t ranks)
 {
-    double x = (1.0 + epsilon) * (double)(total + 1) * (double)ranks / (double)capacity;
-    uint64_t c = (uint64_t)x;
-    return (double)c < x ? c + 1 : c;
+    return (1.0 + epsilon) * (double)(w->total + w->weight) * (double)ranks /
+           (double)w->capacity;
+}
+
+static int fits_bound(double epsilon, const walk_state *w, uint64_t load, uint32_t ranks)
+{
+    if (ranks == 0)
+        return 0;
+    double bound = load_bound(epsilon, w, ranks);
+    return w->load_kind == LOAD_REQUESTS ? (double)load < bound : (double)load <= bound;
 }
 
 /* Group g's eligible rank with the lowest default cost (the rank holding
@@ -366,16 +413,6 @@ static uint32_t cheapest_rank(const wsel_table *t, uint32_t g, uint8_t skip)
     return best;
 }
 
-/* What a walk needs to know about the table, computed once per request. */
-typedef struct walk_state {
-    uint8_t skip;      /* the host's eligible-row rule */
-    uint64_t total;    /* load over workers with an eligible rank */
-    uint32_t capacity; /* eligible ranks */
-    uint64_t key;      /* the request's key (request_key) */
-    uint32_t start;    /* its first point on the ring */
-    uint32_t depth;    /* the key's depth (1-based block), 0: not a block */
-} walk_state;
-
 /* Fill *w for `req` on `t`. Returns 0, WSEL_ENOCANDIDATE or RING_STALE. */
 static int32_t walk_begin(const chash *c, const wsel_request *req, const wsel_table *t,
                           walk_state *w)
@@ -384,9 +421,10 @@ static int32_t walk_begin(const chash *c, const wsel_request *req, const wsel_ta
      * never, busy ones only when every other is excluded or busy. */
     if (wsel_call_eligible_skip(c->host, t->flags, t->num_rows, &w->skip, NULL) < 0)
         return chash_ring_matches(&c->ring, t) ? WSEL_ENOCANDIDATE : RING_STALE;
+    w->load_kind = c->load_kind;
+    w->weight = c->load_kind == LOAD_REQUESTS;
     uint32_t n_eligible;
-    int32_t rc =
-        eligible_load(&c->ring, t, w->skip, &w->total, &n_eligible, &w->capacity);
+    int32_t rc = eligible_load(&c->ring, t, w, &w->total, &n_eligible, &w->capacity);
     if (rc != 0)
         return rc;
     if (n_eligible == 0)
@@ -422,8 +460,8 @@ static uint32_t walk_home(const chash *c, const wsel_table *t, const walk_state 
 static int in_bound(const chash *c, const wsel_table *t, const walk_state *w, uint32_t g)
 {
     uint64_t load;
-    uint32_t ranks = worker_state(t, g, w->skip, &load);
-    return ranks > 0 && load + 1 <= load_cap(c->epsilon, w->total, ranks, w->capacity);
+    uint32_t ranks = worker_state(t, g, w, &load);
+    return fits_bound(c->epsilon, w, load, ranks);
 }
 
 /* Max overlap over group g's eligible ranks. */
@@ -472,29 +510,39 @@ static uint64_t rendezvous(const chash *c, const walk_state *w, uint32_t g)
     return chash_mix64(w->key ^ chash_mix64(c->ring.workers[g]));
 }
 
-/* load_cap for a worker of `ranks` eligible ranks, remembered per rank
- * count for one request (memo: 0 = not yet; a cap is >= 1): a spill asks
+/* load_bound for a worker of `ranks` eligible ranks, remembered per rank
+ * count for one request (memo: 0 = not yet; a bound is > 0): a spill asks
  * it for every worker, and workers share a few rank counts. */
 #define CAP_MEMO 65u
-static uint64_t cap_of(const chash *c, const walk_state *w, uint64_t *memo,
-                       uint32_t ranks)
+static double bound_of(const chash *c, const walk_state *w, double *memo, uint32_t ranks)
 {
     if (ranks >= CAP_MEMO)
-        return load_cap(c->epsilon, w->total, ranks, w->capacity);
-    if (memo[ranks] == 0)
-        memo[ranks] = load_cap(c->epsilon, w->total, ranks, w->capacity);
+        return load_bound(c->epsilon, w, ranks);
+    if (memo[ranks] == 0.0)
+        memo[ranks] = load_bound(c->epsilon, w, ranks);
     return memo[ranks];
+}
+
+/* Whether a spill prefers candidate (ov, cost) to the best so far
+ * (best_ov, best_cost): 1 better, 0 equal, -1 worse. */
+static int spill_better(uint32_t spill_kind, uint32_t ov, double cost, uint32_t best_ov,
+                        double best_cost)
+{
+    if (spill_kind == SPILL_OVERLAP && ov != best_ov)
+        return ov > best_ov ? 1 : -1;
+    return cost < best_cost ? 1 : cost == best_cost ? 0 : -1;
 }
 
 /*
  * One pass over the rows (a spill judges every worker): each worker's
- * load, eligible ranks and cheapest eligible rank (cheapest_rank's order:
- * cost, then fewer requests, then the lower row) in the same loop;
- * rendezvous hashes only for exact ties. With `home` a worker (not
- * UINT32_MAX) it also answers held_elsewhere(home) into *out_holder, the
- * holders' overlaps read only for workers inside the bound until one
- * holds the content. The workers' loads per rank (the fallback when none
- * is inside the bound) only when that happens, in a second pass.
+ * load, eligible ranks and preferred eligible rank (the spill's order:
+ * with spill=overlap the deepest overlap first; then the lowest cost, the
+ * fewer requests, the lower row) in the same loop; rendezvous hashes only
+ * for exact ties between workers. With `home` a worker (not UINT32_MAX) it
+ * also answers held_elsewhere(home) into *out_holder, the holders'
+ * overlaps read only for workers inside the bound until one holds the
+ * content. The workers' loads per rank (the fallback when none is inside
+ * the bound) only when that happens, in a second pass.
  */
 static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state *w,
                            uint32_t home, int *out_holder)
@@ -502,55 +550,47 @@ static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state
     const uint8_t *flags = t->flags;
     const double *cost = t->cost;
     const uint32_t *active = t->active_requests;
+    const uint32_t *overlap = t->overlap_blocks;
     const uint8_t skip = w->skip;
-    uint64_t memo[CAP_MEMO];
+    const uint32_t kind = c->spill_kind;
+    double memo[CAP_MEMO];
     memset(memo, 0, sizeof(memo));
     int need = home != UINT32_MAX && w->depth > 0, holder = 0;
-    uint32_t best = UINT32_MAX, best_g = 0;
+    uint32_t best = UINT32_MAX, best_g = 0, best_ov = 0;
     double best_cost = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        uint64_t load;
-        uint32_t ranks, pick;
-        double pick_cost;
-        if (count == 1) {
-            load = active[first];
-            ranks = (flags[first] & skip) == 0;
-            pick = first;
-            pick_cost = cost[first];
-        } else {
-            /* Pointers and a size_t index: no re-extension of a 32-bit
-             * row number per access. */
-            const uint32_t *ga = active + first;
-            const uint8_t *gf = flags + first;
-            const double *gc = cost + first;
-            size_t best_k = 0;
-            uint32_t pick_active = 0;
-            load = 0;
-            ranks = 0;
-            pick_cost = 0.0;
-            for (size_t k = 0; k < count; k++) {
-                uint32_t a = ga[k];
-                load += a;
-                if (gf[k] & skip)
-                    continue;
-                double ck = gc[k];
-                if (ranks++ == 0 || ck < pick_cost ||
-                    (ck == pick_cost && a < pick_active)) {
-                    best_k = k;
-                    pick_cost = ck;
-                    pick_active = a;
-                }
+        uint64_t load = 0;
+        uint32_t ranks = 0, pick = first, pick_ov = 0, pick_active = 0;
+        double pick_cost = 0.0;
+        for (uint32_t i = first; i < first + count; i++) {
+            load += row_load(t, i, w);
+            if (flags[i] & skip)
+                continue;
+            int b = ranks++ == 0
+                        ? 1
+                        : spill_better(kind, overlap[i], cost[i], pick_ov, pick_cost);
+            if (b > 0 || (b == 0 && active[i] < pick_active)) {
+                pick = i;
+                pick_cost = cost[i];
+                pick_ov = overlap[i];
+                pick_active = active[i];
             }
-            pick = first + (uint32_t)best_k;
         }
-        if (ranks == 0 || load + 1 > cap_of(c, w, memo, ranks))
+        if (ranks == 0)
             continue;
-        if (best == UINT32_MAX || pick_cost < best_cost ||
-            (pick_cost == best_cost && rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
+        double bound = bound_of(c, w, memo, ranks);
+        if (w->load_kind == LOAD_REQUESTS ? !((double)load < bound)
+                                          : !((double)load <= bound))
+            continue;
+        int b = best == UINT32_MAX
+                    ? 1
+                    : spill_better(kind, pick_ov, pick_cost, best_ov, best_cost);
+        if (b > 0 || (b == 0 && rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
             best = pick;
             best_g = g;
             best_cost = pick_cost;
+            best_ov = pick_ov;
         }
         if (need && !holder && g != home && group_overlap(t, g, skip) >= w->depth)
             holder = 1;
@@ -563,7 +603,7 @@ static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state
     double lightest_load = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint64_t load;
-        uint32_t ranks = worker_state(t, g, skip, &load);
+        uint32_t ranks = worker_state(t, g, w, &load);
         if (ranks == 0)
             continue;
         double relative = (double)load / (double)ranks;
@@ -575,6 +615,98 @@ static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state
         }
     }
     return cheapest_rank(t, lightest, skip);
+}
+
+/* Leader rows (or holder workers) a shortcut judges before it hands over
+ * to spill_pass: past that many, ties are so common that one pass over
+ * every row is cheaper. */
+#define SHORTCUT_LIMIT 32u
+/* Rows at the deepest overlap (so far) the one-pass search judges one by
+ * one before it hands over to the passes of chash_scan_leaders. */
+#define JUDGE_LIMIT 128u
+
+/*
+ * spill_pass's answer without judging every worker, when possible: the
+ * rows that lead the spill's order (chash_scan_leaders: the deepest
+ * overlap with spill=overlap, then the least cost) are found by passes over
+ * the columns alone, and only their workers' bounds are judged; rows
+ * [xf, xe) (a worker known to be over the bound) are left out. Among the
+ * leaders inside the bound, spill_pass's ties: fewer requests, then the
+ * lower row inside a worker; the higher rendezvous hash between workers.
+ * Returns 1 with *out_row set, or 0 when no leader's worker is inside the
+ * bound (or the leaders are too many, or a leader's cost is not finite):
+ * then only spill_pass can answer.
+ */
+static int spill_shortcut(const chash *c, const wsel_table *t, const walk_state *w,
+                          uint32_t xf, uint32_t xe, uint32_t *out_row)
+{
+    const int by_overlap = c->spill_kind == SPILL_OVERLAP;
+    uint32_t rows[SHORTCUT_LIMIT];
+    int found = by_overlap ? chash_scan_deepest_rows(t, w->skip, xf, xe, JUDGE_LIMIT,
+                                                     rows, SHORTCUT_LIMIT)
+                           : -1;
+    uint32_t ov = 0;
+    double cost = 0.0;
+    if (found < 0 && chash_scan_leaders(t, w->skip, by_overlap, xf, xe, &ov, &cost) != 0)
+        return 0;
+    uint32_t best = UINT32_MAX, best_g = 0, g = UINT32_MAX, seen = 0;
+    int g_in = 0;
+    for (uint32_t r = found >= 0 ? rows[0]
+                                 : chash_scan_next_leader(t, w->skip, by_overlap, ov,
+                                                          cost, 0, xf, xe);
+         r != UINT32_MAX;
+         r = found >= 0 ? (++seen < (uint32_t)found ? rows[seen] : UINT32_MAX)
+                        : chash_scan_next_leader(t, w->skip, by_overlap, ov, cost, r + 1,
+                                                 xf, xe)) {
+        if (found < 0 && ++seen > SHORTCUT_LIMIT)
+            return 0;
+        if (g == UINT32_MAX || r >= t->group_first_row[g] + t->group_row_count[g]) {
+            g = chash_group_of_row(t, r);
+            g_in = in_bound(c, t, w, g);
+        }
+        if (!g_in)
+            continue;
+        if (best == UINT32_MAX ||
+            (g == best_g ? t->active_requests[r] < t->active_requests[best]
+                         : rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
+            best = r;
+            best_g = g;
+        }
+    }
+    if (best == UINT32_MAX)
+        return 0;
+    *out_row = best;
+    return 1;
+}
+
+/*
+ * held_elsewhere's answer for a home inside the bound without judging
+ * every worker, when possible: the eligible rows outside the home holding
+ * the request's content (overlap >= the key's depth) are found by a pass
+ * over the overlaps, and only their workers' bounds are judged, up to the
+ * first inside it. Returns 1 with *out_holder set, or 0 when it judged
+ * SHORTCUT_LIMIT workers without an answer.
+ */
+static int holder_shortcut(const chash *c, const wsel_table *t, const walk_state *w,
+                           uint32_t home, int *out_holder)
+{
+    uint32_t xf = t->group_first_row[home], xe = xf + t->group_row_count[home];
+    uint32_t g = UINT32_MAX, judged = 0;
+    for (uint32_t r = chash_scan_next_holder(t, w->skip, w->depth, 0, xf, xe);
+         r != UINT32_MAX;
+         r = chash_scan_next_holder(t, w->skip, w->depth, r + 1, xf, xe)) {
+        if (g != UINT32_MAX && r < t->group_first_row[g] + t->group_row_count[g])
+            continue; /* this worker was judged: over the bound */
+        if (++judged > SHORTCUT_LIMIT)
+            return 0;
+        g = chash_group_of_row(t, r);
+        if (in_bound(c, t, w, g)) {
+            *out_holder = 1;
+            return 1;
+        }
+    }
+    *out_holder = 0;
+    return 1;
 }
 
 static uint32_t spill_row(const chash *c, const wsel_table *t, const walk_state *w)
@@ -601,10 +733,22 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
         *out_row = cheapest_rank(t, home, w.skip);
         return 0;
     }
-    /* held_elsewhere and spill_row in one pass over the rows. */
     int holder = 0;
-    uint32_t spill = spill_pass(c, t, &w, home_in ? home : UINT32_MAX, &holder);
-    *out_row = home_in && !holder ? cheapest_rank(t, home, w.skip) : spill;
+    if (home_in && !holder_shortcut(c, t, &w, home, &holder)) {
+        /* held_elsewhere and spill_row in one pass over the rows. */
+        uint32_t spill = spill_pass(c, t, &w, home, &holder);
+        *out_row = holder ? spill : cheapest_rank(t, home, w.skip);
+        return 0;
+    }
+    if (home_in && !holder) {
+        *out_row = cheapest_rank(t, home, w.skip);
+        return 0;
+    }
+    /* The spill: a home over the bound is left out of the shortcut. */
+    uint32_t xf = home_in ? 0 : t->group_first_row[home];
+    uint32_t xe = home_in ? 0 : xf + t->group_row_count[home];
+    if (!spill_shortcut(c, t, &w, xf, xe, out_row))
+        *out_row = spill_row(c, t, &w);
     return 0;
 }
 
@@ -646,9 +790,8 @@ static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_ta
         for (uint32_t g = 0; g < t->num_groups; g++) {
             uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
             uint64_t load;
-            uint32_t ranks = worker_state(t, g, w.skip, &load);
-            int fits =
-                ranks > 0 && load + 1 <= load_cap(c->epsilon, w.total, ranks, w.capacity);
+            uint32_t ranks = worker_state(t, g, &w, &load);
+            int fits = fits_bound(c->epsilon, &w, load, ranks);
             for (uint32_t i = first; i < end; i++) {
                 int eligible = (t->flags[i] & w.skip) == 0;
                 scores[i] = ranks == 0  ? 4.0 + (double)w.total
@@ -682,10 +825,10 @@ static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_ta
         visited[g / 64] |= 1ull << (g % 64);
         double order = (double)judged++;
         uint64_t load;
-        uint32_t ranks = worker_state(t, g, w.skip, &load);
+        uint32_t ranks = worker_state(t, g, &w, &load);
         if (ranks == 0)
             continue;
-        double base = load + 1 <= load_cap(c->epsilon, w.total, ranks, w.capacity)
+        double base = fits_bound(c->epsilon, &w, load, ranks)
                           ? order
                           : n + (double)load / (double)ranks * n + order;
         uint32_t pick = cheapest_rank(t, g, w.skip);

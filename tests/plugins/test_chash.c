@@ -238,11 +238,11 @@ static void test_more_workers_than_max_workers_are_refused(void **state)
 
 static void run_bounded_load(double epsilon, uint32_t *out_spilled)
 {
-    const char *names[] = {"epsilon"};
-    const double values[] = {epsilon};
-    void *c = harness_create(names, values, 1);
+    const char *names[] = {"epsilon", "load"};
+    const double values[] = {epsilon, 0.0}; /* load: requests */
+    void *c = harness_create(names, values, 2);
     harness_table *t = harness_table_uniform(10, 2);
-    void *free_of_load = harness_create(names, values, 1);
+    void *free_of_load = harness_create(names, values, 2);
     harness_table *idle = harness_table_uniform(10, 2);
     uint32_t fifo[LIFETIME];
     uint64_t total = 0;
@@ -501,7 +501,10 @@ static void score_key(void *c, const harness_table *t, uint64_t request_id, uint
 static void test_the_score_is_select_s_order_of_preference(void **state)
 {
     (void)state;
-    void *c = harness_create(NULL, NULL, 0);
+    /* Loads in requests, spills to the cheapest rank (spill: cost). */
+    const char *names[] = {"load", "spill"};
+    const double values[] = {0.0, 0.0};
+    void *c = harness_create(names, values, 2);
     harness_table *t = harness_table_uniform(4, 2);
     for (uint32_t i = 0; i < 8; i++)
         t->cost[i] = i % 2 == 0 ? 20.0 : 10.0;
@@ -553,10 +556,181 @@ static void test_the_score_is_select_s_order_of_preference(void **state)
     wsel_plugin_entry.destroy(c);
 }
 
+/*
+ * load: blocks (the default). 10 one-rank workers, each rank's decode_blocks
+ * its active blocks plus the request's 4 blocks (no overlap anywhere).
+ * Requests of 4 blocks, or 400 for one in ten (prompts differing 100-fold),
+ * each staying LIFETIME requests; keys skewed as above. After every decision
+ * the chosen worker's decode_blocks, as the table gave them, must be at most
+ * (1 + epsilon) times its share (1/10) of their sum, unless no worker was
+ * inside the bound (then the least loaded takes it: never over the mean).
+ */
+static void test_the_bound_counts_blocks_when_prompts_differ_in_size(void **state)
+{
+    (void)state;
+    void *c = harness_create(NULL, NULL, 0);
+    harness_table *t = harness_table_uniform(10, 1);
+    uint64_t active[10] = {0};
+    uint32_t fifo_row[LIFETIME];
+    uint64_t fifo_blocks[LIFETIME];
+    uint64_t hashes[400];
+    wsel_rng keys;
+    wsel_rng_seed(&keys, SEED);
+    uint32_t spilled = 0;
+    for (uint32_t n = 0; n < 20000; n++) {
+        if (n >= LIFETIME)
+            active[fifo_row[n % LIFETIME]] -= fifo_blocks[n % LIFETIME];
+        double u = wsel_rng_uniform(&keys);
+        uint64_t key = 1 + (uint64_t)(1000.0 * u * u * u * u);
+        uint32_t blocks = n % 10 == 0 ? 400 : 4;
+        for (uint32_t b = 0; b < blocks; b++)
+            hashes[b] = key * 1000003u + b;
+        uint64_t sum = 0, least = UINT64_MAX;
+        for (uint32_t i = 0; i < 10; i++) {
+            t->decode_blocks[i] = active[i] + blocks;
+            sum += t->decode_blocks[i];
+            least = t->decode_blocks[i] < least ? t->decode_blocks[i] : least;
+        }
+        wsel_request req;
+        wsel_rng rng;
+        harness_request(&req, &rng, SEED, n, 0, hashes, blocks);
+        uint32_t row = harness_select(c, &req, t);
+        double cap = 1.25 * (double)sum / 10.0;
+        if ((double)t->decode_blocks[row] > cap && t->decode_blocks[row] != least)
+            fail_msg("request %u: worker %u holds %llu blocks > bound %.1f", n, row,
+                     (unsigned long long)t->decode_blocks[row], cap);
+        spilled += (double)least > cap;
+        active[row] += blocks;
+        fifo_row[n % LIFETIME] = row;
+        fifo_blocks[n % LIFETIME] = blocks;
+    }
+    print_message("%u of 20000 decisions had no worker inside the bound\n", spilled);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+/*
+ * spill: overlap (the default). The home is over the bound; of the workers
+ * inside it, the one holding the deepest prefix of the request takes it,
+ * though another is cheaper; among equally deep holders, the cheaper one.
+ * 4 one-rank workers, loads in requests so the bound is easy to state.
+ */
+static void test_a_spill_goes_to_the_deepest_overlap_inside_the_bound(void **state)
+{
+    (void)state;
+    const char *names[] = {"load"};
+    const double values[] = {0.0};
+    void *c = harness_create(names, values, 1);
+    harness_table *t = harness_table_uniform(4, 1);
+    wsel_request req;
+    wsel_rng rng;
+    for (uint32_t i = 0; i < 4; i++)
+        t->cost[i] = 10.0;
+    uint32_t home = pick(c, t, 1, 77);
+    /* Home: 10 requests (total 10, cap ceil(1.25 * 11 / 4) = 4). */
+    t->active_requests[home] = 10;
+    uint32_t a = (home + 1) % 4, b = (home + 2) % 4, d = (home + 3) % 4;
+    t->overlap_blocks[a] = 2;
+    t->cost[a] = 30.0;
+    t->overlap_blocks[b] = 5;
+    t->cost[b] = 40.0;
+    t->cost[d] = 1.0;
+    harness_request(&req, &rng, SEED, 2, 77, NULL, 0);
+    assert_int_equal(harness_select(c, &req, t), b);
+    t->overlap_blocks[a] = 5;
+    harness_request(&req, &rng, SEED, 3, 77, NULL, 0);
+    assert_int_equal(harness_select(c, &req, t), a);
+    /* The deepest holder over the bound too: the next deepest inside it. */
+    t->active_requests[a] = 10;
+    t->overlap_blocks[b] = 1;
+    harness_request(&req, &rng, SEED, 4, 77, NULL, 0);
+    assert_int_equal(harness_select(c, &req, t), b);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+/*
+ * select takes shortcuts (passes over the columns, then only the leading
+ * rows' workers judged); score ranks every row by the full walk. The row
+ * select takes must have score's single lowest score on random tables built
+ * to defeat the shortcuts: mixed rank counts (1 to 19, so the 16-row steps
+ * and their tails both occur), few distinct costs and overlaps (ties across
+ * and inside workers), excluded and busy rows, loads that put many workers
+ * over the bound, now and then a NaN or infinite cost or an overlap past
+ * 32,767; both load kinds and both spill orders.
+ */
+static void test_select_agrees_with_the_score_on_random_tables(void **state)
+{
+    (void)state;
+    const char *names[] = {"load", "spill"};
+    wsel_rng r;
+    wsel_rng_seed(&r, SEED);
+    uint32_t disagreements = 0, trials = 0;
+    for (uint32_t config = 0; config < 4; config++) {
+        const double values[] = {(double)(config & 1), (double)(config >> 1)};
+        void *c = harness_create(names, values, 2);
+        for (uint32_t table = 0; table < 60; table++) {
+            uint32_t workers = 1 + wsel_rng_below(&r, 40), dp[40];
+            for (uint32_t g = 0; g < workers; g++)
+                dp[g] = 1 + (wsel_rng_below(&r, 3) == 0 ? wsel_rng_below(&r, 19) : 0);
+            harness_table *t = harness_table_new(workers, dp);
+            for (uint32_t k = 0; k < 20; k++, trials++) {
+                uint32_t n = t->table.num_rows;
+                uint32_t spread = 1 + wsel_rng_below(&r, 6);
+                for (uint32_t i = 0; i < n; i++) {
+                    t->overlap_blocks[i] = wsel_rng_below(&r, spread);
+                    t->cost[i] = (double)wsel_rng_below(&r, spread * 2);
+                    t->active_requests[i] = wsel_rng_below(&r, 8);
+                    t->decode_blocks[i] = wsel_rng_below(&r, 64);
+                    uint32_t f = wsel_rng_below(&r, 16);
+                    t->flags[i] = f == 0 ? WSEL_ROW_EXCLUDED : f == 1 ? WSEL_ROW_BUSY : 0;
+                }
+                if (wsel_rng_below(&r, 4) == 0) { /* one worker far over the bound */
+                    uint32_t i = wsel_rng_below(&r, n);
+                    t->active_requests[i] += 100;
+                    t->decode_blocks[i] += 1000;
+                }
+                if (wsel_rng_below(&r, 10) == 0)
+                    t->cost[wsel_rng_below(&r, n)] = NAN;
+                if (wsel_rng_below(&r, 10) == 0)
+                    t->cost[wsel_rng_below(&r, n)] = INFINITY;
+                if (wsel_rng_below(&r, 10) == 0)
+                    t->overlap_blocks[wsel_rng_below(&r, n)] = 40000;
+                uint64_t hashes[6];
+                uint32_t blocks = wsel_rng_below(&r, 7);
+                for (uint32_t b = 0; b < blocks; b++)
+                    hashes[b] = 1 + wsel_rng_below(&r, 3) * 100 + b;
+                wsel_request req;
+                wsel_rng rng;
+                harness_request(&req, &rng, SEED, trials, 1 + wsel_rng_below(&r, 5),
+                                hashes, blocks);
+                double scores[40 * 19];
+                if (wsel_plugin_entry.score(c, &req, &t->table, scores) != 0)
+                    continue; /* every row excluded */
+                uint32_t row = harness_select(c, &req, t);
+                for (uint32_t i = 0; i < n; i++)
+                    if (i != row && scores[i] <= scores[row]) {
+                        disagreements++;
+                        print_message("config %u trial %u: select %u (score %g), row %u "
+                                      "scores %g\n",
+                                      config, trials, row, scores[row], i, scores[i]);
+                        break;
+                    }
+            }
+            harness_table_free(t);
+        }
+        wsel_plugin_entry.destroy(c);
+    }
+    assert_int_equal(disagreements, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_key_stays_on_its_worker_while_loads_are_in_bound),
+        cmocka_unit_test(test_the_bound_counts_blocks_when_prompts_differ_in_size),
+        cmocka_unit_test(test_a_spill_goes_to_the_deepest_overlap_inside_the_bound),
+        cmocka_unit_test(test_select_agrees_with_the_score_on_random_tables),
         cmocka_unit_test(test_the_score_is_select_s_order_of_preference),
         cmocka_unit_test(test_a_worker_weighs_as_many_ranks_as_it_has),
         cmocka_unit_test(test_a_home_without_the_content_yields_to_a_worker_holding_it),
