@@ -229,8 +229,17 @@ WSEL_AVX512 static inline size_t window_avx512(const unsigned char *p, uint32_t 
 
 #endif /* WSEL_TOKEN_IDS_X86 */
 
+/* WSEL_TOKEN_IDS_CAP (a build flag, -DWSEL_TOKEN_IDS_CAP=1) caps the
+ * reader: the module on an AVX-512 machine measured as on one without. */
 int wsel_token_ids_best(void)
 {
+#if defined(WSEL_TOKEN_IDS_CAP) && WSEL_TOKEN_IDS_CAP < WSEL_TOKEN_IDS_AVX512
+    if (WSEL_TOKEN_IDS_CAP <= WSEL_TOKEN_IDS_BYTES)
+        return WSEL_TOKEN_IDS_BYTES;
+#ifdef WSEL_TOKEN_IDS_X86
+    return WSEL_TOKEN_IDS_SSE2;
+#endif
+#endif
 #ifdef WSEL_TOKEN_IDS_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
