@@ -28,6 +28,7 @@
 #   LAT_ROUNDS  latency bench rounds, each wsel then plain [6]
 #   LAT_REQUESTS requests per latency round and side, sequential [999]
 #   LAT_MODES   the module's KV sources in the latency bench [events history]
+#   KV_THREADS  the KV event threads' class, idle or normal [the module's: idle]
 #   PARTS       what to run: "replay" (the trace per policy, wsel sim, their
 #               tables) and/or "latency" (the added-latency bench alone)
 #               [replay latency]
@@ -166,7 +167,7 @@ write_conf() {
     wsel_ups="        wsel_policy $build/plugins/$policy.so '{}';
 $wsrv
         wsel_block_size $BLOCK;
-        wsel_kv_source $mode;
+        wsel_kv_source $mode${KV_THREADS:+$([[ $mode == events ]] && echo " threads=$KV_THREADS")};
         wsel_prompt tokens;"
     route="wsel_route engines;"
     rank="proxy_set_header X-data-parallel-rank \$wsel_dp_rank;"
