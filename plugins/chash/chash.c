@@ -331,41 +331,62 @@ static int group_eligible(const wsel_table *t, uint32_t g, uint8_t skip)
  * table's: the caller rebuilds it and walks again. */
 #define RING_STALE 1
 
+/* Workers with an ineligible first row eligible_load notes before it
+ * judges every worker instead. */
+#define DOUBTFUL 64u
+
 /*
  * The load over workers with an eligible rank, how many they are, and how
  * many eligible ranks they have (the cluster's capacity); or RING_STALE
  * when the ring does not hold exactly the table's workers and rank counts
- * (the check chash_ring_matches makes, folded into the same pass over the
- * groups). The sum over every row is one vectorised loop; the loads of the
- * (rare) workers without an eligible rank are then taken back out, which
- * is the same sum in uint64_t arithmetic, wrap-around included. A worker
- * whose first row is eligible needs no other look, so most cost one flag
- * test and one id comparison.
+ * (the check chash_ring_matches makes: the rank counts as one memcmp, the
+ * ids folded into the same pass over the groups). The sum over every row is one
+ * vectorised loop; the loads of the (rare) workers without an eligible rank are then
+ * taken back out, which is the same sum in uint64_t arithmetic, wrap-around included. A
+ * worker whose first row is eligible needs no other look, so most cost one flag test and
+ * one id comparison.
  */
 static int32_t eligible_load(const chash_ring *ring, const wsel_table *t,
                              const walk_state *w, uint64_t *out_total,
                              uint32_t *out_workers, uint32_t *out_ranks)
 {
-    if (ring->num_workers != t->num_groups)
+    uint32_t groups = t->num_groups;
+    if (ring->num_workers != groups ||
+        memcmp(ring->ranks, t->group_row_count, (size_t)groups * sizeof(uint32_t)) != 0)
         return RING_STALE;
     const uint8_t skip = w->skip;
+    const uint8_t *flags = t->flags;
+    const uint32_t *first_row = t->group_first_row;
     uint64_t total = chash_scan_total(t, w->load_kind);
-    uint32_t workers = t->num_groups;
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g];
-        if (ring->workers[g] != t->worker_id[first] ||
-            ring->ranks[g] != t->group_row_count[g])
-            return RING_STALE;
-        if ((t->flags[first] & skip) == 0 || group_eligible(t, g, skip))
+    uint32_t workers = groups;
+    /* No branch per worker: a worker whose first row is not eligible (the
+     * only kind that may have no eligible rank) is noted in doubtful[] (slot
+     * DOUBTFUL takes the writes past it), and judged after the pass; past
+     * DOUBTFUL of them, every worker is. */
+    uint32_t doubtful[DOUBTFUL + 1], num_doubtful = 0;
+    uint64_t stale = 0;
+    for (uint32_t g = 0; g < groups; g++) {
+        uint32_t first = first_row[g];
+        stale |= ring->workers[g] ^ t->worker_id[first];
+        doubtful[num_doubtful < DOUBTFUL ? num_doubtful : DOUBTFUL] = g;
+        num_doubtful += (flags[first] & skip) != 0;
+    }
+    if (stale != 0)
+        return RING_STALE;
+    uint32_t judge = num_doubtful <= DOUBTFUL ? num_doubtful : groups;
+    for (uint32_t k = 0; k < judge; k++) {
+        uint32_t g = num_doubtful <= DOUBTFUL ? doubtful[k] : k;
+        if ((flags[first_row[g]] & skip) == 0 || group_eligible(t, g, skip))
             continue;
         uint64_t load;
         worker_state(t, g, w, &load);
         total -= load;
         workers--;
     }
+    uint32_t ranks = chash_scan_eligible(t->flags, t->num_rows, skip);
     *out_total = total;
     *out_workers = workers;
-    *out_ranks = chash_scan_eligible(t->flags, t->num_rows, skip);
+    *out_ranks = ranks;
     return 0;
 }
 

@@ -306,11 +306,14 @@ static int deepest_rows_in(leaders *l, const wsel_table *t, uint8_t skip, uint32
     uint32_t i = lo;
 #if CHASH_SCAN_SSE2
     /* 16 rows a step, overlaps packed to 16 bits (exact below 32,768: the
-     * OR of the raw values says), -1 for an ineligible row: a step with no
-     * row deeper than the deepest so far and none as deep costs no branch
-     * taken; the others judge their rows one by one. */
+     * OR of the raw values, checked at the end, says), -1 for an
+     * ineligible row. A step with no row as deep as the deepest so far
+     * takes no branch; the others judge those rows one by one, in row
+     * order (a row that deepens it leaves the rows after it to be judged
+     * against the new depth). */
     const __m128i vskip = _mm_set1_epi8((char)skip), zero = _mm_setzero_si128();
     const __m128i ones = _mm_set1_epi32(-1);
+    __m128i wide = zero;
     for (; i + 16 <= hi; i += 16) {
         const __m128i in = _mm_cmpeq_epi8(
             _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)(flags + i)),
@@ -320,38 +323,30 @@ static int deepest_rows_in(leaders *l, const wsel_table *t, uint8_t skip, uint32
         const __m128i *o = (const __m128i *)(const void *)(ov + i);
         const __m128i a = _mm_loadu_si128(o), b = _mm_loadu_si128(o + 1);
         const __m128i c = _mm_loadu_si128(o + 2), d = _mm_loadu_si128(o + 3);
-        const __m128i raw = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_srli_epi32(raw, 15), zero)) != 0xffff)
-            return -1;
-        const __m128i p0 = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(a, b), e0),
-                                        _mm_andnot_si128(e0, ones));
-        const __m128i p1 = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(c, d), e1),
-                                        _mm_andnot_si128(e1, ones));
-        const __m128i deep = _mm_set1_epi16((int16_t)l->deepest);
-        /* Bits 2k, 2k + 1 of each mask: row k of its 8. */
-        int at = _mm_movemask_epi8(
-                     _mm_or_si128(_mm_cmpgt_epi16(p0, deep), _mm_cmpeq_epi16(p0, deep))) |
-                 (_mm_movemask_epi8(
-                      _mm_or_si128(_mm_cmpgt_epi16(p1, deep), _mm_cmpeq_epi16(p1, deep)))
-                  << 16);
-        if (l->deepest < 0) {
-            /* Every eligible row: bits 2k and 2k + 1 for row k. */
-            int e = _mm_movemask_epi8(in);
-            at = 0;
-            for (int k = 0; k < 16; k++)
-                at |= ((e >> k) & 1) * (3 << (2 * k));
+        wide = _mm_or_si128(wide, _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d)));
+        /* Bit k: row i + k is eligible and at least as deep. */
+        int at;
+        if (l->deepest >= 0) {
+            const __m128i p0 = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(a, b), e0),
+                                            _mm_andnot_si128(e0, ones));
+            const __m128i p1 = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(c, d), e1),
+                                            _mm_andnot_si128(e1, ones));
+            const __m128i below = _mm_set1_epi16((int16_t)(l->deepest - 1));
+            at = _mm_movemask_epi8(
+                _mm_packs_epi16(_mm_cmpgt_epi16(p0, below), _mm_cmpgt_epi16(p1, below)));
+        } else {
+            at = _mm_movemask_epi8(in);
         }
-        /* Rows at or past the deepest, in row order (a row that deepens it
-         * leaves the rows after it to be judged against the new depth). */
         for (uint32_t bits = (uint32_t)at; bits != 0; bits &= bits - 1) {
-            uint32_t k = i + (uint32_t)lowest_bit(bits) / 2;
-            bits &= bits - 1; /* the row's second bit */
+            uint32_t k = i + (uint32_t)lowest_bit(bits);
             if ((int32_t)ov[k] < l->deepest)
                 continue;
             if (leader_row(l, t, k, (int32_t)ov[k]) != 0 || l->judged > limit)
                 return -1;
         }
     }
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_srli_epi32(wide, 15), zero)) != 0xffff)
+        return -1;
 #endif
     for (; i < hi; i++) {
         if (flags[i] & skip)

@@ -5,6 +5,7 @@
 #include "sketch.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "ring.h"
 #include "wsel.h"
@@ -18,12 +19,13 @@ int32_t chash_sketch_init(chash_sketch *s, uint32_t width, uint32_t window)
         w <<= 1;
     while (win * 2 <= window && win * 2 <= w)
         win <<= 1;
-    _Atomic uint32_t *c = calloc(w, sizeof(*c));
+    uint32_t words = (w + 1) / 2;
+    _Atomic uint64_t *c = calloc(words, sizeof(*c));
     if (c == NULL)
         return WSEL_ENOMEM;
-    for (uint32_t i = 0; i < w; i++)
+    for (uint32_t i = 0; i < words; i++)
         atomic_init(&c[i], 0);
-    s->counters = c;
+    s->words = c;
     s->width = w;
     s->window = win;
     s->slice = w / win;
@@ -33,8 +35,8 @@ int32_t chash_sketch_init(chash_sketch *s, uint32_t width, uint32_t window)
 
 void chash_sketch_free(chash_sketch *s)
 {
-    free(s->counters);
-    s->counters = NULL;
+    free(s->words);
+    s->words = NULL;
 }
 
 static uint32_t slot_of(const chash_sketch *s, uint64_t block)
@@ -59,10 +61,16 @@ static double always_count(const chash_sketch *s, uint32_t slot, uint64_t r)
         return (double)r;
     uint64_t m = (r - first) / s->window, since = (r - first) % s->window;
     double gap = (double)first / 2.0 - (double)s->window;
-    if (m >= 64)
+    if (m >= 64) {
         gap = 0.0; /* below 2^-64 of a window: nothing left */
-    for (uint64_t k = 0; k < m && gap != 0.0; k++)
-        gap /= 2.0;
+    } else {
+        /* gap / 2^m: times the double 2^-m, built from its bits (exact, as
+         * m halvings are: gap is a multiple of 0.5, so it stays normal). */
+        uint64_t bits = (uint64_t)(1023 - m) << 52;
+        double scale;
+        memcpy(&scale, &bits, sizeof(scale));
+        gap *= scale;
+    }
     double c = (double)s->window + gap + (double)since;
     return c >= 1.0 ? c : 1.0;
 }
@@ -73,23 +81,37 @@ double chash_sketch_share(const chash_sketch *s, uint64_t block)
     if (r == 0)
         return 0.0;
     uint32_t slot = slot_of(s, block);
-    uint32_t c = atomic_load_explicit(&s->counters[slot], memory_order_relaxed);
+    uint64_t word = atomic_load_explicit(&s->words[slot / 2], memory_order_relaxed);
+    uint32_t c = (uint32_t)(word >> (32 * (slot % 2)));
     return (double)c / always_count(s, slot, r);
 }
 
 void chash_sketch_add(chash_sketch *s, uint64_t block)
 {
-    atomic_fetch_add_explicit(&s->counters[slot_of(s, block)], 1, memory_order_relaxed);
+    uint32_t slot = slot_of(s, block);
+    atomic_fetch_add_explicit(&s->words[slot / 2], (uint64_t)1 << (32 * (slot % 2)),
+                              memory_order_relaxed);
 }
 
 void chash_sketch_request(chash_sketch *s)
 {
     uint64_t r = atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed) + 1;
     uint64_t first = (r % s->window) * s->slice;
-    for (uint64_t i = first; i < first + s->slice; i++) {
-        /* A load and a store, not a compare-and-swap loop: bounded work; an
-         * increment landing in between is lost (see sketch.h). */
-        uint32_t v = atomic_load_explicit(&s->counters[i], memory_order_relaxed);
-        atomic_store_explicit(&s->counters[i], v / 2, memory_order_relaxed);
+    /* A load and a store, not a compare-and-swap loop: bounded work; an
+     * increment landing in between is lost (see sketch.h). */
+    if (s->slice % 2 == 0) {
+        /* Whole words (first is even): both halves halved at once, the
+         * high half's low bit kept out of the low half. */
+        for (uint64_t i = first / 2; i < (first + s->slice) / 2; i++) {
+            uint64_t v = atomic_load_explicit(&s->words[i], memory_order_relaxed);
+            atomic_store_explicit(&s->words[i], (v >> 1) & 0x7fffffff7fffffffull,
+                                  memory_order_relaxed);
+        }
+        return;
     }
+    /* One counter (slice 1): its half of the word. */
+    uint64_t shift = 32 * (first % 2), mask = (uint64_t)0xffffffffu << shift;
+    uint64_t v = atomic_load_explicit(&s->words[first / 2], memory_order_relaxed);
+    uint64_t half = ((v & mask) >> 1) & mask;
+    atomic_store_explicit(&s->words[first / 2], (v & ~mask) | half, memory_order_relaxed);
 }

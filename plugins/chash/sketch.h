@@ -17,7 +17,8 @@
  * Counters are atomics with relaxed ordering: any number of threads count
  * and estimate at once, never block, never allocate, and no select does
  * more than a bounded slice of the decay. A count racing with the halving
- * of its counter may be lost, which only blurs an approximate estimate.
+ * of its counter's word (it and its neighbour) may be lost, which only
+ * blurs an approximate estimate; counts racing with counts are never lost.
  */
 #ifndef WSEL_CHASH_SKETCH_H
 #define WSEL_CHASH_SKETCH_H
@@ -26,7 +27,10 @@
 #include <stdint.h>
 
 typedef struct chash_sketch {
-    _Atomic uint32_t *counters;
+    /* Two 32-bit counters a word (counter i: half i % 2 of word i / 2), so
+     * the sweep halves two with one load and one store; an increment adds
+     * to its half (a count stays far below 2^32: about 2 * window). */
+    _Atomic uint64_t *words;
     uint32_t width;  /* a power of two */
     uint32_t window; /* requests per full sweep; divides width */
     uint32_t slice;  /* counters halved per request: width / window */

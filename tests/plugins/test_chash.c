@@ -650,6 +650,37 @@ static void test_a_spill_goes_to_the_deepest_overlap_inside_the_bound(void **sta
 }
 
 /*
+ * Workers without an eligible rank are out of the bound's total: E
+ * excluded one-rank workers carrying 10 requests each, then 5 eligible
+ * ones, the key's home among them carrying 3. The bound's total is 3 (cap
+ * ceil(1.25 * 4 / 5) = 1), so the home spills; counting the excluded
+ * workers' 10 * E would let it keep the key. E = 10 and E = 70 (past the
+ * workers select notes one by one).
+ */
+static void test_workers_without_an_eligible_rank_are_out_of_the_total(void **state)
+{
+    (void)state;
+    const char *names[] = {"load"};
+    const double values[] = {0.0};
+    const uint32_t excluded[] = {10, 70};
+    for (uint32_t k = 0; k < 2; k++) {
+        void *c = harness_create(names, values, 1);
+        uint32_t e = excluded[k];
+        harness_table *t = harness_table_uniform(e + 5, 1);
+        for (uint32_t i = 0; i < e; i++) {
+            t->flags[i] = WSEL_ROW_EXCLUDED;
+            t->active_requests[i] = 10;
+        }
+        uint32_t home = pick(c, t, 1, 4242);
+        assert_true(home >= e);
+        t->active_requests[home] = 3;
+        assert_int_not_equal(pick(c, t, 2, 4242), home);
+        harness_table_free(t);
+        wsel_plugin_entry.destroy(c);
+    }
+}
+
+/*
  * select takes shortcuts (passes over the columns, then only the leading
  * rows' workers judged); score ranks every row by the full walk. The row
  * select takes must have score's single lowest score on random tables built
@@ -670,9 +701,15 @@ static void test_select_agrees_with_the_score_on_random_tables(void **state)
         const double values[] = {(double)(config & 1), (double)(config >> 1)};
         void *c = harness_create(names, values, 2);
         for (uint32_t table = 0; table < 60; table++) {
-            uint32_t workers = 1 + wsel_rng_below(&r, 40), dp[40];
+            /* One table in 6: 150 one-rank workers, a third excluded (more
+             * workers without an eligible rank than select notes one by
+             * one). */
+            int wide = table % 6 == 5;
+            uint32_t workers = wide ? 150 : 1 + wsel_rng_below(&r, 40), dp[150];
             for (uint32_t g = 0; g < workers; g++)
-                dp[g] = 1 + (wsel_rng_below(&r, 3) == 0 ? wsel_rng_below(&r, 19) : 0);
+                dp[g] =
+                    wide ? 1
+                         : 1 + (wsel_rng_below(&r, 3) == 0 ? wsel_rng_below(&r, 19) : 0);
             harness_table *t = harness_table_new(workers, dp);
             for (uint32_t k = 0; k < 20; k++, trials++) {
                 uint32_t n = t->table.num_rows;
@@ -682,7 +719,7 @@ static void test_select_agrees_with_the_score_on_random_tables(void **state)
                     t->cost[i] = (double)wsel_rng_below(&r, spread * 2);
                     t->active_requests[i] = wsel_rng_below(&r, 8);
                     t->decode_blocks[i] = wsel_rng_below(&r, 64);
-                    uint32_t f = wsel_rng_below(&r, 16);
+                    uint32_t f = wsel_rng_below(&r, wide ? 3 : 16);
                     t->flags[i] = f == 0 ? WSEL_ROW_EXCLUDED : f == 1 ? WSEL_ROW_BUSY : 0;
                 }
                 if (wsel_rng_below(&r, 4) == 0) { /* one worker far over the bound */
@@ -731,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_the_bound_counts_blocks_when_prompts_differ_in_size),
         cmocka_unit_test(test_a_spill_goes_to_the_deepest_overlap_inside_the_bound),
         cmocka_unit_test(test_select_agrees_with_the_score_on_random_tables),
+        cmocka_unit_test(test_workers_without_an_eligible_rank_are_out_of_the_total),
         cmocka_unit_test(test_the_score_is_select_s_order_of_preference),
         cmocka_unit_test(test_a_worker_weighs_as_many_ranks_as_it_has),
         cmocka_unit_test(test_a_home_without_the_content_yields_to_a_worker_holding_it),
