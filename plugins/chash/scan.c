@@ -306,37 +306,30 @@ static int deepest_rows_in(leaders *l, const wsel_table *t, uint8_t skip, uint32
     uint32_t i = lo;
 #if CHASH_SCAN_SSE2
     /* 16 rows a step, overlaps packed to 16 bits (exact below 32,768: the
-     * OR of the raw values, checked at the end, says), -1 for an
-     * ineligible row. A step with no row as deep as the deepest so far
-     * takes no branch; the others judge those rows one by one, in row
+     * OR of the raw values, checked at the end, says). A step with no row as deep as the
+     * deepest so far takes no branch; the others judge those rows one by one, in row
      * order (a row that deepens it leaves the rows after it to be judged
      * against the new depth). */
     const __m128i vskip = _mm_set1_epi8((char)skip), zero = _mm_setzero_si128();
-    const __m128i ones = _mm_set1_epi32(-1);
     __m128i wide = zero;
     for (; i + 16 <= hi; i += 16) {
         const __m128i in = _mm_cmpeq_epi8(
             _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)(flags + i)),
                           vskip),
             zero);
-        const __m128i e0 = _mm_unpacklo_epi8(in, in), e1 = _mm_unpackhi_epi8(in, in);
         const __m128i *o = (const __m128i *)(const void *)(ov + i);
         const __m128i a = _mm_loadu_si128(o), b = _mm_loadu_si128(o + 1);
         const __m128i c = _mm_loadu_si128(o + 2), d = _mm_loadu_si128(o + 3);
         wide = _mm_or_si128(wide, _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d)));
         /* Bit k: row i + k is eligible and at least as deep. */
-        int at;
+        __m128i deep_enough = in;
         if (l->deepest >= 0) {
-            const __m128i p0 = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(a, b), e0),
-                                            _mm_andnot_si128(e0, ones));
-            const __m128i p1 = _mm_or_si128(_mm_and_si128(_mm_packs_epi32(c, d), e1),
-                                            _mm_andnot_si128(e1, ones));
             const __m128i below = _mm_set1_epi16((int16_t)(l->deepest - 1));
-            at = _mm_movemask_epi8(
-                _mm_packs_epi16(_mm_cmpgt_epi16(p0, below), _mm_cmpgt_epi16(p1, below)));
-        } else {
-            at = _mm_movemask_epi8(in);
+            deep_enough = _mm_and_si128(
+                in, _mm_packs_epi16(_mm_cmpgt_epi16(_mm_packs_epi32(a, b), below),
+                                    _mm_cmpgt_epi16(_mm_packs_epi32(c, d), below)));
         }
+        int at = _mm_movemask_epi8(deep_enough);
         for (uint32_t bits = (uint32_t)at; bits != 0; bits &= bits - 1) {
             uint32_t k = i + (uint32_t)lowest_bit(bits);
             if ((int32_t)ov[k] < l->deepest)
