@@ -887,21 +887,21 @@ ngx_http_wsel_kv_source(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return "takes \"history\" or \"events\"";
     }
 
-    up->kv_threads = WSEL_ROUTER_KV_THREADS_IDLE;
+    up->kv_threads = WSEL_ROUTER_KV_THREADS_LOW;
 
     if (cf->args->nelts == 3) {
         if (!up->kv_events) {
             return "takes threads= with \"events\" only";
         }
 
-        if (ngx_strcmp(value[2].data, "threads=idle") == 0) {
-            up->kv_threads = WSEL_ROUTER_KV_THREADS_IDLE;
+        if (ngx_strcmp(value[2].data, "threads=low") == 0) {
+            up->kv_threads = WSEL_ROUTER_KV_THREADS_LOW;
 
         } else if (ngx_strcmp(value[2].data, "threads=normal") == 0) {
             up->kv_threads = WSEL_ROUTER_KV_THREADS_NORMAL;
 
         } else {
-            return "takes \"threads=idle\" or \"threads=normal\" after \"events\"";
+            return "takes \"threads=low\" or \"threads=normal\" after \"events\"";
         }
     }
 

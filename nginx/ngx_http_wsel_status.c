@@ -173,7 +173,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "\"worker_pid\":%P,",
             up->isolated ? "true" : "false",
             up->kv_events ? "events" : "history",
-            up->kv_threads == WSEL_ROUTER_KV_THREADS_NORMAL ? "normal" : "idle",
+            up->kv_threads == WSEL_ROUTER_KV_THREADS_NORMAL ? "normal" : "low",
             up->text_mode ? "text" : "tokens",
             up->token_reader == WSEL_TOKEN_IDS_AVX512 ? "avx512"
             : up->token_reader == WSEL_TOKEN_IDS_SSE2 ? "sse2" : "bytes",

@@ -452,16 +452,8 @@ static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
     return pos == len ? objects : 0; /* one object, nothing after it */
 }
 
-static int32_t skip(wsel_router *r, int reason)
-{
-    pthread_mutex_lock(&r->mu);
-    r->c.kv_skipped[reason]++;
-    pthread_mutex_unlock(&r->mu);
-    return reason == WSEL_KV_SKIP_RANK ? WSEL_ENOENT : WSEL_EINVAL;
-}
-
-/* Unpack and decode the message into d (under d's mutex); -1 or a
- * WSEL_KV_SKIP_* reason; *nomem set when memory ran out. */
+/* Unpack and decode the message into d; -1 or a WSEL_KV_SKIP_* reason;
+ * *nomem set when memory ran out. */
 static int decode_message(decoder *d, const unsigned char *msg, size_t len,
                           uint32_t block_size, uint32_t dp_rank, int *nomem)
 {
@@ -492,40 +484,35 @@ static int decode_message(decoder *d, const unsigned char *msg, size_t len,
     return reason;
 }
 
-int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_t dp_rank,
-                                     const void *const *frames, const size_t *sizes,
-                                     uint32_t num_frames)
+decoder *rt_decoder_new(void)
 {
-    if (!r)
-        return WSEL_EINVAL;
-    if (!frames || !sizes || num_frames != 3 || !frames[1] || sizes[1] != 8 ||
-        (!frames[2] && sizes[2]))
-        return skip(r, WSEL_KV_SKIP_FRAMES);
-    const unsigned char *sb = frames[1];
-    uint64_t seq = 0;
-    for (int i = 0; i < 8; i++)
-        seq = seq << 8 | sb[i];
+    return calloc(1, sizeof(decoder));
+}
 
-    int32_t ret = 0;
-    pthread_mutex_lock(&r->dec_mu);
-    decoder *d = r->dec;
-    if (!d) {
-        d = r->dec = calloc(1, sizeof(*d));
-        if (!d) {
-            pthread_mutex_unlock(&r->dec_mu);
-            return WSEL_ENOMEM;
-        }
-    }
+int rt_kv_decode(const wsel_router *r, decoder *d, uint32_t dp_rank,
+                 const void *const *frames, const size_t *sizes, uint32_t num_frames,
+                 uint64_t *seq)
+{
+    *seq = 0;
     d->nev = d->nh = 0;
     d->has_rank = 0;
     d->unknown = 0;
+    if (!frames || !sizes || num_frames != 3 || !frames[1] || sizes[1] != 8 ||
+        (!frames[2] && sizes[2]))
+        return WSEL_KV_SKIP_FRAMES;
+    const unsigned char *sb = frames[1];
+    for (int i = 0; i < 8; i++)
+        *seq = *seq << 8 | sb[i];
     int nomem = 0;
     int reason =
         decode_message(d, frames[2], sizes[2], r->opt.block_size, dp_rank, &nomem);
-    if (nomem) {
-        pthread_mutex_unlock(&r->dec_mu);
-        return WSEL_ENOMEM;
-    }
+    return nomem ? WSEL_ENOMEM : reason;
+}
+
+int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
+                     uint32_t dp_rank, uint64_t seq, int reason)
+{
+    int32_t ret = 0;
     pthread_mutex_lock(&r->mu);
     uint32_t s = rt_slot_of(r, worker_id, dp_rank);
     if (reason < 0 && s == RT_NIL)
@@ -544,6 +531,25 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
         r->c.kv_messages++;
     }
     pthread_mutex_unlock(&r->mu);
+    return ret;
+}
+
+int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_t dp_rank,
+                                     const void *const *frames, const size_t *sizes,
+                                     uint32_t num_frames)
+{
+    if (!r)
+        return WSEL_EINVAL;
+    pthread_mutex_lock(&r->dec_mu);
+    if (!r->dec && !(r->dec = rt_decoder_new())) {
+        pthread_mutex_unlock(&r->dec_mu);
+        return WSEL_ENOMEM;
+    }
+    uint64_t seq;
+    int reason = rt_kv_decode(r, r->dec, dp_rank, frames, sizes, num_frames, &seq);
+    int32_t ret = reason == WSEL_ENOMEM
+                      ? WSEL_ENOMEM
+                      : rt_kv_commit(r, r->dec, worker_id, dp_rank, seq, reason);
     pthread_mutex_unlock(&r->dec_mu);
     return ret;
 }

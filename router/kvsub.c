@@ -1,12 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * kvsub.c -- the KV event thread: one ZeroMQ SUB socket per (worker, rank),
- * every message handed to wsel_router_apply_kv_message. Started with the
- * router in event mode. Other threads ask it to subscribe or unsubscribe
+ * kvsub.c -- the KV event threads, started with the router in event mode:
+ * the receiving thread holds one ZeroMQ SUB socket per (worker, rank) and
+ * decodes each message (rt_kv_decode: the bulk of the work, no router
+ * lock) into one of KV_PIPE decoders; the applying thread takes decoded
+ * messages in order and applies them to the index under the router's
+ * mutex (rt_kv_commit). With kv_threads LOW the receiving thread runs in
+ * SCHED_BATCH at nice +10 and ZeroMQ's I/O thread in SCHED_BATCH, and the
+ * applying thread in the caller's class: the thread that holds the
+ * router's mutex is never a low one, so a route never waits behind a
+ * thread that others hold off the CPU.
+ *
+ * Other threads ask the receiving thread to subscribe or unsubscribe
  * through a queue guarded by its own mutex and a wake-up over an inproc
- * PAIR; it never holds that mutex and the router's at once.
+ * PAIR; it never holds that mutex and the router's at once. The two
+ * threads share only the decoders' ring, under its own mutex.
  */
 #include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +40,26 @@ typedef struct kv_sock {
     void *sock;
 } kv_sock;
 
+/* Decoded messages between the receiving and the applying thread. */
+#define KV_PIPE 2
+
+typedef struct kv_decoded {
+    struct rt_decoder *d;
+    uint64_t worker_id, seq;
+    uint32_t rank;
+    int reason;
+} kv_decoded;
+
 struct rt_kvsub {
     wsel_router *r;
+    /* The ring: slots head .. head + count - 1 wait to be applied (the
+     * applying thread's); the next one is the receiving thread's. */
+    pthread_mutex_t pmu;
+    pthread_cond_t pcv;
+    kv_decoded pipe[KV_PIPE];
+    unsigned head, count;
+    int pipe_stop;
+    pthread_t applier;
     void *ctx;
     void *wake_tx, *wake_rx;
     pthread_mutex_t kmu;
@@ -136,16 +166,57 @@ static void receive(rt_kvsub *k, const kv_sock *s)
             frames[i] = zmq_msg_data(&part[i]);
             sizes[i] = zmq_msg_size(&part[i]);
         }
-        wsel_router_apply_kv_message(k->r, s->worker_id, s->rank, frames, sizes,
-                                     extra ? 5u : (uint32_t)n);
+        /* The next slot, once the applying thread has freed one. */
+        pthread_mutex_lock(&k->pmu);
+        while (k->count == KV_PIPE)
+            pthread_cond_wait(&k->pcv, &k->pmu);
+        kv_decoded *q = &k->pipe[(k->head + k->count) % KV_PIPE];
+        pthread_mutex_unlock(&k->pmu);
+        q->worker_id = s->worker_id;
+        q->rank = s->rank;
+        q->reason = rt_kv_decode(k->r, q->d, s->rank, frames, sizes,
+                                 extra ? 5u : (uint32_t)n, &q->seq);
+        if (q->reason != WSEL_ENOMEM) { /* out of memory: dropped */
+            pthread_mutex_lock(&k->pmu);
+            k->count++;
+            pthread_cond_broadcast(&k->pcv);
+            pthread_mutex_unlock(&k->pmu);
+        }
     }
     for (int i = 0; i < n; i++)
         zmq_msg_close(&part[i]);
 }
 
+/* The applying thread: decoded messages in the order received, until
+ * told to stop with none left. */
+static void *applier_main(void *arg)
+{
+    rt_kvsub *k = arg;
+    pthread_mutex_lock(&k->pmu);
+    for (;;) {
+        while (k->count == 0 && !k->pipe_stop)
+            pthread_cond_wait(&k->pcv, &k->pmu);
+        if (k->count == 0)
+            break;
+        kv_decoded *q = &k->pipe[k->head];
+        pthread_mutex_unlock(&k->pmu);
+        rt_kv_commit(k->r, q->d, q->worker_id, q->rank, q->seq, q->reason);
+        pthread_mutex_lock(&k->pmu);
+        k->head = (k->head + 1) % KV_PIPE;
+        k->count--;
+        pthread_cond_broadcast(&k->pcv);
+    }
+    pthread_mutex_unlock(&k->pmu);
+    return NULL;
+}
+
 static void *kvsub_main(void *arg)
 {
     rt_kvsub *k = arg;
+#ifdef SCHED_BATCH
+    if (k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW)
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+#endif
     zmq_pollitem_t *items = NULL;
     size_t cap = 0;
     for (;;) {
@@ -193,60 +264,87 @@ static void post(rt_kvsub *k, kv_op *op)
     pthread_mutex_unlock(&k->kmu);
 }
 
-/* The event thread, in the class the router asks for: SCHED_IDLE when it
- * can (a thread may always lower itself to it; if the system refuses, the
- * thread stays in the normal class and the refusal is logged). glibc's
- * thread attributes take no SCHED_IDLE, so the class is set once the
- * thread exists. */
+/* The receiving thread, in the class the router asks for: SCHED_BATCH
+ * (set here: glibc's thread attributes take only OTHER, FIFO and RR; a
+ * refusal is logged and the thread keeps the normal class), then nice +10
+ * (the thread's own, set by the thread: raising it is always allowed). */
 static int start_thread(rt_kvsub *k)
 {
     int rc = pthread_create(&k->thread, NULL, kvsub_main, k);
-#ifdef SCHED_IDLE
-    if (rc == 0 && k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_IDLE) {
+#ifdef SCHED_BATCH
+    if (rc == 0 && k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW) {
         struct sched_param sp = {0};
-        int e = pthread_setschedparam(k->thread, SCHED_IDLE, &sp);
+        int e = pthread_setschedparam(k->thread, SCHED_BATCH, &sp);
         if (e != 0)
-            rt_log(k->r, WSEL_LOG_WARN,
-                   "KV event thread: SCHED_IDLE refused (%s); normal class", strerror(e));
+            rt_log(k->r, WSEL_LOG_WARN, "KV event thread: SCHED_BATCH refused (%s)",
+                   strerror(e));
     }
 #endif
     return rc;
 }
 
+static void free_pipe(rt_kvsub *k)
+{
+    for (int i = 0; i < KV_PIPE; i++)
+        rt_decoder_free(k->pipe[i].d);
+    pthread_cond_destroy(&k->pcv);
+    pthread_mutex_destroy(&k->pmu);
+}
+
 int rt_kvsub_start(wsel_router *r)
 {
+    int have_applier = 0;
     rt_kvsub *k = calloc(1, sizeof(*k));
     if (!k)
         return WSEL_ENOMEM;
     k->r = r;
     k->ops_tail = &k->ops;
     pthread_mutex_init(&k->kmu, NULL);
+    pthread_mutex_init(&k->pmu, NULL);
+    pthread_cond_init(&k->pcv, NULL);
+    for (int i = 0; i < KV_PIPE; i++)
+        if (!(k->pipe[i].d = rt_decoder_new()))
+            goto fail;
+    /* The applying thread first, in the caller's class. */
+    if (pthread_create(&k->applier, NULL, applier_main, k) != 0)
+        goto fail;
+    have_applier = 1;
     char name[64];
     snprintf(name, sizeof(name), "inproc://wsel-router-%p", (void *)k);
     k->ctx = zmq_ctx_new();
-#ifdef SCHED_IDLE
-    /* ZeroMQ starts its I/O thread with the first socket, in this class. */
-    if (k->ctx && r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_IDLE)
-        (void)zmq_ctx_set(k->ctx, ZMQ_THREAD_SCHED_POLICY, SCHED_IDLE);
+#ifdef SCHED_BATCH
+    /* ZeroMQ starts its I/O thread with the first socket, in this class
+     * (not ZMQ_THREAD_PRIORITY: libzmq 4.3 turns it into nice -20). */
+    if (k->ctx && r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW)
+        (void)zmq_ctx_set(k->ctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
 #endif
     int unlimited = 0;
     if (!k->ctx || !(k->wake_rx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
         !(k->wake_tx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
         zmq_setsockopt(k->wake_tx, ZMQ_SNDHWM, &unlimited, sizeof(unlimited)) != 0 ||
         zmq_bind(k->wake_rx, name) != 0 || zmq_connect(k->wake_tx, name) != 0 ||
-        start_thread(k) != 0) {
-        if (k->wake_rx)
-            zmq_close(k->wake_rx);
-        if (k->wake_tx)
-            zmq_close(k->wake_tx);
-        if (k->ctx)
-            zmq_ctx_term(k->ctx);
-        pthread_mutex_destroy(&k->kmu);
-        free(k);
-        return WSEL_EIO;
-    }
+        start_thread(k) != 0)
+        goto fail;
     r->kvsub = k;
     return 0;
+fail:
+    if (have_applier) {
+        pthread_mutex_lock(&k->pmu);
+        k->pipe_stop = 1;
+        pthread_cond_broadcast(&k->pcv);
+        pthread_mutex_unlock(&k->pmu);
+        pthread_join(k->applier, NULL);
+    }
+    if (k->wake_rx)
+        zmq_close(k->wake_rx);
+    if (k->wake_tx)
+        zmq_close(k->wake_tx);
+    if (k->ctx)
+        zmq_ctx_term(k->ctx);
+    free_pipe(k);
+    pthread_mutex_destroy(&k->kmu);
+    free(k);
+    return WSEL_EIO;
 }
 
 int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
@@ -293,6 +391,14 @@ void rt_kvsub_stop(wsel_router *r)
         return;
     post(k, NULL);
     pthread_join(k->thread, NULL);
+    /* The receiving thread is gone: what it decoded is applied, then the
+     * applying thread ends. */
+    pthread_mutex_lock(&k->pmu);
+    k->pipe_stop = 1;
+    pthread_cond_broadcast(&k->pcv);
+    pthread_mutex_unlock(&k->pmu);
+    pthread_join(k->applier, NULL);
+    free_pipe(k);
     kv_op *op = k->ops;
     while (op) {
         kv_op *next = op->next;

@@ -58,7 +58,7 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     if (o->kv_threads > WSEL_ROUTER_KV_THREADS_NORMAL) {
         free(r);
         set_err(err, err_size,
-                "wsel_router_create: kv_threads is 0 (idle) or 1 (normal)");
+                "wsel_router_create: kv_threads is 0 (low) or 1 (normal)");
         return WSEL_EINVAL;
     }
     o->block_size = o->block_size ? o->block_size : 64;

@@ -125,8 +125,20 @@ uint32_t rt_slot_of(const wsel_router *r, uint64_t worker_id, uint32_t rank);
 /* A draining worker with nothing in flight is removed. */
 void rt_check_drained(wsel_router *r, uint32_t w);
 
-/* events.c: the KV message decoder's reusable buffers. */
+/* events.c: a KV message in two halves. A decoder's buffers are reused
+ * from message to message (nothing allocated once they fit). */
+struct rt_decoder *rt_decoder_new(void);
 void rt_decoder_free(struct rt_decoder *d);
+/* Decode one message (wsel_router_apply_kv_message's frames) into d,
+ * holding no router lock (reads only the options): -1 when decoded, a
+ * WSEL_KV_SKIP_* reason, or WSEL_ENOMEM; *seq = its sequence number. */
+int rt_kv_decode(const wsel_router *r, struct rt_decoder *d, uint32_t dp_rank,
+                 const void *const *frames, const size_t *sizes, uint32_t num_frames,
+                 uint64_t *seq);
+/* Under the router's mutex (taken here): apply a decoded message to the
+ * index, or count why it is skipped. 0, WSEL_EINVAL or WSEL_ENOENT. */
+int32_t rt_kv_commit(wsel_router *r, const struct rt_decoder *d, uint64_t worker_id,
+                     uint32_t dp_rank, uint64_t seq, int reason);
 
 /* kvsub.c: the KV event thread (started with a router in event mode). */
 int rt_kvsub_start(wsel_router *r);

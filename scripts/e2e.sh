@@ -28,7 +28,7 @@
 #   LAT_ROUNDS  latency bench rounds, each wsel then plain [6]
 #   LAT_REQUESTS requests per latency round and side, sequential [999]
 #   LAT_MODES   the module's KV sources in the latency bench [events history]
-#   KV_THREADS  the KV event threads' class, idle or normal [the module's: idle]
+#   KV_THREADS  the KV event threads' class, low or normal [the module's: low]
 #   PARTS       what to run: "replay" (the trace per policy, wsel sim, their
 #               tables) and/or "latency" (the added-latency bench alone)
 #               [replay latency]

@@ -107,7 +107,7 @@ run_build() { # run_build NAME DIR [ctest args...]; env comes from the caller
 printf '==== %d runs per build under two busy loops ====\n' "$runs"
 run_build gcc build-flaky-gcc
 run_build clang build-flaky-clang
-WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS=halt_on_error=1 \
+WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" \
   run_build tsan build-flaky-tsan -R "$concurrency_regex"
 
 stop_busy

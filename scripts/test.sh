@@ -45,7 +45,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 step "TSan build and concurrency tests"
 build build-tsan -DCMAKE_C_COMPILER=clang -DWSEL_SANITIZE=thread
-WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS=halt_on_error=1 \
+WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" \
   ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$concurrency_regex"
 
 step "libFuzzer harnesses (${fuzz_seconds}s each)"

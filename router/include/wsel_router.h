@@ -71,10 +71,9 @@ typedef struct wsel_router wsel_router;
 #define WSEL_ROUTER_KV_HISTORY 0u /* routing history (approximate) */
 #define WSEL_ROUTER_KV_EVENTS  1u /* vLLM KV events from each rank */
 
-/* The CPU class of the KV event threads (wsel_router_options.kv_threads):
- * the router's own thread that decodes and applies events, and ZeroMQ's I/O
- * thread that receives them. */
-#define WSEL_ROUTER_KV_THREADS_IDLE   0u /* Linux SCHED_IDLE (the default) */
+/* The CPU class of the threads that receive and decode KV events
+ * (wsel_router_options.kv_threads). */
+#define WSEL_ROUTER_KV_THREADS_LOW    0u /* SCHED_BATCH, nice +10 (the default) */
 #define WSEL_ROUTER_KV_THREADS_NORMAL 1u /* the class of wsel_router_create's caller */
 
 /* The seed of every XXH3 call (Dynamo's). */
@@ -111,14 +110,17 @@ typedef struct wsel_router_options {
      * mutex; must not call the router. [any thread] */
     uint64_t (*clock_us)(void *user);
     void *clock_user;
-    /* Event mode: the KV event threads' CPU class. IDLE (0): they run only
-     * on CPU time no other thread of the machine wants (on Linux a waking
-     * SCHED_OTHER thread always preempts them), so a route never waits for
-     * a core behind a batch of events; when every core is busy the index
-     * lags instead (events wait in ZeroMQ's queue; past its high-water mark
-     * they are dropped, counted as sequence gaps). NORMAL: the caller's
-     * class, for an index that must keep up under CPU saturation. Where
-     * SCHED_IDLE does not exist, IDLE is NORMAL. */
+    /* Event mode: the CPU class of the threads that receive and decode KV
+     * events (ZeroMQ's I/O thread and the router's receiving thread: most
+     * of the events' cost); the thread that applies decoded events to the
+     * index under the router's mutex always keeps the caller's class, so a
+     * route never waits for a thread that others hold off the CPU. LOW (0):
+     * Linux's SCHED_BATCH (a thread that wakes with an event does not
+     * preempt a running one) and, for the receiving thread, nice +10 (a
+     * request thread that wakes preempts it, and it gets about a tenth of
+     * a core beside one busy normal thread: it lags under saturation, it is
+     * never starved). NORMAL: the caller's class. Where SCHED_BATCH does
+     * not exist, LOW is NORMAL. */
     uint32_t kv_threads;
 } wsel_router_options;
 

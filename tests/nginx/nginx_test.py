@@ -122,10 +122,6 @@ class Nginx:
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout"):
         self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream)
-        # KV event threads in the normal CPU class: in the default (idle)
-        # the index lags for as long as every core is busy (nginx/README),
-        # and on two busy cores a wait for the events would be a wait on
-        # the scheduler (one timed out after 120 s)
         d = self.dir
         ups = "\n".join("        server %s %s;" % (e.addr, server_opts) for e in self.engines)
         wsrv = "\n".join(
@@ -151,7 +147,7 @@ http {
         wsel_policy %(policy)s '%(config)s';
 %(wsrv)s
         wsel_block_size %(block)d;
-        wsel_kv_source events threads=normal;
+        wsel_kv_source events;
         wsel_prompt tokens;
         wsel_isolated %(iso)s;
         keepalive 64;
