@@ -5,11 +5,12 @@
  * decodes each message (rt_kv_decode: the bulk of the work, no router
  * lock) into one of KV_PIPE decoders; the applying thread takes decoded
  * messages in order and applies them to the index under the router's
- * mutex (rt_kv_commit). With kv_threads LOW the receiving thread runs in
- * SCHED_BATCH at nice +10 and ZeroMQ's I/O thread in SCHED_BATCH, and the
- * applying thread in the caller's class: the thread that holds the
- * router's mutex is never a low one, so a route never waits behind a
- * thread that others hold off the CPU.
+ * mutex (rt_kv_commit). With kv_threads LOW every one of them, and
+ * ZeroMQ's I/O thread, runs in SCHED_BATCH (a thread woken by an event
+ * does not preempt a running route), and the receiving thread, which does
+ * most of the work, also at nice +10 (a route preempts it); the applying
+ * thread keeps the caller's nice, so the thread that holds the router's
+ * mutex is never one that others hold off the CPU for long.
  *
  * Other threads ask the receiving thread to subscribe or unsubscribe
  * through a queue guarded by its own mutex and a wake-up over an inproc
@@ -264,22 +265,31 @@ static void post(rt_kvsub *k, kv_op *op)
     pthread_mutex_unlock(&k->kmu);
 }
 
-/* The receiving thread, in the class the router asks for: SCHED_BATCH
- * (set here: glibc's thread attributes take only OTHER, FIFO and RR; a
- * refusal is logged and the thread keeps the normal class), then nice +10
- * (the thread's own, set by the thread: raising it is always allowed). */
+/* A KV thread in the class the router asks for: LOW is SCHED_BATCH, set
+ * here (glibc's thread attributes take only OTHER, FIFO and RR; a refusal
+ * is logged and the thread keeps the normal class); the receiving thread
+ * then sets its own nice to +10 (raising it is always allowed). */
+static void set_batch(rt_kvsub *k, pthread_t t)
+{
+#ifdef SCHED_BATCH
+    if (k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW) {
+        struct sched_param sp = {0};
+        int e = pthread_setschedparam(t, SCHED_BATCH, &sp);
+        if (e != 0)
+            rt_log(k->r, WSEL_LOG_WARN, "KV event threads: SCHED_BATCH refused (%s)",
+                   strerror(e));
+    }
+#else
+    (void)k;
+    (void)t;
+#endif
+}
+
 static int start_thread(rt_kvsub *k)
 {
     int rc = pthread_create(&k->thread, NULL, kvsub_main, k);
-#ifdef SCHED_BATCH
-    if (rc == 0 && k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW) {
-        struct sched_param sp = {0};
-        int e = pthread_setschedparam(k->thread, SCHED_BATCH, &sp);
-        if (e != 0)
-            rt_log(k->r, WSEL_LOG_WARN, "KV event thread: SCHED_BATCH refused (%s)",
-                   strerror(e));
-    }
-#endif
+    if (rc == 0)
+        set_batch(k, k->thread);
     return rc;
 }
 
@@ -305,10 +315,12 @@ int rt_kvsub_start(wsel_router *r)
     for (int i = 0; i < KV_PIPE; i++)
         if (!(k->pipe[i].d = rt_decoder_new()))
             goto fail;
-    /* The applying thread first, in the caller's class. */
+    /* The applying thread first: SCHED_BATCH at the caller's nice when
+     * LOW (it holds the router's mutex, so it must never be starved). */
     if (pthread_create(&k->applier, NULL, applier_main, k) != 0)
         goto fail;
     have_applier = 1;
+    set_batch(k, k->applier);
     char name[64];
     snprintf(name, sizeof(name), "inproc://wsel-router-%p", (void *)k);
     k->ctx = zmq_ctx_new();

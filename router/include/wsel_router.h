@@ -110,17 +110,18 @@ typedef struct wsel_router_options {
      * mutex; must not call the router. [any thread] */
     uint64_t (*clock_us)(void *user);
     void *clock_user;
-    /* Event mode: the CPU class of the threads that receive and decode KV
-     * events (ZeroMQ's I/O thread and the router's receiving thread: most
-     * of the events' cost); the thread that applies decoded events to the
-     * index under the router's mutex always keeps the caller's class, so a
-     * route never waits for a thread that others hold off the CPU. LOW (0):
-     * Linux's SCHED_BATCH (a thread that wakes with an event does not
-     * preempt a running one) and, for the receiving thread, nice +10 (a
-     * request thread that wakes preempts it, and it gets about a tenth of
-     * a core beside one busy normal thread: it lags under saturation, it is
-     * never starved). NORMAL: the caller's class. Where SCHED_BATCH does
-     * not exist, LOW is NORMAL. */
+    /* Event mode: the CPU class of the KV event threads (ZeroMQ's I/O
+     * thread; the router's receiving thread, which decodes: most of the
+     * events' cost; its applying thread, which holds the router's mutex
+     * while it writes the index). LOW (0): Linux's SCHED_BATCH for all of
+     * them (a thread woken by an event does not preempt a running route)
+     * and nice +10 for the receiving thread (a route that wakes preempts
+     * the decoding, which gets about a tenth of a core beside each busy
+     * normal thread: the index lags under saturation, it is never
+     * starved); the applying thread keeps the caller's nice, so a route
+     * never waits long for a thread that others hold off the CPU. NORMAL:
+     * the caller's class for every one. Where SCHED_BATCH does not exist,
+     * LOW is NORMAL. */
     uint32_t kv_threads;
 } wsel_router_options;
 
