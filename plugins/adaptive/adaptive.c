@@ -18,15 +18,26 @@
  *
  *     ttft ~= a + b * P        P = the row's prefill_tokens when routed
  *
- *     keep the owner while  a + b * P_owner <= (1 + tolerance) (a + b * P_min)
- *     i.e.       P_owner - P_min <= tolerance * (k + P_min),   k = a / b
+ *     keep the owner while
+ *         a + b * P_owner <= (1 + tolerance) (a + b * P_min) + b * W (u_min - u_owner)
+ *     i.e.  P_owner - P_min <= tolerance * (k + P_min) + W (u_min - u_owner)
  *
- * P_min being the least prefill_tokens over the candidates. The setting
- * that moves is the band's width in tokens, tolerance * (k + P_min): k, the
- * intercept in tokens of prefill, is refitted after every outcome. When the
- * cluster is idle (P_min small, first tokens dominated by a fixed step) the
- * band is k-wide and the owner stays; as queues build, P_min and b grow,
- * and an owner with a longer queue than its peers loses requests sooner.
+ * with k = a / b, P_min the least prefill_tokens over the candidates, u a
+ * row's share of P that is the request's own uncached prompt (isl less the
+ * blocks cached there) and W = spill_work. The first term is the request's
+ * own cost: how much later its first token comes on the owner than on the
+ * least-loaded row. The second is what a spill costs the others: moving
+ * the request prefills u_min - u_owner more tokens (its cached prefix,
+ * again) on the row it moves to, which every request batched or queued
+ * behind it there waits for; W = 1 counts that extra work once more, as
+ * the delay of at least one other request (what a request's own prefill
+ * costs the requests that share its step). The setting that moves is the
+ * band's width in tokens, tolerance * (k + P_min): k, the intercept in
+ * tokens of prefill, is refitted after every outcome. When the cluster is
+ * idle (P_min small, first tokens dominated by a fixed step) the band is
+ * k-wide and the owner stays; as queues build, P_min and b grow, and an
+ * owner with a longer queue than its peers loses requests sooner, unless
+ * it saves the cluster as much work as its queue is longer.
  * Until the fit is usable (fewer than 16 outcomes, a 1.0 host that sends
  * none, P without spread, a slope that is not positive) the bound is
  * hysteresis's default: P_owner <= P_min + 0.5 (P_mean - P_min).
@@ -60,6 +71,7 @@ enum {
     P_TEMPERATURE,
     P_CAPACITY,
     P_PENDING,
+    P_SPILL_WORK,
     P_COUNT
 };
 
@@ -112,6 +124,14 @@ static const wsel_param_def adaptive_params[P_COUNT] = {
                    .default_value = 4096.0,
                    .min_value = 1.0,
                    .max_value = 16777216.0},
+    [P_SPILL_WORK] = {.name = "spill_work",
+                      .doc = "weight, in the load bound, of the prefill a spill adds "
+                             "(the request's cached prefix, prefilled again); 0 = "
+                             "the request's own TTFT only",
+                      .type = WSEL_PARAM_DOUBLE,
+                      .default_value = 1.0,
+                      .min_value = 0.0,
+                      .max_value = 100.0},
 };
 
 /* hysteresis's default load bound, used until the model is fitted. */
@@ -158,6 +178,7 @@ static int32_t adaptive_create(const wsel_host_api *host, const double *params,
     a->rel_margin = params[P_REL_MARGIN];
     a->abs_margin = params[P_ABS_MARGIN];
     a->temperature = params[P_TEMPERATURE];
+    a->spill_work = params[P_SPILL_WORK];
     atomic_flag_clear(&a->fitting);
     ttft_model_init(&a->model, params[P_WINDOW]);
     atomic_init(&a->overhead, double_bits(-1.0));
@@ -240,8 +261,12 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     if (d->owner == 0)
         return 0;
 
+    /* u: the request's own uncached tokens on a row, the part of its load
+     * that a spill changes (never more than the load: a row without a load
+     * record shows the prompt alone). */
     uint32_t row = UINT32_MAX, n = 0;
-    double min_load = INFINITY, sum = 0.0, owner_load = 0.0;
+    double min_load = INFINITY, sum = 0.0, owner_load = 0.0, u_min = 0.0, u_owner = 0.0;
+    double isl = (double)req->isl_tokens, bs = (double)req->block_size;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         uint64_t wm = sticky_worker_mix(t->worker_id[first]);
@@ -249,19 +274,27 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
             if (t->flags[i] & d->skip)
                 continue;
             double load = (double)t->prefill_tokens[i];
-            min_load = load < min_load ? load : min_load;
+            double u = isl - (double)t->overlap_blocks[i] * bs;
+            u = u > 0.0 ? u : 0.0;
+            u = u < load ? u : load;
+            if (load < min_load) {
+                min_load = load;
+                u_min = u;
+            }
             sum += load;
             n++;
             if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == d->owner) {
                 row = i;
                 owner_load = load;
+                u_owner = u;
             }
         }
     }
     if (row == UINT32_MAX)
         return 0;
     double k = adaptive_overhead(a);
-    double bound = k >= 0.0 ? min_load + a->tolerance * (k + min_load)
+    double bound = k >= 0.0 ? min_load + a->tolerance * (k + min_load) +
+                                  a->spill_work * (u_min - u_owner)
                             : min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
     if (owner_load <= bound)
         d->bound_row = row;
@@ -362,9 +395,9 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "adaptive",
-    .version = "1.0.0",
-    .description = "hysteresis whose load bound is a TTFT tolerance, with the TTFT "
-                   "model fitted online to the outcomes",
+    .version = "1.1.0",
+    .description = "hysteresis whose load bound is a TTFT tolerance plus the work a "
+                   "spill adds, with the TTFT model fitted online to the outcomes",
     .params = adaptive_params,
     .num_params = P_COUNT,
     .param_def_size = sizeof(wsel_param_def),

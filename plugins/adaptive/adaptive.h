@@ -21,6 +21,7 @@ typedef struct adaptive {
     double rel_margin; /* the dead band on cost, as hysteresis's */
     double abs_margin;
     double temperature;
+    double spill_work;         /* weight of the prefill a spill adds, in the load bound */
     sticky_table owners;       /* prefix block -> owner fingerprint */
     pending routed;            /* request id -> row and prefill_tokens */
     atomic_flag fitting;       /* held while `model` is updated */

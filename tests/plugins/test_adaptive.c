@@ -5,7 +5,9 @@
  * setting in bounds; outcomes it did not route (unknown id, another row,
  * failed, unmeasured, repeated) teach it nothing; the fitted setting moves
  * the owner's load bound exactly where the formula puts it, and before the
- * fit the bound is hysteresis's; a long prompt finds its own deepest block;
+ * fit the bound is hysteresis's; the prefill a spill would add widens the
+ * bound by exactly that many tokens (spill_work 1), or not at all (0); a
+ * long prompt finds its own deepest block;
  * its score ranks select's answer first; and four threads routing and
  * reporting at once keep it consistent.
  */
@@ -294,6 +296,72 @@ static void test_before_the_fit_the_bound_is_hysteresis_default(void **state)
     wsel_plugin_entry.destroy(a);
 }
 
+/* The request with blocks {1, 2} (32 tokens), routed where row `cached`
+ * holds both its blocks (its own prefill there: 0 tokens; elsewhere 32)
+ * and every row's load is its backlog plus that prefill; the owner's
+ * backlog is `owner_backlog`, the others' 1000. */
+static uint32_t route_with_cache(void *inst, harness_table *t, uint32_t owner,
+                                 uint64_t owner_backlog, uint64_t id)
+{
+    for (uint32_t i = 0; i < t->table.num_rows; i++) {
+        t->cost[i] = 10.0;
+        t->overlap_blocks[i] = i == owner ? 2 : 0;
+        t->prefill_tokens[i] =
+            (i == owner ? owner_backlog : 1000) + (i == owner ? 0 : 32);
+    }
+    return route_prefix(inst, t, id);
+}
+
+static void test_the_work_a_spill_adds_widens_the_bound_exactly(void **state)
+{
+    (void)state;
+    const char *names[] = {"window"};
+    const double values[] = {2.0};
+    adaptive *a = harness_create(names, values, 1);
+    harness_table *t = harness_table_uniform(4, 1);
+    teach(a, t, 100, 16, 1000.0); /* k = 500 tokens */
+    for (uint32_t i = 0; i < 4; i++) {
+        t->cost[i] = 10.0;
+        t->prefill_tokens[i] = 1000;
+    }
+    uint32_t owner = route_prefix(a, t, 1);
+
+    /* The owner caches the request's 32 tokens: P_owner = its backlog, P_min
+     * = 1032 (u_min = 32, u_owner = 0). Bound: 1032 + 0.02 (500 + 1032) +
+     * 1 x (32 - 0) = 1094.64 tokens. */
+    assert_int_equal(route_with_cache(a, t, owner, 1094, 2), owner);
+    /* The score agrees (it records nothing): inside the bound the owner
+     * scores its cost less the band, outside its plain cost. */
+    static const uint64_t hashes[] = {0x1111, 0x2222};
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, SEED, 9, 0, hashes, 2);
+    double scores[4];
+    assert_int_equal(wsel_plugin_entry.score(a, &req, &t->table, scores), 0);
+    assert_true(scores[owner] == 10.0 - (1.0 * 10.0 + 64.0));
+    t->prefill_tokens[owner] = 1095;
+    assert_int_equal(wsel_plugin_entry.score(a, &req, &t->table, scores), 0);
+    assert_true(scores[owner] == 10.0);
+    assert_int_not_equal(route_with_cache(a, t, owner, 1095, 3), owner);
+
+    /* spill_work 0: the request's own TTFT alone, 1032 + 30.64 = 1062.64. */
+    const char *names0[] = {"window", "spill_work"};
+    const double values0[] = {2.0, 0.0};
+    adaptive *b = harness_create(names0, values0, 2);
+    teach(b, t, 100, 16, 1000.0);
+    for (uint32_t i = 0; i < 4; i++) {
+        t->cost[i] = 10.0;
+        t->overlap_blocks[i] = 0;
+        t->prefill_tokens[i] = 1000;
+    }
+    owner = route_prefix(b, t, 1);
+    assert_int_equal(route_with_cache(b, t, owner, 1062, 2), owner);
+    assert_int_not_equal(route_with_cache(b, t, owner, 1063, 3), owner);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(b);
+    wsel_plugin_entry.destroy(a);
+}
+
 static void test_the_score_ranks_the_kept_owner_first(void **state)
 {
     (void)state;
@@ -426,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_outcomes_it_did_not_route_teach_nothing),
         cmocka_unit_test(test_the_fitted_setting_bounds_the_owner_exactly),
         cmocka_unit_test(test_before_the_fit_the_bound_is_hysteresis_default),
+        cmocka_unit_test(test_the_work_a_spill_adds_widens_the_bound_exactly),
         cmocka_unit_test(test_the_score_ranks_the_kept_owner_first),
         cmocka_unit_test(test_a_long_prompt_follows_its_own_deepest_block_past_depth_64),
         cmocka_unit_test(test_every_row_excluded_is_refused),
