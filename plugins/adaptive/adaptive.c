@@ -240,6 +240,18 @@ typedef struct decision {
     uint32_t bound_row; /* the owner's row inside the load bound, or UINT32_MAX */
 } decision;
 
+/* The request's own uncached tokens on row i, the part of its load that a
+ * spill changes: isl less the blocks cached there, at least 0 and never
+ * more than the row's load (a row without a load record shows the prompt
+ * alone). */
+static double own_prefill(const wsel_request *req, const wsel_table *t, uint32_t i)
+{
+    double u = (double)req->isl_tokens - (double)t->overlap_blocks[i] * req->block_size;
+    double load = (double)t->prefill_tokens[i];
+    u = u > 0.0 ? u : 0.0;
+    return u < load ? u : load;
+}
+
 static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_table *t,
                       decision *d)
 {
@@ -261,12 +273,8 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     if (d->owner == 0)
         return 0;
 
-    /* u: the request's own uncached tokens on a row, the part of its load
-     * that a spill changes (never more than the load: a row without a load
-     * record shows the prompt alone). */
-    uint32_t row = UINT32_MAX, n = 0;
-    double min_load = INFINITY, sum = 0.0, owner_load = 0.0, u_min = 0.0, u_owner = 0.0;
-    double isl = (double)req->isl_tokens, bs = (double)req->block_size;
+    uint32_t row = UINT32_MAX, min_row = 0, n = 0;
+    double min_load = INFINITY, sum = 0.0, owner_load = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         uint64_t wm = sticky_worker_mix(t->worker_id[first]);
@@ -274,19 +282,15 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
             if (t->flags[i] & d->skip)
                 continue;
             double load = (double)t->prefill_tokens[i];
-            double u = isl - (double)t->overlap_blocks[i] * bs;
-            u = u > 0.0 ? u : 0.0;
-            u = u < load ? u : load;
             if (load < min_load) {
                 min_load = load;
-                u_min = u;
+                min_row = i;
             }
             sum += load;
             n++;
             if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == d->owner) {
                 row = i;
                 owner_load = load;
-                u_owner = u;
             }
         }
     }
@@ -294,7 +298,8 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
         return 0;
     double k = adaptive_overhead(a);
     double bound = k >= 0.0 ? min_load + a->tolerance * (k + min_load) +
-                                  a->spill_work * (u_min - u_owner)
+                                  a->spill_work * (own_prefill(req, t, min_row) -
+                                                   own_prefill(req, t, row))
                             : min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
     if (owner_load <= bound)
         d->bound_row = row;
