@@ -930,7 +930,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "chash",
-    .version = "3.0.0",
+    .version = "3.1.0",
     .description = "consistent hashing with bounded loads: sticky keys, no worker "
                    "above (1 + epsilon) x mean",
     .params = chash_params,
