@@ -29,6 +29,9 @@
 #   LAT_REQUESTS requests per latency round and side, sequential [999]
 #   LAT_MODES   the module's KV sources in the latency bench [events history]
 #   KV_THREADS  the KV event threads' class, low or normal [the module's: low]
+#   PIN         "N:R": nginx on CPUs N, engines and the client on CPUs R
+#               (taskset lists, e.g. 1:0), as a router has its own cores in
+#               production; both sides of the latency bench alike [unset]
 #   PARTS       what to run: "replay" (the trace per policy, wsel sim, their
 #               tables) and/or "latency" (the added-latency bench alone)
 #               [replay latency]
@@ -54,6 +57,11 @@ LAT_REQUESTS=${LAT_REQUESTS:-999}
 LAT_MODES=${LAT_MODES:-events history}
 PARTS=${PARTS:-replay latency}
 NGINX=${NGINX:-/usr/sbin/nginx}
+pin_nginx=() pin_rest=()
+if [[ -n ${PIN:-} ]]; then
+  [[ $PIN == *:* ]] || { echo "e2e.sh: PIN is N:R (taskset CPU lists)" >&2; exit 2; }
+  pin_nginx=(taskset -c "${PIN%%:*}") pin_rest=(taskset -c "${PIN#*:}")
+fi
 BUDGET_S=${BUDGET_S:-1500}
 BLOCK=64
 
@@ -137,7 +145,7 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 start_cluster() {
   local dir=$1 ts=$2 i
   rm -f "$dir/ready"
-  "$wsel" cluster --workers "$WORKERS" --dp "$DP" --kv-events --time-scale "$ts" \
+  "${pin_rest[@]}" "$wsel" cluster --workers "$WORKERS" --dp "$DP" --kv-events --time-scale "$ts" \
     --host 127.0.0.1 --block-size "$BLOCK" --quiet --ready-file "$dir/ready" \
     >"$dir/cluster.log" 2>&1 &
   cluster_pid=$!
@@ -225,7 +233,7 @@ start_nginx() {
   for ((try = 0; try < 3; try++)); do
     port=$(free_port)
     write_conf "$dir" "$policy" "$mode" "$port"
-    "$NGINX" -p "$dir/nginx/" -c "$dir/nginx/conf/nginx.conf" -e "$dir/nginx/logs/error.log" \
+    "${pin_nginx[@]}" "$NGINX" -p "$dir/nginx/" -c "$dir/nginx/conf/nginx.conf" -e "$dir/nginx/logs/error.log" \
       >"$dir/nginx/logs/stdout.log" 2>&1 &
     nginx_pid=$!
     for ((i = 0; i < 600; i++)); do
@@ -269,7 +277,7 @@ for mode in $MODES; do
     start_nginx "$run" "$mode" "$policy"
     echo "e2e: $policy, $mode: replaying (nginx on 127.0.0.1:$port)" >&2
     t=$(left)
-    timeout "$t" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$TRACE" \
+    timeout "$t" "${pin_rest[@]}" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$TRACE" \
       --speedup "$SPEEDUP" --time-scale "$TIME_SCALE" --concurrency 4096 --timeout 600 \
       --no-progress --json --requests-out "$run/requests.jsonl" >"$run/replay.json" \
       2>"$run/replay.err" || die "wsel replay failed ($policy, $mode): $(tail -3 "$run/replay.err")"
@@ -320,7 +328,7 @@ EOF
       start_nginx "$lat" "$side" "$lat_policy"
     fi
     t=$(left)
-    timeout "$t" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$lat/trace-$side-$r.jsonl" \
+    timeout "$t" "${pin_rest[@]}" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$lat/trace-$side-$r.jsonl" \
       --concurrency 1 --timeout 60 --no-progress --json \
       --requests-out "$lat/$side-$r.jsonl" >"$lat/$side-$r.json" 2>"$lat/$side-$r.err" ||
       die "latency replay failed: $(tail -3 "$lat/$side-$r.err")"
