@@ -20,7 +20,8 @@ Cases:
   refused   a broken plugin is refused by the admin location (409, the old
             policy keeps serving), by nginx -t and by a reload (the old
             worker keeps serving); more than one worker process is refused
-            with the reason
+            with the reason, and so is a KV thread class other than
+            threads=low|normal or one given without events
   isolated  a plugin that crashes its helper (tests/isolated's iso_segv) in
             isolated mode: every request is answered 200, the crashes are
             counted as fallbacks
@@ -120,8 +121,10 @@ class Nginx:
         self.proc = None
 
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
-                   server_opts="max_fails=0", next_upstream="error timeout"):
-        self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream)
+                   server_opts="max_fails=0", next_upstream="error timeout",
+                   kv_source="events"):
+        self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream,
+                          kv_source)
         d = self.dir
         ups = "\n".join("        server %s %s;" % (e.addr, server_opts) for e in self.engines)
         wsrv = "\n".join(
@@ -147,7 +150,7 @@ http {
         wsel_policy %(policy)s '%(config)s';
 %(wsrv)s
         wsel_block_size %(block)d;
-        wsel_kv_source events;
+        wsel_kv_source %(kv_source)s;
         wsel_prompt tokens;
         wsel_isolated %(iso)s;
         keepalive 64;
@@ -173,7 +176,7 @@ http {
 """ % dict(module=self.module, workers=workers, d=d, ups=ups, wsrv=wsrv, policy=policy,
            config=config, block=BLOCK, port=self.port,
            iso="on " + isolated if isolated else "off", next_upstream=next_upstream,
-           user=worker_user_line())
+           kv_source=kv_source, user=worker_user_line())
         with open(self.conf, "w") as f:
             f.write(text)
 
@@ -423,6 +426,18 @@ def case_refused(args):
         out = p.stdout.decode()
         if p.returncode == 0 or "worker_processes 1" not in out:
             fail("two workers accepted: %s" % out)
+        # the KV event threads' class: low or normal, with events only
+        for kv, why in (("events threads=fast", '"threads=low" or "threads=normal"'),
+                        ("history threads=low", 'threads= with "events" only')):
+            ng.write_conf(softmax, kv_source=kv)
+            p = ng.test_conf()
+            out = p.stdout.decode()
+            if p.returncode == 0 or why not in out:
+                fail("wsel_kv_source %s accepted: %s" % (kv, out))
+        ng.write_conf(softmax, kv_source="events threads=normal")
+        p = ng.test_conf()
+        if p.returncode != 0:
+            fail("wsel_kv_source events threads=normal refused: %s" % p.stdout.decode())
         # a broken plugin: nginx -t says why
         ng.write_conf(broken)
         p = ng.test_conf()
