@@ -224,16 +224,22 @@ static uint64_t least_in(const wsel_table *t, uint8_t skip, int by_overlap, uint
     return bad;
 }
 
+/* The excluded range [xf, xe) within the table's n rows. */
+static void clamp_excluded(uint32_t n, uint32_t *xf, uint32_t *xe)
+{
+    if (*xf > n)
+        *xf = n;
+    if (*xe < *xf)
+        *xe = *xf;
+    if (*xe > n)
+        *xe = n;
+}
+
 int chash_scan_leaders(const wsel_table *t, uint8_t skip, int by_overlap, uint32_t xf,
                        uint32_t xe, uint32_t *out_ov, double *out_cost)
 {
     uint32_t n = t->num_rows;
-    if (xf > n)
-        xf = n;
-    if (xe < xf)
-        xe = xf;
-    if (xe > n)
-        xe = n;
+    clamp_excluded(n, &xf, &xe);
     uint32_t ov = 0;
     if (by_overlap) {
         deepest_in(t, skip, 0, xf, &ov);
@@ -358,12 +364,7 @@ int chash_scan_deepest_rows(const wsel_table *t, uint8_t skip, uint32_t xf, uint
                             uint32_t limit, uint32_t *rows, uint32_t cap)
 {
     uint32_t n = t->num_rows;
-    if (xf > n)
-        xf = n;
-    if (xe < xf)
-        xe = xf;
-    if (xe > n)
-        xe = n;
+    clamp_excluded(n, &xf, &xe);
     leaders l = {
         .deepest = -1, .cost = 0.0, .count = 0, .judged = 0, .rows = rows, .cap = cap};
     if (deepest_rows_in(&l, t, skip, 0, xf, limit) != 0 ||
