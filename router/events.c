@@ -484,6 +484,9 @@ static int decode_message(decoder *d, const unsigned char *msg, size_t len,
     return reason;
 }
 
+/* rt_kv_decode's answers: -1 decoded, a reason >= 0, or WSEL_ENOMEM. */
+_Static_assert(WSEL_ENOMEM < -1, "WSEL_ENOMEM must not read as decoded (-1)");
+
 decoder *rt_decoder_new(void)
 {
     return calloc(1, sizeof(decoder));
