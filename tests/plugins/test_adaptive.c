@@ -228,6 +228,18 @@ static uint32_t route_prefix(void *inst, const harness_table *t, uint64_t id)
     return harness_select(inst, &req, t);
 }
 
+/* Every row at cost 10, no overlap, 1000 prefill tokens; the prefix
+ * {1, 2} routed once (request 1): returns the row that now owns it. */
+static uint32_t owner_on_even_rows(void *inst, harness_table *t)
+{
+    for (uint32_t i = 0; i < t->table.num_rows; i++) {
+        t->cost[i] = 10.0;
+        t->overlap_blocks[i] = 0;
+        t->prefill_tokens[i] = 1000;
+    }
+    return route_prefix(inst, t, 1);
+}
+
 /* Four one-rank rows, equal cost; the owner shows `owner_tokens`, the
  * others 1000 prefill tokens each. Returns where the prefix goes. */
 static uint32_t route_with_owner_load(void *inst, harness_table *t, uint32_t owner,
@@ -254,11 +266,7 @@ static void test_the_fitted_setting_bounds_the_owner_exactly(void **state)
     /* The owner keeps the prefix while P_owner - P_min <= 0.02 (k + P_min)
      * = 0.02 * 1500 = 30 tokens (one token either side of the bound: the
      * fit and 0.02 are exact only to rounding). */
-    for (uint32_t i = 0; i < 4; i++) {
-        t->cost[i] = 10.0;
-        t->prefill_tokens[i] = 1000;
-    }
-    uint32_t owner = route_prefix(a, t, 1);
+    uint32_t owner = owner_on_even_rows(a, t);
     assert_int_equal(route_with_owner_load(a, t, owner, 1029, 2), owner);
     uint32_t moved = route_with_owner_load(a, t, owner, 1031, 3);
     assert_int_not_equal(moved, owner);
@@ -277,11 +285,7 @@ static void test_before_the_fit_the_bound_is_hysteresis_default(void **state)
     (void)state;
     adaptive *a = create_default();
     harness_table *t = harness_table_uniform(4, 1);
-    for (uint32_t i = 0; i < 4; i++) {
-        t->cost[i] = 10.0;
-        t->prefill_tokens[i] = 1000;
-    }
-    uint32_t owner = route_prefix(a, t, 1);
+    uint32_t owner = owner_on_even_rows(a, t);
     /* Loads {1020, 1000, 1000, 1000}: mean 1005, bound 1000 + 0.5 * 5 =
      * 1002.5 < 1020: the owner is released; {1000 x 4}: kept. */
     assert_int_equal(route_with_owner_load(a, t, owner, 1000, 2), owner);
@@ -320,11 +324,7 @@ static void test_the_work_a_spill_adds_widens_the_bound_exactly(void **state)
     adaptive *a = harness_create(names, values, 1);
     harness_table *t = harness_table_uniform(4, 1);
     teach(a, t, 100, 16, 1000.0); /* k = 500 tokens */
-    for (uint32_t i = 0; i < 4; i++) {
-        t->cost[i] = 10.0;
-        t->prefill_tokens[i] = 1000;
-    }
-    uint32_t owner = route_prefix(a, t, 1);
+    uint32_t owner = owner_on_even_rows(a, t);
 
     /* The owner caches the request's 32 tokens: P_owner = its backlog, P_min
      * = 1032 (u_min = 32, u_owner = 0). Bound: 1032 + 0.02 (500 + 1032) +
@@ -349,12 +349,7 @@ static void test_the_work_a_spill_adds_widens_the_bound_exactly(void **state)
     const double values0[] = {2.0, 0.0};
     adaptive *b = harness_create(names0, values0, 2);
     teach(b, t, 100, 16, 1000.0);
-    for (uint32_t i = 0; i < 4; i++) {
-        t->cost[i] = 10.0;
-        t->overlap_blocks[i] = 0;
-        t->prefill_tokens[i] = 1000;
-    }
-    owner = route_prefix(b, t, 1);
+    owner = owner_on_even_rows(b, t);
     assert_int_equal(route_with_cache(b, t, owner, 1062, 2), owner);
     assert_int_not_equal(route_with_cache(b, t, owner, 1063, 3), owner);
     harness_table_free(t);
