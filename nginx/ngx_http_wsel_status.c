@@ -94,12 +94,40 @@ ngx_http_wsel_latency_p50_us(ngx_http_wsel_upstream_t *up)
 }
 
 
+/* The server a rank belongs to (worker ids are server index + 1). */
+static ngx_str_t *
+ngx_http_wsel_rank_server(ngx_http_wsel_upstream_t *up,
+    const wsel_router_rank_info *ri)
+{
+    uint32_t  k;
+
+    k = (uint32_t) ri->worker_id - 1;
+
+    return k < up->npeers ? &up->peer_names[k] : &up->name;
+}
+
+
+static uint64_t
+ngx_http_wsel_kv_skipped(const wsel_router_counters *rcn)
+{
+    uint64_t    n;
+    ngx_uint_t  i;
+
+    n = 0;
+    for (i = 0; i < WSEL_KV_SKIP_REASONS; i++) {
+        n += rcn->kv_skipped[i];
+    }
+
+    return n;
+}
+
+
 ngx_int_t
 ngx_http_wsel_status_handler(ngx_http_request_t *r)
 {
     u_char                     *d, *last;
     size_t                      size;
-    uint32_t                    nr, i, k, reason;
+    uint32_t                    nr, i, reason;
     ngx_int_t                   rc;
     ngx_buf_t                  *b;
     ngx_str_t                   fmt, *wn;
@@ -215,15 +243,12 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             up->admin_refused,
             rcn.prompt_blocks, rcn.overlap_blocks, rcn.kv_messages,
             rcn.kv_blocks_stored, rcn.kv_blocks_removed,
-            rcn.kv_skipped[0] + rcn.kv_skipped[1] + rcn.kv_skipped[2]
-            + rcn.kv_skipped[3] + rcn.kv_skipped[4] + rcn.kv_skipped[5]
-            + rcn.kv_skipped[6] + rcn.kv_skipped[7],
+            ngx_http_wsel_kv_skipped(&rcn),
             rcn.index_blocks, rcn.index_entries,
             ngx_http_wsel_latency_p50_us(up), up->lat_sum_ns);
 
         for (i = 0; i < nr; i++) {
-            k = (uint32_t) ri[i].worker_id - 1;
-            wn = k < up->npeers ? &up->peer_names[k] : &up->name;
+            wn = ngx_http_wsel_rank_server(up, &ri[i]);
             d = ngx_slprintf(d, last,
                 "%s{\"server\":\"%V\",\"dp_rank\":%uD,\"active_requests\":%uD,"
                 "\"active_prefill_tokens\":%uL,\"active_blocks\":%uL,"
@@ -288,8 +313,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
                          "# TYPE wsel_rank_cached_blocks gauge\n");
 
         for (i = 0; i < nr; i++) {
-            k = (uint32_t) ri[i].worker_id - 1;
-            wn = k < up->npeers ? &up->peer_names[k] : &up->name;
+            wn = ngx_http_wsel_rank_server(up, &ri[i]);
             d = ngx_slprintf(d, last,
                 "wsel_rank_active_requests{upstream=\"%V\",server=\"%V\","
                 "dp_rank=\"%uD\"} %uD\n"

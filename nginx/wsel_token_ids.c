@@ -7,6 +7,7 @@
 
 #include "wsel_token_ids.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,10 +324,22 @@ WSEL_AVX512 static const unsigned char *parse_avx512(const unsigned char *p,
 }
 #endif
 
+/* wsel_token_ids_best(), asked once: every thread computes the same. */
+static int best_reader(void)
+{
+    static atomic_int best = -1;
+    int b = atomic_load_explicit(&best, memory_order_relaxed);
+    if (b < 0) {
+        b = wsel_token_ids_best();
+        atomic_store_explicit(&best, b, memory_order_relaxed);
+    }
+    return b;
+}
+
 const unsigned char *wsel_token_ids_parse(const unsigned char *p, const unsigned char *e,
                                           wsel_token_buf *buf, int reader, int *nomem)
 {
-    int best = wsel_token_ids_best();
+    int best = best_reader();
 
     if (reader > best)
         reader = best;
