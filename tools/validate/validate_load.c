@@ -184,7 +184,7 @@ static void check_one_param(const wsel_plugin *p, uint32_t i, vcheck_result *res
             break;
         }
         uint32_t k = 0;
-        while (d->choices[k] != NULL && k < 1000)
+        while (k < 1000 && d->choices[k] != NULL)
             k++;
         if (k == 0 || d->min_value < 0 || d->max_value > (double)(k - 1) ||
             !is_integral(d->default_value))
