@@ -12,42 +12,50 @@
  * and inside a load bound; otherwise the request goes where softmax would
  * send it. hysteresis's load bound is a fixed fraction of the spread of
  * loads (load_slack), and which fraction is best depends on the cluster
- * and its load. adaptive bounds instead what keeping the owner costs the
- * request itself, in time to first token, as predicted by a model fitted
- * online to the outcomes the router reports (ttft_model.h):
+ * and its load. adaptive bounds instead what keeping the owner costs in
+ * time to first token, as predicted by a model fitted online to the
+ * outcomes the router reports (ttft_model.h):
  *
- *     ttft ~= a + b * P        P = the row's prefill_tokens when routed
+ *     ttft ~= a + b * P + c * G      P = the row's prefill_tokens when
+ *                                    routed, G = the largest of its worker's
  *
  *     keep the owner while
- *         a + b * P_owner <= (1 + tolerance) (a + b * P_min) + b * W (u_min - u_owner)
- *     i.e.  P_owner - P_min <= tolerance * (k + P_min) + W (u_min - u_owner)
+ *         T(owner) <= (1 + tolerance) T(least) + b * W (u_least - u_owner)
+ *     i.e.  v_owner - v_least <= tolerance * (k + v_least) + W (u_least - u_owner)
  *
- * with k = a / b, P_min the least prefill_tokens over the candidates, u a
- * row's share of P that is the request's own uncached prompt (isl less the
- * blocks cached there) and W = spill_work. The first term is the request's
- * own cost: how much later its first token comes on the owner than on the
- * least-loaded row. The second is what a spill costs the others: moving
- * the request prefills u_min - u_owner more tokens (its cached prefix,
- * again) on the row it moves to, which every request batched or queued
- * behind it there waits for; W = 1 counts that extra work once more, as
- * the delay of at least one other request (what a request's own prefill
- * costs the requests that share its step). The setting that moves is the
- * band's width in tokens, tolerance * (k + P_min): k, the intercept in
- * tokens of prefill, is refitted after every outcome. When the cluster is
- * idle (P_min small, first tokens dominated by a fixed step) the band is
- * k-wide and the owner stays; as queues build, P_min and b grow, and an
- * owner with a longer queue than its peers loses requests sooner, unless
- * it saves the cluster as much work as its queue is longer.
+ * with v = P + g G (T = b (k + v)), k = a / b, g = c / b, "least" the
+ * candidate of least predicted TTFT, u a row's share of P that is the
+ * request's own uncached prompt (isl less the blocks cached there) and W =
+ * spill_work. The first term is the request's own cost: how much later its
+ * first token comes on the owner than on the fastest row. The second is
+ * what a spill costs the others: moving the request prefills u_least -
+ * u_owner more tokens (its cached prefix, again) on the row it moves to,
+ * which every request batched or queued behind it there waits for; W = 1
+ * counts that extra work once more, as the delay of at least one other
+ * request (what a request's own prefill costs the requests that share its
+ * step).
+ *
+ * What is learned is g, the weight of a worker's busiest rank: where the
+ * ranks of a worker step in lockstep, a rank's step lasts as long as the
+ * slowest rank's, so a short queue on a rank whose sibling prefills a long
+ * prompt is not fast, and the outcomes show it (c > 0); where they do not
+ * (one-rank workers, where G = P, or independent ranks) the fit finds
+ * nothing beside P and g = 0, and the bound is "no candidate less loaded
+ * by more than the work a spill adds". g is refitted after every outcome.
+ * tolerance (default 0) widens the bound by a share of the predicted TTFT
+ * (k, the intercept in tokens of prefill, and P); 1.1.0 used 0.02, which
+ * measured no better (docs/evaluation.md, adaptive).
  * Until the fit is usable (fewer than 16 outcomes, a 1.0 host that sends
  * none, P without spread, a slope that is not positive) the bound is
  * hysteresis's default: P_owner <= P_min + 0.5 (P_mean - P_min).
  *
  * Threads: select and score may run concurrently (WSEL_CAP_CONCURRENT_SELECT)
  * and so may on_request_outcome (wsel.h: same concurrency rule as select).
- * select reads the fitted k from one atomic word; an outcome updates the
- * fit under a spin flag held for a few arithmetic operations (no I/O, no
- * allocation), then publishes k. The requests awaiting an outcome live in
- * a bounded table (pending.h). No allocation after create.
+ * select reads the fitted k and g from two atomic words; an outcome
+ * updates the fit under a spin flag held for a few arithmetic operations
+ * (no I/O, no allocation), then publishes g and k. The requests awaiting
+ * an outcome live in a bounded table (pending.h). No allocation after
+ * create.
  */
 #include <float.h>
 #include <math.h>
@@ -78,9 +86,9 @@ enum {
 static const wsel_param_def adaptive_params[P_COUNT] = {
     [P_TOLERANCE] = {.name = "tolerance",
                      .doc = "keep the owner while its predicted TTFT is at most (1 + "
-                            "tolerance) x the least-loaded candidate's",
+                            "tolerance) x the least candidate's (plus the spill term)",
                      .type = WSEL_PARAM_DOUBLE,
-                     .default_value = 0.02,
+                     .default_value = 0.0,
                      .min_value = 0.0,
                      .max_value = 100.0},
     [P_WINDOW] = {.name = "window",
@@ -119,7 +127,7 @@ static const wsel_param_def adaptive_params[P_COUNT] = {
                     .max_value = 16777216.0},
     [P_PENDING] = {.name = "pending",
                    .doc = "requests in flight remembered until their outcome "
-                          "(rounded up to a power of two; 16 bytes each)",
+                          "(rounded up to a power of two; 24 bytes each)",
                    .type = WSEL_PARAM_INT,
                    .default_value = 4096.0,
                    .min_value = 1.0,
@@ -156,6 +164,11 @@ double adaptive_overhead(const adaptive *a)
     return bits_double(atomic_load_explicit(&a->overhead, memory_order_relaxed));
 }
 
+double adaptive_coupling(const adaptive *a)
+{
+    return bits_double(atomic_load_explicit(&a->coupling, memory_order_relaxed));
+}
+
 uint64_t adaptive_samples(adaptive *a)
 {
     while (atomic_flag_test_and_set_explicit(&a->fitting, memory_order_acquire))
@@ -182,6 +195,7 @@ static int32_t adaptive_create(const wsel_host_api *host, const double *params,
     atomic_flag_clear(&a->fitting);
     ttft_model_init(&a->model, params[P_WINDOW]);
     atomic_init(&a->overhead, double_bits(-1.0));
+    atomic_init(&a->coupling, double_bits(-1.0));
     int32_t rc = sticky_table_init(&a->owners, (uint32_t)params[P_CAPACITY]);
     if (rc != 0)
         goto out_free;
@@ -205,13 +219,14 @@ static void adaptive_destroy(void *instance)
         return;
 #ifdef ADAPTIVE_TRACE
     /* A diagnostic build (-DADAPTIVE_TRACE) says where the fit ended. */
-    double fa = 0.0, fb = 0.0;
-    ttft_model_fit(&a->model, &fa, &fb);
-    char msg[192];
-    snprintf(
-        msg, sizeof(msg),
-        "adaptive: %llu outcomes, ttft = %.0f us + %.3f us/token * P, k = %.0f tokens",
-        (unsigned long long)a->model.samples, fa, fb, adaptive_overhead(a));
+    double fa = 0.0, fb = 0.0, fc = 0.0;
+    ttft_model_fit(&a->model, &fa, &fb, &fc);
+    char msg[224];
+    snprintf(msg, sizeof(msg),
+             "adaptive: %llu outcomes, ttft = %.0f us + %.3f us/token * P + %.3f "
+             "us/token * G, k = %.0f tokens, g = %.4f",
+             (unsigned long long)a->model.samples, fa, fb, fc, adaptive_overhead(a),
+             adaptive_coupling(a));
     a->host->log(a->host, WSEL_LOG_WARN, msg);
 #endif
     pending_free(&a->routed);
@@ -224,6 +239,30 @@ static void adaptive_destroy(void *instance)
 static uint32_t row_fingerprint(const wsel_table *t, uint32_t row)
 {
     return sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]);
+}
+
+/* --- a worker's busiest rank ---------------------------------------------- */
+
+/* G: the largest prefill_tokens among rows [first, end), a worker's rows,
+ * every one of them (a rank the router excludes still steps with its
+ * worker). */
+static uint64_t worker_load(const wsel_table *t, uint32_t first, uint32_t end)
+{
+    uint64_t g = 0;
+    for (uint32_t i = first; i < end; i++)
+        g = t->prefill_tokens[i] > g ? t->prefill_tokens[i] : g;
+    return g;
+}
+
+/* G of the worker holding `row` (the row's own load if no group does). */
+static uint64_t row_worker_load(const wsel_table *t, uint32_t row)
+{
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g];
+        if (row >= first && row - first < t->group_row_count[g])
+            return worker_load(t, first, first + t->group_row_count[g]);
+    }
+    return t->prefill_tokens[row];
 }
 
 /* --- the decision --------------------------------------------------------- */
@@ -273,35 +312,43 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     if (d->owner == 0)
         return 0;
 
+    /* v = P + g G: a row's predicted TTFT over b, less k. */
+    double k = adaptive_overhead(a), cg = adaptive_coupling(a);
+    cg = k >= 0.0 && cg > 0.0 ? cg : 0.0;
     uint32_t row = UINT32_MAX, min_row = 0, n = 0;
-    double min_load = INFINITY, sum = 0.0, owner_load = 0.0;
+    double min_v = INFINITY, owner_v = 0.0, min_load = INFINITY, sum = 0.0,
+           owner_load = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         uint64_t wm = sticky_worker_mix(t->worker_id[first]);
+        double gv = cg > 0.0 ? cg * (double)worker_load(t, first, end) : 0.0;
         for (uint32_t i = first; i < end; i++) {
             if (t->flags[i] & d->skip)
                 continue;
-            double load = (double)t->prefill_tokens[i];
-            if (load < min_load) {
-                min_load = load;
+            double load = (double)t->prefill_tokens[i], v = load + gv;
+            if (v < min_v) {
+                min_v = v;
                 min_row = i;
             }
+            min_load = load < min_load ? load : min_load;
             sum += load;
             n++;
             if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == d->owner) {
                 row = i;
+                owner_v = v;
                 owner_load = load;
             }
         }
     }
     if (row == UINT32_MAX)
         return 0;
-    double k = adaptive_overhead(a);
-    double bound = k >= 0.0 ? min_load + a->tolerance * (k + min_load) +
-                                  a->spill_work * (own_prefill(req, t, min_row) -
-                                                   own_prefill(req, t, row))
-                            : min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
-    if (owner_load <= bound)
+    int keep =
+        k >= 0.0
+            ? owner_v <= min_v + a->tolerance * (k + min_v) +
+                             a->spill_work *
+                                 (own_prefill(req, t, min_row) - own_prefill(req, t, row))
+            : owner_load <= min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
+    if (keep)
         d->bound_row = row;
     return 0;
 }
@@ -345,7 +392,8 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
     }
     uint32_t fp = row_fingerprint(t, row);
     prefix_owner_record(&a->owners, req, fp, 0);
-    pending_put(&a->routed, req->request_id, fp, t->prefill_tokens[row]);
+    pending_put(&a->routed, req->request_id, fp, t->prefill_tokens[row],
+                row_worker_load(t, row));
     choice->row = row;
     explain(choice, reason, t->cost[row]);
     return 0;
@@ -383,13 +431,18 @@ static void adaptive_outcome(void *instance, const wsel_outcome *o)
         (o->flags & WSEL_OUTCOME_FAILED) || o->ttft_us == 0)
         return;
     uint32_t fp = sticky_owner(sticky_worker_mix(o->worker_id), o->dp_rank);
-    uint32_t tokens;
-    if (!pending_take(&a->routed, o->request_id, fp, &tokens))
+    uint32_t tokens, worker_tokens;
+    if (!pending_take(&a->routed, o->request_id, fp, &tokens, &worker_tokens))
         return;
     while (atomic_flag_test_and_set_explicit(&a->fitting, memory_order_acquire))
         ;
-    ttft_model_add(&a->model, (double)tokens, (double)o->ttft_us);
-    double k = ttft_model_overhead(&a->model);
+    ttft_model_add(&a->model, (double)tokens, (double)worker_tokens, (double)o->ttft_us);
+    double k = -1.0, g = -1.0;
+    if (ttft_model_setting(&a->model, &k, &g) != 0)
+        k = g = -1.0;
+    /* Coupling first: a select between the stores sees the new g with the
+     * old k, two fits' values (or k < 0, then neither is used). */
+    atomic_store_explicit(&a->coupling, double_bits(g), memory_order_relaxed);
     atomic_store_explicit(&a->overhead, double_bits(k), memory_order_relaxed);
     atomic_flag_clear_explicit(&a->fitting, memory_order_release);
 }
@@ -400,9 +453,10 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "adaptive",
-    .version = "1.1.0",
-    .description = "hysteresis whose load bound is a TTFT tolerance plus the work a "
-                   "spill adds, with the TTFT model fitted online to the outcomes",
+    .version = "1.2.0",
+    .description = "hysteresis whose load bound compares predicted TTFTs plus the work a "
+                   "spill adds, the TTFT model (own queue, worker's busiest rank) fitted "
+                   "online to the outcomes",
     .params = adaptive_params,
     .num_params = P_COUNT,
     .param_def_size = sizeof(wsel_param_def),

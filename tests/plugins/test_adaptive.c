@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_adaptive.c -- the adaptive plugin: its TTFT model fits scripted
- * outcomes exactly, forgets at the rate its window says and keeps its
- * setting in bounds; outcomes it did not route (unknown id, another row,
- * failed, unmeasured, repeated) teach it nothing; the fitted setting moves
- * the owner's load bound exactly where the formula puts it, and before the
- * fit the bound is hysteresis's; the prefill a spill would add widens the
- * bound by exactly that many tokens (spill_work 1), or not at all (0); a
- * long prompt finds its own deepest block;
+ * outcomes exactly (a line in the row's load, or a plane in the row's and
+ * its worker's busiest rank's), weighs the worker's rank only where it
+ * tells something beside the row's own load, forgets at the rate its
+ * window says and keeps its setting in bounds; outcomes it did not route
+ * (unknown id, another row, failed, unmeasured, repeated) teach it
+ * nothing; the fitted setting moves the owner's load bound exactly where
+ * the formula puts it (a tolerance, the learned weight of a worker's
+ * busiest rank), and before the fit the bound is hysteresis's; the prefill
+ * a spill would add widens the bound by exactly that many tokens
+ * (spill_work 1), or not at all (0); a long prompt finds its own deepest
+ * block;
  * its score ranks select's answer first; and four threads routing and
  * reporting at once keep it consistent.
  */
@@ -44,14 +48,59 @@ static void test_the_model_fits_a_scripted_line_exactly(void **state)
     (void)state;
     ttft_model m;
     ttft_model_init(&m, 256);
-    /* ttft = 1000 us + 2 us/token * P at P = 1000 and 3000, alternating. */
+    /* ttft = 1000 us + 2 us/token * P at P = 1000 and 3000, alternating,
+     * on one-rank workers (G = P: nothing beside P, so no coupling). */
     for (int i = 0; i < 16; i++)
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 7000.0 : 3000.0);
-    double a, b;
-    assert_int_equal(ttft_model_fit(&m, &a, &b), 0);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 3000.0 : 1000.0,
+                       i % 2 ? 7000.0 : 3000.0);
+    double a, b, c, k, g;
+    assert_int_equal(ttft_model_fit(&m, &a, &b, &c), 0);
     assert_close(a, 1000.0, 1e-9);
     assert_close(b, 2.0, 1e-12);
-    assert_close(ttft_model_overhead(&m), 500.0, 1e-9);
+    assert_true(c == 0.0);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_close(k, 500.0, 1e-9);
+    assert_true(g == 0.0);
+}
+
+/* P and G on four corners, ttft = 1000 + 2 P + 0.5 G: the plane exactly. */
+static void test_the_model_fits_a_worker_coupling_exactly(void **state)
+{
+    (void)state;
+    static const double corner[4][2] = {
+        {1000, 1000}, {3000, 3000}, {1000, 5000}, {3000, 5000}};
+    ttft_model m;
+    ttft_model_init(&m, 256);
+    for (int i = 0; i < 32; i++) {
+        double p = corner[i % 4][0], gw = corner[i % 4][1];
+        ttft_model_add(&m, p, gw, 1000.0 + 2.0 * p + 0.5 * gw);
+    }
+    double a, b, c, k, g;
+    assert_int_equal(ttft_model_fit(&m, &a, &b, &c), 0);
+    assert_close(a, 1000.0, 1e-6);
+    assert_close(b, 2.0, 1e-9);
+    assert_close(c, 0.5, 1e-9);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_close(k, 500.0, 1e-6);
+    assert_close(g, 0.25, 1e-9);
+
+    /* A busiest rank that shortens first tokens is no coupling: the line
+     * in P alone (the one-regressor least squares on the same moments),
+     * g = 0. Here ttft = 1000 + 2 P - 0.5 G, P and G independent. */
+    static const double square[4][2] = {
+        {1000, 1000}, {3000, 1000}, {1000, 5000}, {3000, 5000}};
+    ttft_model_init(&m, 256);
+    for (int i = 0; i < 32; i++) {
+        double p = square[i % 4][0], gw = square[i % 4][1];
+        ttft_model_add(&m, p, gw, 1000.0 + 2.0 * p - 0.5 * gw);
+    }
+    assert_int_equal(ttft_model_fit(&m, &a, &b, &c), 0);
+    assert_true(c == 0.0);
+    double line_b = (m.pt - m.p * m.t) / (m.pp - m.p * m.p);
+    assert_close(b, line_b, 1e-12);
+    assert_close(a, m.t - line_b * m.p, 1e-9);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_true(g == 0.0);
 }
 
 static void test_the_model_waits_for_sixteen_outcomes_and_for_spread(void **state)
@@ -60,22 +109,26 @@ static void test_the_model_waits_for_sixteen_outcomes_and_for_spread(void **stat
     ttft_model m;
     ttft_model_init(&m, 8);
     for (int i = 0; i < 15; i++)
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 7000.0 : 3000.0);
-    assert_true(ttft_model_overhead(&m) < 0.0); /* 15 < TTFT_MODEL_MIN_SAMPLES */
-    ttft_model_add(&m, 3000.0, 7000.0);
-    assert_close(ttft_model_overhead(&m), 500.0, 1e-9);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 3000.0 : 1000.0,
+                       i % 2 ? 7000.0 : 3000.0);
+    double k = 0.0, g = 0.0;
+    assert_int_equal(ttft_model_setting(&m, &k, &g),
+                     -1); /* 15 < TTFT_MODEL_MIN_SAMPLES */
+    ttft_model_add(&m, 3000.0, 3000.0, 7000.0);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_close(k, 500.0, 1e-9);
 
     /* Every P the same: no slope to fit. */
     ttft_model_init(&m, 8);
     for (int i = 0; i < 32; i++)
-        ttft_model_add(&m, 2000.0, 1000.0 + i);
-    assert_true(ttft_model_overhead(&m) < 0.0);
+        ttft_model_add(&m, 2000.0, 2000.0 + i, 1000.0 + i);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), -1);
 
     /* TTFT falling with P: not a queue, not used. */
     ttft_model_init(&m, 8);
     for (int i = 0; i < 32; i++)
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 1000.0 : 3000.0);
-    assert_true(ttft_model_overhead(&m) < 0.0);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 2000.0, i % 2 ? 1000.0 : 3000.0);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), -1);
 }
 
 static void test_the_model_ignores_values_that_are_not_times(void **state)
@@ -83,9 +136,11 @@ static void test_the_model_ignores_values_that_are_not_times(void **state)
     (void)state;
     ttft_model m;
     ttft_model_init(&m, 4);
-    ttft_model_add(&m, -1.0, 10.0);
-    ttft_model_add(&m, 1.0, NAN);
-    ttft_model_add(&m, INFINITY, 10.0);
+    ttft_model_add(&m, -1.0, 1.0, 10.0);
+    ttft_model_add(&m, 1.0, -1.0, 10.0);
+    ttft_model_add(&m, 1.0, 1.0, NAN);
+    ttft_model_add(&m, INFINITY, 1.0, 10.0);
+    ttft_model_add(&m, 1.0, NAN, 10.0);
     assert_int_equal(m.samples, 0);
 }
 
@@ -94,14 +149,17 @@ static void test_the_newest_outcome_weighs_one_over_the_window(void **state)
     (void)state;
     ttft_model m;
     ttft_model_init(&m, 4);
-    ttft_model_add(&m, 0.0, 100.0); /* the first sets the moments */
+    ttft_model_add(&m, 0.0, 0.0, 100.0); /* the first sets the moments */
     assert_true(m.t == 100.0);
-    ttft_model_add(&m, 0.0, 200.0); /* then each moves them by 1/4 */
+    ttft_model_add(&m, 0.0, 0.0, 200.0); /* then each moves them by 1/4 */
     assert_true(m.t == 125.0);
-    ttft_model_add(&m, 4.0, 125.0);
+    ttft_model_add(&m, 4.0, 8.0, 125.0);
     assert_true(m.t == 125.0);
     assert_true(m.p == 1.0);
     assert_true(m.pp == 4.0);
+    assert_true(m.g == 2.0);
+    assert_true(m.gg == 16.0);
+    assert_true(m.pg == 8.0);
 }
 
 static void test_the_setting_follows_a_new_regime_and_stays_in_bounds(void **state)
@@ -110,23 +168,43 @@ static void test_the_setting_follows_a_new_regime_and_stays_in_bounds(void **sta
     ttft_model m;
     ttft_model_init(&m, 8);
     for (int i = 0; i < 32; i++) /* k = 1000 / 2 = 500 */
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 1000.0 + 2.0 * (i % 2 ? 3000 : 1000));
-    assert_close(ttft_model_overhead(&m), 500.0, 1e-9);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 3000.0 : 1000.0,
+                       1000.0 + 2.0 * (i % 2 ? 3000 : 1000));
+    double k = 0.0, g = 0.0;
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_close(k, 500.0, 1e-9);
     /* A loaded cluster: the fixed part grows to 8000 us, k = 4000. After
      * 200 outcomes the old line weighs (7/8)^200 < 3e-12. */
     for (int i = 0; i < 200; i++)
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 8000.0 + 2.0 * (i % 2 ? 3000 : 1000));
-    assert_close(ttft_model_overhead(&m), 4000.0, 1e-6);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 3000.0 : 1000.0,
+                       8000.0 + 2.0 * (i % 2 ? 3000 : 1000));
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_close(k, 4000.0, 1e-6);
 
     /* A negative intercept is no fixed part: k = 0, the lower bound. */
     for (int i = 0; i < 200; i++)
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, -500.0 + 2.0 * (i % 2 ? 3000 : 1000));
-    assert_true(ttft_model_overhead(&m) == 0.0);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 3000.0 : 1000.0,
+                       -500.0 + 2.0 * (i % 2 ? 3000 : 1000));
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_true(k == 0.0);
 
     /* A fixed part worth more than 2^24 tokens is clamped there. */
     for (int i = 0; i < 200; i++)
-        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, 1e12 + 1e-3 * (i % 2 ? 3000 : 1000));
-    assert_true(ttft_model_overhead(&m) == TTFT_MODEL_MAX_OVERHEAD);
+        ttft_model_add(&m, i % 2 ? 3000.0 : 1000.0, i % 2 ? 3000.0 : 1000.0,
+                       1e12 + 1e-3 * (i % 2 ? 3000 : 1000));
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_true(k == TTFT_MODEL_MAX_OVERHEAD);
+
+    /* A coupling worth more than 64 tokens of the row's own each is
+     * clamped there: ttft = 1000 + 1e-3 P + 1 G. */
+    static const double corner[4][2] = {
+        {1000, 1000}, {3000, 3000}, {1000, 5000}, {3000, 5000}};
+    ttft_model_init(&m, 8);
+    for (int i = 0; i < 32; i++)
+        ttft_model_add(&m, corner[i % 4][0], corner[i % 4][1],
+                       1000.0 + 1e-3 * corner[i % 4][0] + corner[i % 4][1]);
+    assert_int_equal(ttft_model_setting(&m, &k, &g), 0);
+    assert_true(g == TTFT_MODEL_MAX_COUPLING);
 }
 
 /* --- the plugin ----------------------------------------------------------- */
@@ -255,11 +333,11 @@ static uint32_t route_with_owner_load(void *inst, harness_table *t, uint32_t own
 static void test_the_fitted_setting_bounds_the_owner_exactly(void **state)
 {
     (void)state;
-    /* tolerance 0.02 (the default); window 2, so a new regime replaces the
-     * old one within 40 outcomes (old weight 2^-40). */
-    const char *names[] = {"window"};
-    const double values[] = {2.0};
-    adaptive *a = harness_create(names, values, 1);
+    /* tolerance 0.02 (the default is 0); window 2, so a new regime
+     * replaces the old one within 40 outcomes (old weight 2^-40). */
+    const char *names[] = {"window", "tolerance"};
+    const double values[] = {2.0, 0.02};
+    adaptive *a = harness_create(names, values, 2);
     harness_table *t = harness_table_uniform(4, 1);
     teach(a, t, 100, 16, 1000.0); /* k = 500 tokens */
 
@@ -283,7 +361,9 @@ static void test_the_fitted_setting_bounds_the_owner_exactly(void **state)
 static void test_before_the_fit_the_bound_is_hysteresis_default(void **state)
 {
     (void)state;
-    adaptive *a = create_default();
+    const char *names[] = {"tolerance"};
+    const double values[] = {0.02};
+    adaptive *a = harness_create(names, values, 1);
     harness_table *t = harness_table_uniform(4, 1);
     uint32_t owner = owner_on_even_rows(a, t);
     /* Loads {1020, 1000, 1000, 1000}: mean 1005, bound 1000 + 0.5 * 5 =
@@ -296,6 +376,17 @@ static void test_before_the_fit_the_bound_is_hysteresis_default(void **state)
      * keep it. */
     teach(a, t, 100, 16, 1000.0);
     assert_int_equal(route_with_owner_load(a, t, moved, 1020, 4), moved);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(a);
+
+    /* The default, tolerance 0: fitted, the owner keeps a request only
+     * while no candidate is less loaded (no cache, so no spill term). */
+    a = create_default();
+    t = harness_table_uniform(4, 1);
+    teach(a, t, 100, 16, 1000.0);
+    owner = owner_on_even_rows(a, t);
+    assert_int_equal(route_with_owner_load(a, t, owner, 1000, 2), owner);
+    assert_int_not_equal(route_with_owner_load(a, t, owner, 1001, 3), owner);
     harness_table_free(t);
     wsel_plugin_entry.destroy(a);
 }
@@ -319,9 +410,9 @@ static uint32_t route_with_cache(void *inst, harness_table *t, uint32_t owner,
 static void test_the_work_a_spill_adds_widens_the_bound_exactly(void **state)
 {
     (void)state;
-    const char *names[] = {"window"};
-    const double values[] = {2.0};
-    adaptive *a = harness_create(names, values, 1);
+    const char *names[] = {"window", "tolerance"};
+    const double values[] = {2.0, 0.02};
+    adaptive *a = harness_create(names, values, 2);
     harness_table *t = harness_table_uniform(4, 1);
     teach(a, t, 100, 16, 1000.0); /* k = 500 tokens */
     uint32_t owner = owner_on_even_rows(a, t);
@@ -345,15 +436,83 @@ static void test_the_work_a_spill_adds_widens_the_bound_exactly(void **state)
     assert_int_not_equal(route_with_cache(a, t, owner, 1095, 3), owner);
 
     /* spill_work 0: the request's own TTFT alone, 1032 + 30.64 = 1062.64. */
-    const char *names0[] = {"window", "spill_work"};
-    const double values0[] = {2.0, 0.0};
-    adaptive *b = harness_create(names0, values0, 2);
+    const char *names0[] = {"window", "tolerance", "spill_work"};
+    const double values0[] = {2.0, 0.02, 0.0};
+    adaptive *b = harness_create(names0, values0, 3);
     teach(b, t, 100, 16, 1000.0);
     owner = owner_on_even_rows(b, t);
     assert_int_equal(route_with_cache(b, t, owner, 1062, 2), owner);
     assert_int_not_equal(route_with_cache(b, t, owner, 1063, 3), owner);
+
+    /* The defaults (tolerance 0, spill_work 1): 1032 + 32 = 1064, exactly. */
+    adaptive *c = create_default();
+    teach(c, t, 100, 16, 1000.0);
+    owner = owner_on_even_rows(c, t);
+    assert_int_equal(route_with_cache(c, t, owner, 1064, 2), owner);
+    assert_int_not_equal(route_with_cache(c, t, owner, 1065, 3), owner);
     harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
     wsel_plugin_entry.destroy(b);
+    wsel_plugin_entry.destroy(a);
+}
+
+/* Two workers of two ranks. Request i sets rank loads {P, S} on both
+ * workers (P alternating 1000 / 3000, S cycling 1000, 3000, 5000 with
+ * period 3, so P and G = max(P, S) are not collinear) and reports the
+ * TTFT 1000 + 2 P + 2 G of the row it went to. */
+static void teach_coupling(void *inst, harness_table *t, uint64_t first_id, uint32_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t p = i % 2 ? 3000 : 1000, s = 1000 + 2000 * (i % 3);
+        for (uint32_t r = 0; r < t->table.num_rows; r++) {
+            t->cost[r] = 10.0;
+            t->prefill_tokens[r] = r % 2 ? s : p;
+        }
+        wsel_request req;
+        wsel_rng rng;
+        harness_request(&req, &rng, SEED, first_id + i, 0, NULL, 0);
+        uint32_t row = harness_select(inst, &req, t);
+        double g = (double)(p > s ? p : s);
+        report(inst, t, first_id + i, row,
+               (uint64_t)(1000.0 + 2.0 * (double)t->prefill_tokens[row] + 2.0 * g), 0);
+    }
+}
+
+static void test_a_worker_busy_elsewhere_releases_the_owner(void **state)
+{
+    (void)state;
+    adaptive *a = create_default();
+    harness_table *t = harness_table_uniform(2, 2);
+    teach_coupling(a, t, 100, 64);
+    assert_close(adaptive_coupling(a), 1.0, 1e-9); /* c / b = 2 / 2 */
+    assert_close(adaptive_overhead(a), 500.0, 1e-6);
+
+    /* The owner's own queue is the shortest (1000), but its worker's other
+     * rank holds S: predicted, over b and less k, 1000 + S on the owner,
+     * 1100 + 1100 on the other worker's ranks (no cache anywhere: no spill
+     * term). Kept while 1000 + S <= 2200 (one token either side). */
+    uint32_t owner = owner_on_even_rows(a, t);
+    uint32_t sibling = owner ^ 1u;
+    for (uint32_t r = 0; r < 4; r++) {
+        /* Costs inside the dead band; released, the owner is not the
+         * cheapest. */
+        t->cost[r] = r == owner ? 11.0 : r == sibling ? 12.0 : 10.0;
+        t->prefill_tokens[r] = r == owner ? 1000 : r == sibling ? 1199 : 1100;
+    }
+    assert_int_equal(route_prefix(a, t, 2), owner);
+    t->prefill_tokens[sibling] = 1201;
+    uint32_t moved = route_prefix(a, t, 3);
+    assert_int_not_equal(moved, owner);
+    assert_int_not_equal(moved, sibling);
+
+    /* One-rank workers teach no coupling: G = P, the line alone. */
+    adaptive *b = create_default();
+    harness_table *t1 = harness_table_uniform(4, 1);
+    teach(b, t1, 100, 16, 1000.0);
+    assert_true(adaptive_coupling(b) == 0.0);
+    harness_table_free(t1);
+    wsel_plugin_entry.destroy(b);
+    harness_table_free(t);
     wsel_plugin_entry.destroy(a);
 }
 
@@ -481,6 +640,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_model_fits_a_scripted_line_exactly),
+        cmocka_unit_test(test_the_model_fits_a_worker_coupling_exactly),
         cmocka_unit_test(test_the_model_waits_for_sixteen_outcomes_and_for_spread),
         cmocka_unit_test(test_the_model_ignores_values_that_are_not_times),
         cmocka_unit_test(test_the_newest_outcome_weighs_one_over_the_window),
@@ -490,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_the_fitted_setting_bounds_the_owner_exactly),
         cmocka_unit_test(test_before_the_fit_the_bound_is_hysteresis_default),
         cmocka_unit_test(test_the_work_a_spill_adds_widens_the_bound_exactly),
+        cmocka_unit_test(test_a_worker_busy_elsewhere_releases_the_owner),
         cmocka_unit_test(test_the_score_ranks_the_kept_owner_first),
         cmocka_unit_test(test_a_long_prompt_follows_its_own_deepest_block_past_depth_64),
         cmocka_unit_test(test_every_row_excluded_is_refused),
