@@ -193,6 +193,8 @@ static int32_t p2c_select(void *instance, const wsel_request *request,
     uint32_t count = draw_by_rejection(p, table, request->rng, skip, kept);
     if (count < p->d) /* few eligible rows: count them exactly */
         count = draw_by_scan(p, table, request->rng, skip, kept);
+    if (count == 0) /* a host whose eligible_skip said otherwise */
+        return WSEL_ENOCANDIDATE;
 
     /* The lowest value wins; among `ties` equal ones, each newcomer takes
      * over with probability 1 / ties, which leaves each of them equally

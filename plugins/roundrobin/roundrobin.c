@@ -88,6 +88,22 @@ static uint32_t nth_row(const wsel_table *t, uint8_t skip, uint32_t k)
             return i;
 }
 
+/* The host's eligible-row rule (inline in a 1.0 host: idle rows, or the
+ * busy ones when every eligible row is busy) into *skip, and how many rows
+ * it leaves into *m (at least one: a host whose answer leaves none gets
+ * WSEL_ENOCANDIDATE, not a division by zero). The rule stops at the first
+ * idle row; the count is the vectorised pass. */
+static int32_t eligible_rows(const roundrobin *rr, const wsel_table *table, uint8_t *skip,
+                             uint32_t *m)
+{
+    int32_t rc =
+        wsel_call_eligible_skip(rr->host, table->flags, table->num_rows, skip, NULL);
+    if (rc < 0)
+        return rc;
+    *m = count_rows(table, *skip);
+    return *m ? WSEL_OK : WSEL_ENOCANDIDATE;
+}
+
 /* [select thread, concurrent] Two scans of the flags column, the second
  * stopping at the answer; no allocation. */
 static int32_t rr_select(void *instance, const wsel_request *request,
@@ -96,14 +112,10 @@ static int32_t rr_select(void *instance, const wsel_request *request,
     roundrobin *rr = instance;
     (void)request; /* the rotation ignores what is being routed */
     uint8_t skip;
-    /* The host's eligible-row rule (inline in a 1.0 host): idle rows, or
-     * the busy ones when every eligible row is busy. It stops at the first
-     * idle row; the count is the vectorised pass below. */
-    int32_t rc =
-        wsel_call_eligible_skip(rr->host, table->flags, table->num_rows, &skip, NULL);
+    uint32_t m;
+    int32_t rc = eligible_rows(rr, table, &skip, &m);
     if (rc < 0)
         return rc;
-    uint32_t m = count_rows(table, skip);
     uint32_t k = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
     choice->row = nth_row(table, skip, k);
     if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation (ABI 1.1) */
@@ -124,11 +136,10 @@ static int32_t rr_score(void *instance, const wsel_request *request,
     roundrobin *rr = instance;
     (void)request;
     uint8_t skip;
-    int32_t rc =
-        wsel_call_eligible_skip(rr->host, table->flags, table->num_rows, &skip, NULL);
+    uint32_t m;
+    int32_t rc = eligible_rows(rr, table, &skip, &m);
     if (rc < 0)
         return rc;
-    uint32_t m = count_rows(table, skip);
     uint32_t k =
         (uint32_t)(atomic_load_explicit(&rr->next_ticket, memory_order_relaxed) % m);
     /* The eligible row with index e in the rotation is (e - k) mod m ahead. */
