@@ -137,7 +137,8 @@ int eng_options_parse(eng_options *o, int argc, char **argv)
                                                                                    : 0;
         else if (strcmp(a, "--max-body") == 0) {
             rc = parse_u32(a, v, 1024, &u);
-            o->max_body = u;
+            if (rc == 0)
+                o->max_body = u; /* on a bad value u is unset */
         } else {
             fprintf(stderr, "wsel-engine: unknown option %s\n%s", a, usage_text);
             return -1;
