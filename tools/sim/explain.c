@@ -204,7 +204,6 @@ static void open_instance(sim_explain *ex, const char *path, const char *config)
     ex->plugin = wsel_library_plugin(ex->lib);
     ex->params = calloc(ex->plugin->num_params + 1u, sizeof(double));
     if (ex->params == NULL) {
-        rc = WSEL_ENOMEM;
         snprintf(err, sizeof(err), "out of memory");
         goto out_warn;
     }
