@@ -273,7 +273,7 @@ static int parse_special(sim_options *o, const char *name, const char *val,
     } else if (strcmp(name, "--dp") == 0) {
         return sim_parse_dp(o, val, dp_count, err, err_size);
     } else if (strcmp(name, "--cost-model") == 0) {
-        if (strcmp(val, "polynomial") && strcmp(val, "linear")) {
+        if (strcmp(val, "polynomial") != 0 && strcmp(val, "linear") != 0) {
             snprintf(err, err_size, "--cost-model '%s': expected polynomial or linear",
                      val);
             return 2;
@@ -281,7 +281,7 @@ static int parse_special(sim_options *o, const char *name, const char *val,
         o->cluster.cost_model =
             strcmp(val, "linear") == 0 ? SIM_COST_LINEAR : SIM_COST_POLYNOMIAL;
     } else if (strcmp(name, "--dp-mode") == 0) {
-        if (strcmp(val, "lockstep") && strcmp(val, "independent")) {
+        if (strcmp(val, "lockstep") != 0 && strcmp(val, "independent") != 0) {
             snprintf(err, err_size, "--dp-mode '%s': expected lockstep or independent",
                      val);
             return 2;
