@@ -116,7 +116,7 @@ uint64_t rt_hash_local_tokens(const uint32_t *tokens, uint32_t block_size)
                                              sizeof(seed_secret), WSEL_ROUTER_HASH_SEED);
     }
 #endif
-    uint64_t h;
+    uint64_t h = 0; /* block_size 0 would hash nothing (the router's is at least 1) */
     wsel_router_hash_tokens(tokens, block_size, block_size, &h, 1);
     return h;
 }
