@@ -228,6 +228,46 @@ void harness_expect_all_excluded_refused(uint32_t num_rows)
     harness_table_free(t);
 }
 
+/* A wrong host: whatever the flags, "some row is idle" (skip excluded and
+ * busy rows). */
+static int32_t wrong_eligible_skip(const uint8_t *flags, uint32_t n, uint8_t *out_skip,
+                                   uint32_t *out_count)
+{
+    (void)flags;
+    *out_skip = WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+    if (out_count)
+        *out_count = n;
+    return WSEL_OK;
+}
+
+void harness_expect_wrong_host_refused(uint32_t num_rows, int score_too)
+{
+    wsel_host_api api = *harness_host_api();
+    api.eligible_skip = wrong_eligible_skip;
+    harness_table *t = harness_table_new(num_rows, NULL);
+    for (uint32_t i = 0; i < num_rows; i++)
+        t->flags[i] = WSEL_ROW_BUSY;
+    double values[64];
+    assert_true(wsel_plugin_entry.num_params <= 64);
+    harness_params(values, NULL, NULL, 0);
+    void *instance = NULL;
+    assert_int_equal(
+        wsel_plugin_entry.create(&api, values, wsel_plugin_entry.num_params, &instance),
+        0);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 1, 1, 0, NULL, 0);
+    harness_expect_refusal(instance, &req, t, WSEL_ENOCANDIDATE);
+    if (score_too) {
+        double scores[64];
+        assert_true(num_rows <= 64);
+        assert_int_equal(wsel_plugin_entry.score(instance, &req, &t->table, scores),
+                         WSEL_ENOCANDIDATE);
+    }
+    wsel_plugin_entry.destroy(instance);
+    harness_table_free(t);
+}
+
 void harness_assert_binomial(uint32_t count, uint32_t n, double p)
 {
     double mean = n * p, sd = sqrt(n * p * (1 - p));

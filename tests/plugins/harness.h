@@ -74,6 +74,13 @@ void harness_expect_refusal(void *instance, const wsel_request *req,
  * WSEL_ENOCANDIDATE by a default instance, the choice untouched. */
 void harness_expect_all_excluded_refused(uint32_t num_rows);
 
+/* A host that breaks its eligible-row rule (it answers "skip the busy
+ * rows" over a table of `num_rows` busy rows, leaving none, at most 64):
+ * select, and score if `score_too` (a score that reads the rule), refuse
+ * with WSEL_ENOCANDIDATE rather than divide by zero or answer an unset
+ * row. */
+void harness_expect_wrong_host_refused(uint32_t num_rows, int score_too);
+
 /* Fail unless `count` is within 5 standard deviations of the mean of a
  * Binomial(n, p). A Gaussian leaves 5 sd with probability 5.7e-7, so a
  * fixed seed that passes says nothing lucky about the plugin. */

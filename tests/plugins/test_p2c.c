@@ -338,6 +338,12 @@ static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void
     harness_expect_all_excluded_refused(1000);
 }
 
+static void test_a_host_whose_eligible_rule_leaves_no_row_is_refused(void **state)
+{
+    (void)state;
+    harness_expect_wrong_host_refused(40, 0); /* its score ignores flags */
+}
+
 static void test_same_seed_and_request_give_the_same_row(void **state)
 {
     (void)state;
@@ -387,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_busy_rows_are_avoided_while_an_idle_row_is_eligible),
         cmocka_unit_test(test_busy_rows_are_compared_when_every_eligible_row_is_busy),
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
+        cmocka_unit_test(test_a_host_whose_eligible_rule_leaves_no_row_is_refused),
         cmocka_unit_test(test_same_seed_and_request_give_the_same_row),
         cmocka_unit_test(test_create_refuses_d_or_column_out_of_range),
     };

@@ -95,6 +95,12 @@ static void test_every_row_excluded_returns_enocandidate_and_writes_nothing(void
     harness_expect_all_excluded_refused(2);
 }
 
+static void test_a_host_whose_eligible_rule_leaves_no_row_is_refused(void **state)
+{
+    (void)state;
+    harness_expect_wrong_host_refused(40, 1);
+}
+
 static void test_two_instances_keep_separate_turns(void **state)
 {
     (void)state;
@@ -289,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_busy_rows_are_left_out_while_an_idle_row_is_eligible),
         cmocka_unit_test(test_busy_rows_rotate_when_every_eligible_row_is_busy),
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
+        cmocka_unit_test(test_a_host_whose_eligible_rule_leaves_no_row_is_refused),
         cmocka_unit_test(test_two_instances_keep_separate_turns),
         cmocka_unit_test(test_concurrent_selects_share_rows_exactly_evenly),
         cmocka_unit_test(test_score_is_the_distance_ahead_of_the_cursor),
