@@ -48,11 +48,12 @@ static void random_destroy(void *instance)
     free(instance);
 }
 
-/* Index of the k-th (0-based) row whose flags miss `skip`; k < count. */
+/* Index of the k-th (0-based) row whose flags miss `skip`, or num_rows
+ * when there are not k + 1 of them (a host whose count was wrong). */
 static uint32_t nth_row(const wsel_table *t, uint8_t skip, uint32_t k)
 {
     uint32_t i = 0;
-    for (;; i++) {
+    for (; i < t->num_rows; i++) {
         if ((t->flags[i] & skip) == 0 && k-- == 0)
             break;
     }
@@ -72,7 +73,11 @@ static int32_t random_select(void *instance, const wsel_request *request,
         wsel_call_eligible_skip(r->host, table->flags, table->num_rows, &skip, &m);
     if (rc < 0)
         return rc;
-    choice->row = nth_row(table, skip, wsel_call_rng_below(r->host, request->rng, m));
+    uint32_t row = m ? nth_row(table, skip, wsel_call_rng_below(r->host, request->rng, m))
+                     : table->num_rows;
+    if (row >= table->num_rows)
+        return WSEL_ENOCANDIDATE;
+    choice->row = row;
     if (WSEL_CHOICE_HAS(choice, reason))
         choice->reason = skip & WSEL_ROW_BUSY ? WSEL_REASON_RANDOM : WSEL_REASON_ALL_BUSY;
     return 0;

@@ -165,6 +165,12 @@ static void test_same_seed_and_request_give_the_same_row(void **state)
     harness_table_free(t);
 }
 
+static void test_a_host_whose_eligible_rule_leaves_no_row_is_refused(void **state)
+{
+    (void)state;
+    harness_expect_wrong_host_refused(40, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
         cmocka_unit_test(test_same_seed_and_request_give_the_same_row),
         cmocka_unit_test(test_the_choice_says_random_or_all_busy),
+        cmocka_unit_test(test_a_host_whose_eligible_rule_leaves_no_row_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
