@@ -57,6 +57,8 @@ static int32_t lp_select(void *instance, const wsel_request *request, const wsel
              t->cost[i] < t->cost[best]))
             best = i;
     }
+    if (best == UINT32_MAX) /* only a host that broke its own rule */
+        return WSEL_ENOCANDIDATE;
     choice->row = best;
     if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation, on a 1.1 host */
         choice->reason =
