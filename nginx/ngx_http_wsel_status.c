@@ -135,6 +135,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
     const char                 *pol;
     wsel_host_counters          hc;
     wsel_router_counters        rcn;
+    wsel_router_kv_cpu          kc;
     wsel_router_rank_info      *ri;
     ngx_http_wsel_loc_conf_t   *wlcf;
     ngx_http_wsel_upstream_t   *up;
@@ -167,6 +168,10 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
     ngx_memzero(&hc, sizeof(hc));
     wsel_host_read_counters(up->host, &hc, sizeof(hc));
     wsel_router_read_counters(up->router, &rcn);
+    kc.struct_size = sizeof(kc);
+    if (wsel_router_read_kv_cpu(up->router, &kc) != 0) {
+        ngx_memzero(&kc, sizeof(kc));
+    }
 
     nr = wsel_router_read_ranks(up->router, NULL, 0);
     ri = ngx_palloc(r->pool, (nr + 1) * sizeof(wsel_router_rank_info));
@@ -232,6 +237,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "\"prompt_blocks\":%uL,\"overlap_blocks\":%uL,"
             "\"kv_messages\":%uL,\"kv_blocks_stored\":%uL,"
             "\"kv_blocks_removed\":%uL,\"kv_skipped\":%uL,"
+            "\"kv_cpu_messages\":%uL,\"kv_decode_ns\":%uL,"
+            "\"kv_apply_ns\":%uL,"
             "\"index_blocks\":%uL,\"index_entries\":%uL,"
             "\"route_time_us_p50\":%uL,\"route_time_ns_sum\":%uL,"
             "\"ranks\":[",
@@ -244,6 +251,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             rcn.prompt_blocks, rcn.overlap_blocks, rcn.kv_messages,
             rcn.kv_blocks_stored, rcn.kv_blocks_removed,
             ngx_http_wsel_kv_skipped(&rcn),
+            kc.messages, kc.decode_ns, kc.apply_ns,
             rcn.index_blocks, rcn.index_entries,
             ngx_http_wsel_latency_p50_us(up), up->lat_sum_ns);
 
@@ -293,6 +301,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         WSEL_PROM("prompt_blocks_total", "counter", rcn.prompt_blocks);
         WSEL_PROM("overlap_blocks_total", "counter", rcn.overlap_blocks);
         WSEL_PROM("kv_messages_total", "counter", rcn.kv_messages);
+        WSEL_PROM("kv_decode_ns_total", "counter", kc.decode_ns);
+        WSEL_PROM("kv_apply_ns_total", "counter", kc.apply_ns);
         WSEL_PROM("index_blocks", "gauge", rcn.index_blocks);
         WSEL_PROM("route_time_ns_sum", "counter", up->lat_sum_ns);
 

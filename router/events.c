@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "router_internal.h"
@@ -53,6 +54,7 @@ struct rt_decoder {
     size_t cap_c;
     msgpack_zone zone; /* one chunk, cleared after each message */
     int has_zone;
+    uint64_t decode_ns; /* the last rt_kv_decode's CPU time */
 };
 
 void rt_decoder_free(decoder *d)
@@ -508,14 +510,23 @@ static int decode_message(decoder *d, const unsigned char *msg, size_t len,
 /* rt_kv_decode's answers: -1 decoded, a reason >= 0, or WSEL_ENOMEM. */
 _Static_assert(WSEL_ENOMEM < -1, "WSEL_ENOMEM must not read as decoded (-1)");
 
+/* The calling thread's CPU time, nanoseconds. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 decoder *rt_decoder_new(void)
 {
     return calloc(1, sizeof(decoder));
 }
 
-int rt_kv_decode(const wsel_router *r, decoder *d, uint32_t dp_rank,
-                 const void *const *frames, const size_t *sizes, uint32_t num_frames,
-                 uint64_t *seq)
+static int decode_frames(const wsel_router *r, decoder *d, uint32_t dp_rank,
+                         const void *const *frames, const size_t *sizes,
+                         uint32_t num_frames, uint64_t *seq)
 {
     *seq = 0;
     d->nev = d->nh = 0;
@@ -533,11 +544,23 @@ int rt_kv_decode(const wsel_router *r, decoder *d, uint32_t dp_rank,
     return nomem ? WSEL_ENOMEM : reason;
 }
 
+int rt_kv_decode(const wsel_router *r, decoder *d, uint32_t dp_rank,
+                 const void *const *frames, const size_t *sizes, uint32_t num_frames,
+                 uint64_t *seq)
+{
+    uint64_t t0 = thread_cpu_ns();
+    int rc = decode_frames(r, d, dp_rank, frames, sizes, num_frames, seq);
+    d->decode_ns = thread_cpu_ns() - t0;
+    return rc;
+}
+
 int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
                      uint32_t dp_rank, uint64_t seq, int reason)
 {
     int32_t ret = 0;
     pthread_mutex_lock(&r->mu);
+    r->kv_cpu_messages++;
+    r->kv_decode_ns += d->decode_ns;
     uint32_t s = rt_slot_of(r, worker_id, dp_rank);
     if (reason < 0 && s == RT_NIL)
         reason = WSEL_KV_SKIP_RANK;
@@ -550,7 +573,9 @@ int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
             r->c.kv_seq_gaps += seq - sl->last_seq - 1;
         sl->last_seq = seq;
         sl->has_seq = 1;
+        uint64_t t0 = thread_cpu_ns();
         apply(r, s, d);
+        r->kv_apply_ns += thread_cpu_ns() - t0;
         r->c.kv_skipped[WSEL_KV_SKIP_UNKNOWN_TYPE] += d->unknown;
         r->c.kv_messages++;
     }

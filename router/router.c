@@ -57,8 +57,7 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     wsel_router_options *o = &r->opt;
     if (o->kv_threads > WSEL_ROUTER_KV_THREADS_NORMAL) {
         free(r);
-        set_err(err, err_size,
-                "wsel_router_create: kv_threads is 0 (low) or 1 (normal)");
+        set_err(err, err_size, "wsel_router_create: kv_threads is 0 (low) or 1 (normal)");
         return WSEL_EINVAL;
     }
     o->block_size = o->block_size ? o->block_size : 64;
@@ -149,6 +148,20 @@ void wsel_router_read_counters(wsel_router *r, wsel_router_counters *out)
     out->index_bytes = rt_index_bytes(&r->ix);
     out->epoch = r->epoch;
     pthread_mutex_unlock(&r->mu);
+}
+
+int32_t wsel_router_read_kv_cpu(wsel_router *r, wsel_router_kv_cpu *out)
+{
+    if (!r || !out || out->struct_size < offsetof(wsel_router_kv_cpu, messages))
+        return WSEL_EINVAL;
+    wsel_router_kv_cpu v = {.struct_size = out->struct_size};
+    pthread_mutex_lock(&r->mu);
+    v.messages = r->kv_cpu_messages;
+    v.decode_ns = r->kv_decode_ns;
+    v.apply_ns = r->kv_apply_ns;
+    pthread_mutex_unlock(&r->mu);
+    memcpy(out, &v, out->struct_size < sizeof(v) ? out->struct_size : sizeof(v));
+    return 0;
 }
 
 static uint32_t flags_of(const wsel_router *r, const rt_slot *s)

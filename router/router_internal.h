@@ -100,6 +100,8 @@ struct wsel_router {
     uint32_t *ov; /* per slot */
     rt_table table;
     wsel_router_counters c;
+    /* KV events' CPU time (wsel_router_read_kv_cpu), under mu. */
+    uint64_t kv_cpu_messages, kv_decode_ns, kv_apply_ns;
     rt_kvsub *kvsub;
     struct rt_decoder *dec; /* KV messages are decoded under the mutex */
 };

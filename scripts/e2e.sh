@@ -463,4 +463,10 @@ for m in lat_modes:
         m, sum(x["route_time_ns_sum"] for x in sts) / max(n, 1) / 1000,
         max(x["route_time_us_p50"] for x in sts), n, sts[0].get("token_reader", "?"),
         sts[0].get("kv_threads", "?") if m == "events" else "-"))
+    km = sum(x.get("kv_cpu_messages", 0) for x in sts)
+    if km:
+        print("KV events' CPU time a message, %s (status): decode %.1f us, apply %.1f us"
+              " over %d messages" % (
+            m, sum(x["kv_decode_ns"] for x in sts) / km / 1000,
+            sum(x["kv_apply_ns"] for x in sts) / km / 1000, km))
 EOF

@@ -387,6 +387,27 @@ typedef struct wsel_router_counters {
 WSEL_ROUTER_API void wsel_router_read_counters(wsel_router *router,
                                                wsel_router_counters *out);
 
+/* What KV events have cost the router, in CPU time, since it was created:
+ * the bill for event mode (zero with routing history). Each part is the
+ * CPU time (CLOCK_THREAD_CPUTIME_ID) of the thread that did it: the event
+ * threads' with wsel_router_options.kv_source EVENTS, a caller's of
+ * wsel_router_apply_kv_message otherwise. */
+typedef struct wsel_router_kv_cpu {
+    /* sizeof(wsel_router_kv_cpu); fields past it are not written. */
+    uint32_t struct_size;
+    uint32_t reserved;
+    uint64_t messages;  /* messages decoded (applied or skipped) */
+    uint64_t decode_ns; /* unpacking and re-hashing, no router lock held */
+    uint64_t apply_ns;  /* writing the index, under the router's mutex */
+} wsel_router_kv_cpu;
+
+/* Snapshot of the KV events' CPU time into out (out->struct_size set by
+ * the caller). Returns 0 or WSEL_EINVAL (NULL, or struct_size smaller
+ * than the first two fields). [any thread] OWNERSHIP: out is the
+ * caller's, written during the call. */
+WSEL_ROUTER_API int32_t wsel_router_read_kv_cpu(wsel_router *router,
+                                                wsel_router_kv_cpu *out);
+
 typedef struct wsel_router_rank_info {
     uint64_t worker_id;
     uint32_t dp_rank;

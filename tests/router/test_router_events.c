@@ -6,7 +6,8 @@
  * malformed or unknown input counted under its reason and nothing applied;
  * the ZeroMQ subscriber receiving from a PUB socket on 127.0.0.1
  * (waiting for a condition, never for a time), and routes running while
- * another thread applies large batches; the event threads' CPU class.
+ * another thread applies large batches; the event threads' CPU class and
+ * the CPU time events cost (wsel_router_read_kv_cpu).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -194,6 +195,58 @@ static void test_stored_matches_request(void **state)
     assert_int_equal(c.kv_seq_gaps, 3);
     assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_PARENT], 1);
     assert_int_equal(c.index_entries, 0);
+    done(r);
+}
+
+/* The KV events' CPU bill: every message counted, applied or skipped;
+ * some CPU time spent; a caller's older, shorter struct written only as
+ * far as its struct_size; zero with routing history. */
+static void test_kv_cpu_bill(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 7, 1, NULL);
+    uint32_t t[8];
+    for (uint32_t i = 0; i < 8; i++)
+        t[i] = 900 + i;
+    uint64_t eh[2] = {0x51, 0x52};
+    kvmsg m;
+    for (uint64_t seq = 0; seq < 3; seq++) {
+        kv_begin(&m, 1, 0);
+        kv_stored(&m, eh, 2, 0, 0, t, BS);
+        kv_end(&m, 0);
+        assert_int_equal(kv_send(r, 7, 0, &m, seq), 0);
+    }
+    const void *f[3] = {"", "12345678", "\xc1"}; /* 0xc1: never valid msgpack */
+    size_t sz[3] = {0, 8, 1};
+    assert_int_equal(wsel_router_apply_kv_message(r, 7, 0, f, sz, 3), WSEL_EINVAL);
+    wsel_router_kv_cpu k = {.struct_size = sizeof(k)};
+    assert_int_equal(wsel_router_read_kv_cpu(r, &k), 0);
+    assert_int_equal(k.struct_size, sizeof(k));
+    assert_int_equal(k.messages, 4);
+    assert_true(k.decode_ns + k.apply_ns > 0);
+    /* A struct that ends after `messages`: decode_ns is not written. */
+    wsel_router_kv_cpu old = {.struct_size = offsetof(wsel_router_kv_cpu, decode_ns),
+                              .decode_ns = 12345};
+    assert_int_equal(wsel_router_read_kv_cpu(r, &old), 0);
+    assert_int_equal(old.messages, 4);
+    assert_int_equal(old.decode_ns, 12345);
+    wsel_router_kv_cpu tiny = {.struct_size = 4};
+    assert_int_equal(wsel_router_read_kv_cpu(r, &tiny), WSEL_EINVAL);
+    assert_int_equal(wsel_router_read_kv_cpu(r, NULL), WSEL_EINVAL);
+    done(r);
+
+    assert_int_equal(wsel_host_create(NULL, &host), 0);
+    wsel_router_options o = {.struct_size = sizeof(o), .block_size = BS, .host = host};
+    char err[256];
+    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
+    add(r, 7, 1, NULL);
+    wsel_route_request q = {.struct_size = sizeof(q), .tokens = t, .num_tokens = 8};
+    wsel_route_result res;
+    assert_int_equal(wsel_router_route(r, &q, &res), 0);
+    k = (wsel_router_kv_cpu){.struct_size = sizeof(k)};
+    assert_int_equal(wsel_router_read_kv_cpu(r, &k), 0);
+    assert_int_equal(k.messages + k.decode_ns + k.apply_ns, 0);
     done(r);
 }
 
@@ -434,6 +487,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_matches_request),
+        cmocka_unit_test(test_kv_cpu_bill),
         cmocka_unit_test(test_bad_input_counted),
         cmocka_unit_test(test_positional),
         cmocka_unit_test(test_zmq_subscriber),
