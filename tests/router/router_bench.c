@@ -202,6 +202,12 @@ static void bench_events(wsel_host *host, uint32_t batches, uint32_t per)
     }
     wsel_router_counters c;
     wsel_router_read_counters(r, &c);
+    wsel_router_kv_cpu k = {.struct_size = sizeof(k)};
+    wsel_router_read_kv_cpu(r, &k);
+    printf(
+        "events: of which decoding %.1f us and applying %.1f us a message (all passes)\n",
+        (double)k.decode_ns / 1e3 / (double)k.messages,
+        (double)k.apply_ns / 1e3 / (double)k.messages);
     printf("events: %.2f M blocks/s stored, %.1f us a message (best of 5 x %u batches "
            "of %u blocks + 1 removal; %llu stored, %llu removed, %llu skipped as "
            "frames/shape)\n",
