@@ -71,7 +71,7 @@ module=$build/nginx/ngx_http_upstream_wsel_module.so
 # checkout under a private folder: run them as the user running this script.
 user_line=""
 if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
-for f in "$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE"; do
+for f in "$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE" "$build/tests/kv_fetch"; do
   [[ -e $f ]] || { echo "e2e.sh: $f not found" >&2; exit 2; }
 done
 for p in $POLICIES; do
@@ -89,6 +89,7 @@ deadline=$((SECONDS + BUDGET_S))
 
 cluster_pid=""
 nginx_pid=""
+drain_pid=""
 
 # stop PID: TERM, up to 20 s, then KILL; only processes started here.
 stop() {
@@ -106,6 +107,8 @@ stop() {
 stop_all() {
   stop "$nginx_pid"
   nginx_pid=""
+  stop "$drain_pid"
+  drain_pid=""
   stop "$cluster_pid" # wsel cluster stops its engines
   cluster_pid=""
 }
@@ -300,19 +303,28 @@ fi
 # round-robin nginx without it. Rounds of sequential one-token requests with
 # the trace's prompt lengths and every block unique (hit rate 0 on both
 # sides, so the engines do the same work whatever the routing), compared by
-# client-side TTFT.
+# client-side TTFT. With events among LAT_MODES a third set-up runs: plain
+# round-robin while a bare subscriber (kv_fetch --drain, on nginx's CPUs)
+# receives the engines' KV events and drops them, so that the engines
+# publish over TCP exactly as they do for the module: the module's events
+# mode is compared with it (what the module adds), and with plain
+# round-robin (what event mode costs on this machine, the engines' side
+# included).
 lat=$OUT/latency
 mkdir -p "$lat"
 lat_policy=${POLICIES%% *}
+lat_sides="$LAT_MODES plain"
+[[ " $LAT_MODES " != *" events "* ]] || lat_sides+=" plain-drained"
 want latency || LAT_ROUNDS=0
 ((LAT_ROUNDS == 0)) || start_cluster "$lat" 1000000
 ((LAT_ROUNDS == 0)) || echo "e2e: latency bench, $LAT_ROUNDS rounds of $LAT_REQUESTS sequential requests per side" >&2
 for ((r = 0; r < LAT_ROUNDS; r++)); do
-  for side in $LAT_MODES plain; do
+  for side in $lat_sides; do
     python3 - "$TRACE" "$LAT_REQUESTS" "$r" "$side" >"$lat/trace-$side-$r.jsonl" <<'EOF'
 import json, sys
 n, rnd, side = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-next_id = 10_000_000 * (1 + 3 * rnd + ["events", "history", "plain"].index(side))
+sides = ["events", "history", "plain", "plain-drained"]
+next_id = 10_000_000 * (1 + len(sides) * rnd + sides.index(side))
 with open(sys.argv[1]) as f:
     rows = [json.loads(l) for l in f if l.strip()][:n]
 for r in rows:
@@ -322,7 +334,13 @@ for r in rows:
     next_id += len(r["hash_ids"])
     print(json.dumps(r))
 EOF
-    if [[ $side == plain ]]; then
+    if [[ $side == plain-drained ]]; then
+      # shellcheck disable=SC2046 # one argument per endpoint
+      "${pin_nginx[@]}" "$build/tests/kv_fetch" --drain \
+        $(awk '$3 == "kv_events" { print $5 }' "$lat/cluster.log") &
+      drain_pid=$!
+    fi
+    if [[ $side == plain* ]]; then
       start_nginx "$lat" - plain
     else
       start_nginx "$lat" "$side" "$lat_policy"
@@ -332,11 +350,13 @@ EOF
       --concurrency 1 --timeout 60 --no-progress --json \
       --requests-out "$lat/$side-$r.jsonl" >"$lat/$side-$r.json" 2>"$lat/$side-$r.err" ||
       die "latency replay failed: $(tail -3 "$lat/$side-$r.err")"
-    if [[ $side != plain ]]; then
+    if [[ $side != plain* ]]; then
       status "$port" >"$lat/status-$side-$r.json"
     fi
     stop "$nginx_pid"
     nginx_pid=""
+    stop "$drain_pid"
+    drain_pid=""
   done
 done
 stop_all
@@ -430,6 +450,10 @@ def p50(v, lo=0, hi=1 << 40):
 if rounds == 0:
     sys.exit(0)
 plain = lat_rows("plain")
+# Event mode's baseline: the engines publish to a bare subscriber, as they
+# do to the module (the third set-up); every other mode's is plain.
+drained = "events" in lat_modes
+base_side = {m: "plain-drained" if m == "events" and drained else "plain" for m in lat_modes}
 print()
 print("Added latency at %d ranks: %d rounds x %d sequential one-token requests per side, "
       "every block unique, client-side TTFT p50 in wall us" % (ranks, rounds, len(plain) // rounds))
@@ -437,14 +461,24 @@ print("%-22s %8s %8s %8s %8s %8s %8s" % ("prompt tokens", "all", "<2k", "2k-4k",
                                          "8k-16k", ">=16k"))
 print("%-22s %8d" % ("requests", len(plain)) + "".join(
     " %8d" % len([1 for isl, _ in plain if lo <= isl < hi]) for lo, hi in bins))
+base = {"plain": plain}
 print("%-22s %8.0f" % ("plain round-robin", p50(plain)) + "".join(
     " %8.0f" % p50(plain, lo, hi) for lo, hi in bins))
+if drained:
+    base["plain-drained"] = lat_rows("plain-drained")
+    print("%-22s %8.0f" % ("  events drained", p50(base["plain-drained"])) + "".join(
+        " %8.0f" % p50(base["plain-drained"], lo, hi) for lo, hi in bins))
 for m in lat_modes:
     w = lat_rows(m)
     print("%-22s %8.0f" % ("wsel " + m, p50(w)) + "".join(
         " %8.0f" % p50(w, lo, hi) for lo, hi in bins))
-    print("%-22s %8.0f" % ("  added", p50(w) - p50(plain)) + "".join(
-        " %8.0f" % (p50(w, lo, hi) - p50(plain, lo, hi)) for lo, hi in bins))
+    for label, side in [("  added", base_side[m])] + (
+            [("  added vs plain", "plain")] if base_side[m] != "plain" else []):
+        print("%-22s %8.0f" % (label, p50(w) - p50(base[side])) + "".join(
+            " %8.0f" % (p50(w, lo, hi) - p50(base[side], lo, hi)) for lo, hi in bins))
+if drained:
+    print("(events: added = against round-robin while a bare subscriber drains the "
+          "engines' events, the same engine work; added vs plain = nobody subscribed)")
 # The rounds are paired (each side's round r ran back to back), so a
 # background load that comes and goes moves both sides of a pair.
 def round_p50(side, r):
@@ -452,7 +486,7 @@ def round_p50(side, r):
         return statistics.median(json.loads(l)["ttft_ms"] * 1000 for l in f if l.strip())
 
 for m in lat_modes:
-    d = [round_p50(m, r) - round_p50("plain", r) for r in range(rounds)]
+    d = [round_p50(m, r) - round_p50(base_side[m], r) for r in range(rounds)]
     print("added per round, %s (us): %s; median %.0f" % (
         m, " ".join("%.0f" % x for x in d), statistics.median(d)))
 for m in lat_modes:

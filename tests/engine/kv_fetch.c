@@ -9,9 +9,15 @@
  * usage: kv_fetch ENDPOINT START_SEQ TIMEOUT_MS   (exit 0, or 1 on timeout)
  *        kv_fetch --sub ENDPOINT TOPIC           subscribe to the PUB socket
  *
+ *        kv_fetch --drain ENDPOINT...                  receive and drop
+ *
  * With --sub it prints, for every message of exactly three frames whose
  * first is TOPIC and second 8 bytes, "SEQ HEXPAYLOAD" (flushed), and
- * "BAD" for any other message, until it is killed.
+ * "BAD" for any other message, until it is killed. With --drain it
+ * subscribes to every ENDPOINT (up to 256) and receives every message
+ * without looking at it, until it is killed: a bare subscriber, so that
+ * engines publish their events in scripts/e2e.sh's baseline as they do
+ * for the module (the latency bench's "plain, events drained").
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -68,10 +74,43 @@ static int subscribe(const char *endpoint, const char *topic)
     }
 }
 
+static int drain(int n, char **endpoints)
+{
+    enum { MAX = 256 };
+    zmq_pollitem_t items[MAX];
+    if (n < 1 || n > MAX) {
+        fprintf(stderr, "kv_fetch --drain: 1 to %d endpoints\n", MAX);
+        return 2;
+    }
+    void *ctx = zmq_ctx_new();
+    for (int i = 0; i < n; i++) {
+        void *s = zmq_socket(ctx, ZMQ_SUB);
+        if (!s || zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0) != 0 ||
+            zmq_connect(s, endpoints[i]) != 0) {
+            fprintf(stderr, "kv_fetch: %s: %s\n", endpoints[i],
+                    zmq_strerror(zmq_errno()));
+            return 1;
+        }
+        items[i] = (zmq_pollitem_t){s, 0, ZMQ_POLLIN, 0};
+    }
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    for (;;) {
+        if (zmq_poll(items, n, -1) < 0)
+            continue; /* EINTR */
+        for (int i = 0; i < n; i++)
+            if (items[i].revents & ZMQ_POLLIN)
+                while (zmq_msg_recv(&m, items[i].socket, ZMQ_DONTWAIT) >= 0) {
+                }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--sub") == 0)
         return subscribe(argv[2], argv[3]);
+    if (argc >= 2 && strcmp(argv[1], "--drain") == 0)
+        return drain(argc - 2, argv + 2);
     if (argc != 4) {
         fprintf(stderr, "usage: kv_fetch ENDPOINT START_SEQ TIMEOUT_MS\n");
         return 2;
