@@ -401,6 +401,14 @@ static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
             pending -= 8;
             objects += 8;
         }
+        /* 16- and 32-bit ids mixed (a vocabulary above 65,536): the length
+         * from the type byte without a branch on which it is, which would
+         * be a coin toss per id. */
+        while (pending > 0 && len - pos >= 5 && (b[pos] == 0xcd || b[pos] == 0xce)) {
+            pos += 3 + 2 * (size_t)(b[pos] == 0xce);
+            pending--;
+            objects++;
+        }
         if (pos >= len)
             return 0;
         unsigned t = b[pos++];

@@ -198,6 +198,41 @@ static void test_stored_matches_request(void **state)
     done(r);
 }
 
+/* Token ids of every msgpack width in one batch (positive fixint, uint 8,
+ * 16 and 32: a vocabulary above 65,536 mixes the last two), in runs long
+ * enough for the size check's eight-at-a-time pass and mixed id by id:
+ * re-hashed, they match the request's own hashes. */
+static void test_ids_of_every_width(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 7, 1, NULL);
+    add(r, 9, 1, NULL);
+    enum { N = 16 * BS };
+    uint32_t t[N];
+    for (uint32_t i = 0; i < N; i++)
+        t[i] = i < 24       ? 300 + i                          /* uint 16 run */
+               : i < 40     ? (i % 2 ? 70000u + i : 1000u + i) /* 32 / 16 mixed */
+               : i % 4 == 0 ? 5                                /* fixint */
+               : i % 4 == 1 ? 200                              /* uint 8 */
+               : i % 4 == 2 ? 4000000000u - i                  /* uint 32 */
+                            : 65535;                           /* uint 16 */
+    uint64_t eh[16];
+    for (uint32_t i = 0; i < 16; i++)
+        eh[i] = 0x7000 + i;
+    kvmsg m;
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, eh, 16, 0, 0, t, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 7, 0, &m, 0), 0);
+    assert_int_equal(cached(r, 0), 16);
+    assert_int_equal(overlap_on(r, t, N, 7, 0), 16);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.kv_blocks_stored, 16);
+    done(r);
+}
+
 /* The KV events' CPU bill: every message counted, applied or skipped;
  * some CPU time spent; a caller's older, shorter struct written only as
  * far as its struct_size; zero with routing history. */
@@ -487,6 +522,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_matches_request),
+        cmocka_unit_test(test_ids_of_every_width),
         cmocka_unit_test(test_kv_cpu_bill),
         cmocka_unit_test(test_bad_input_counted),
         cmocka_unit_test(test_positional),
