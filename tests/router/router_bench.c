@@ -139,9 +139,9 @@ static void pack_str(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, strlen(s));
 }
 
-/* batches messages of per stored blocks (vocabulary 32,000) and one
- * removal each, applied to 64 workers in turn, best of 5 passes. */
-static void bench_events(wsel_host *host, uint32_t batches, uint32_t per)
+/* `batches` messages of `per` stored blocks (token ids below `vocab`) and
+ * one removal each, applied to 64 workers in turn, best of 5 passes. */
+static void bench_events(wsel_host *host, uint32_t batches, uint32_t per, uint32_t vocab)
 {
     wsel_router *r = make(host, WSEL_ROUTER_KV_EVENTS, 64, 16, 16384);
     msgpack_sbuffer *bufs = calloc(batches, sizeof(*bufs));
@@ -167,7 +167,7 @@ static void bench_events(wsel_host *host, uint32_t batches, uint32_t per)
         pack_str(&pk, "token_ids");
         msgpack_pack_array(&pk, per * 64);
         for (uint32_t i = 0; i < per * 64; i++)
-            msgpack_pack_uint32(&pk, rnd() % 32000);
+            msgpack_pack_uint32(&pk, rnd() % vocab);
         pack_str(&pk, "block_size");
         msgpack_pack_uint32(&pk, 64);
         pack_str(&pk, "lora_id");
@@ -204,10 +204,10 @@ static void bench_events(wsel_host *host, uint32_t batches, uint32_t per)
     wsel_router_read_counters(r, &c);
     wsel_router_kv_cpu k = {.struct_size = sizeof(k)};
     wsel_router_read_kv_cpu(r, &k);
-    printf(
-        "events: of which decoding %.1f us and applying %.1f us a message (all passes)\n",
-        (double)k.decode_ns / 1e3 / (double)k.messages,
-        (double)k.apply_ns / 1e3 / (double)k.messages);
+    printf("events: vocabulary %u: of which decoding %.1f us and applying %.1f us a "
+           "message (all passes)\n",
+           vocab, (double)k.decode_ns / 1e3 / (double)k.messages,
+           (double)k.apply_ns / 1e3 / (double)k.messages);
     printf("events: %.2f M blocks/s stored, %.1f us a message (best of 5 x %u batches "
            "of %u blocks + 1 removal; %llu stored, %llu removed, %llu skipped as "
            "frames/shape)\n",
@@ -262,10 +262,13 @@ int main(int argc, char **argv)
     if (!only || strcmp(only, "route") == 0)
         bench_route(host);
     if (!only || strcmp(only, "events") == 0) {
-        bench_events(host, 4096, 16);
+        bench_events(host, 4096, 16, 32000);
         /* A wsel-engine request's batch: the arxiv slice's mean prompt,
-         * 130 blocks and 8,320 token ids (the nginx latency bench's). */
-        bench_events(host, 512, 130);
+         * 130 blocks and 8,320 token ids (the nginx latency bench's), ids
+         * of a 32k vocabulary (16-bit in msgpack) and of Llama 3's 128k
+         * (16- and 32-bit mixed). */
+        bench_events(host, 512, 130, 32000);
+        bench_events(host, 512, 130, 128256);
     }
     if (!only || strcmp(only, "memory") == 0)
         bench_memory(host);
