@@ -211,8 +211,12 @@ ngx_http_wsel_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_http_upstream_free_round_robin_peer(pc, rrp, state);
 
     /* round-robin has counted the failure or the success: follow it (a
-     * success with no peer marked down changes nothing, and costs nothing) */
+     * success with no peer marked down changes nothing, and costs nothing).
+     * Only a primary server is a router's worker: once round-robin has gone
+     * to the backup servers (rrp->peers is then their list), peer i of that
+     * list is no worker i + 1. */
     if (peer == NULL || rrp->peers->single
+        || rrp->peers != wp->up->uscf->peer.data
         || (!(state & NGX_PEER_FAILED) && wp->up->ndown == 0))
     {
         return;

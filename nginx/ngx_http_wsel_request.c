@@ -373,7 +373,9 @@ ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
             }
         }
 
-        if (ctx && ctx->routed) {
+        /* the upstream's response only: not a page nginx makes itself (a
+         * 502 or 504 when the peer failed before any response byte) */
+        if (ctx && ctx->routed && r->upstream && r->upstream->header_sent) {
             for (cl = in; cl; cl = cl->next) {
                 if (ngx_buf_size(cl->buf) <= 0) {
                     continue;

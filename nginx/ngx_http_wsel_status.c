@@ -350,12 +350,30 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
 }
 
 
-/* The unescaped value of a JSON string at p (at '"'), NUL-terminated. */
+/* The 4 hex digits at p as a number, or -1. */
+static ngx_int_t
+ngx_http_wsel_js_hex4(u_char *p, u_char *e)
+{
+    if (e - p < 4) {
+        return -1;
+    }
+
+    return ngx_hextoi(p, 4);
+}
+
+
+/*
+ * The unescaped value of a JSON string at p (at '"'), NUL-terminated; NULL
+ * when it is not a string, a \u escape is not a character (a lone
+ * surrogate, or U+0000: the value must stay one C string), or memory ran
+ * out. \uXXXX becomes UTF-8 (at most 4 bytes for the 6 or 12 it takes).
+ */
 static char *
 ngx_http_wsel_js_unescape(ngx_pool_t *pool, u_char *p, u_char *e)
 {
-    u_char  *end, *d;
-    char    *out;
+    u_char     *end, *d;
+    char       *out;
+    ngx_int_t   c, lo;
 
     end = ngx_http_wsel_js_string(p, e);
     if (end == NULL) {
@@ -377,7 +395,44 @@ ngx_http_wsel_js_unescape(ngx_pool_t *pool, u_char *p, u_char *e)
             case 'r': *d++ = '\r'; break;
             case 'b': *d++ = '\b'; break;
             case 'f': *d++ = '\f'; break;
-            case 'u': return NULL;  /* not in a path or config we take */
+            case 'u':
+                c = ngx_http_wsel_js_hex4(p + 1, end - 1);
+                if (c <= 0 || (c >= 0xdc00 && c <= 0xdfff)) {
+                    return NULL;
+                }
+                p += 4;
+
+                if (c >= 0xd800 && c <= 0xdbff) {
+                    if (end - 1 - p < 7 || p[1] != '\\' || p[2] != 'u') {
+                        return NULL;
+                    }
+                    lo = ngx_http_wsel_js_hex4(p + 3, end - 1);
+                    if (lo < 0xdc00 || lo > 0xdfff) {
+                        return NULL;
+                    }
+                    p += 6;
+                    c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
+                }
+
+                if (c < 0x80) {
+                    *d++ = (u_char) c;
+
+                } else if (c < 0x800) {
+                    *d++ = (u_char) (0xc0 | (c >> 6));
+                    *d++ = (u_char) (0x80 | (c & 0x3f));
+
+                } else if (c < 0x10000) {
+                    *d++ = (u_char) (0xe0 | (c >> 12));
+                    *d++ = (u_char) (0x80 | ((c >> 6) & 0x3f));
+                    *d++ = (u_char) (0x80 | (c & 0x3f));
+
+                } else {
+                    *d++ = (u_char) (0xf0 | (c >> 18));
+                    *d++ = (u_char) (0x80 | ((c >> 12) & 0x3f));
+                    *d++ = (u_char) (0x80 | ((c >> 6) & 0x3f));
+                    *d++ = (u_char) (0x80 | (c & 0x3f));
+                }
+                break;
             default:  *d++ = *p; break;
             }
             continue;
@@ -446,17 +501,33 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
 
         if (ke - k == 4 && ngx_strncmp(k, "path", 4) == 0 && *v == '"') {
             path = ngx_http_wsel_js_unescape(r->pool, v, e);
+            if (path == NULL) {
+                ngx_cpystrn((u_char *) err, (u_char *) "\"path\" has an "
+                            "escape that is not a character", sizeof(err));
+                goto answer;
+            }
 
         } else if (ke - k == 6 && ngx_strncmp(k, "config", 6) == 0) {
             if (*v == '"') {
+                /* never "{}" in its place: the policy would run on its
+                 * defaults, not on the config sent */
                 config = ngx_http_wsel_js_unescape(r->pool, v, e);
+                if (config == NULL) {
+                    ngx_cpystrn((u_char *) err, (u_char *) "\"config\" (a "
+                                "string) has an escape that is not a "
+                                "character", sizeof(err));
+                    goto answer;
+                }
 
             } else {
                 config = ngx_pnalloc(r->pool, (size_t) (ve - v) + 1);
-                if (config) {
-                    ngx_memcpy(config, v, ve - v);
-                    config[ve - v] = '\0';
+                if (config == NULL) {
+                    ngx_cpystrn((u_char *) err, (u_char *) "no memory for "
+                                "\"config\"", sizeof(err));
+                    goto answer;
                 }
+                ngx_memcpy(config, v, ve - v);
+                config[ve - v] = '\0';
             }
         }
 

@@ -62,6 +62,18 @@ Cases:
             400 (max_tokens not an integer) gives a failed outcome and
             failed_outcomes 1
 
+  audit     what the module's audit (session 5) found, each fixed:
+            (1) a response nginx makes itself (a 502 when the only server
+            refuses and proxy_next_upstream is off) is no first token:
+            the outcome's ttft is 0 (with the outcome fixture as the
+            policy, when WSEL_OUTCOME_FIXTURE is set); (2) a backup server
+            that fails is no router worker: peers_down stays 0 when only
+            the backup is held down (it was taken for worker 1); (3) the
+            admin location decodes JSON \\uXXXX escapes (what Python's
+            json.dumps sends for any non-ASCII byte) in "path" and in a
+            "config" string, and refuses one that is not a character
+            rather than running the policy on "{}" in the config's place
+
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
 The engines and nginx are started and reaped by tests/support/engines.py.
@@ -83,8 +95,8 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                 "support"))
 from engines import (BLOCK, CEILING_S, Engine, deadline_loop, fail,  # noqa: E402
-                     get_json, http_request, post_json, start_process, stop_process,
-                     unused_port)
+                     get_json, http_request, post_json, refusing_socket, start_process,
+                     stop_process, unused_port)
 
 WSEL_ROW_EXCLUDED = 0x02  # abi/wsel.h
 
@@ -122,11 +134,12 @@ class Nginx:
 
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout",
-                   kv_source="events"):
+                   kv_source="events", extra_servers=()):
         self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream,
-                          kv_source)
+                          kv_source, extra_servers)
         d = self.dir
-        ups = "\n".join("        server %s %s;" % (e.addr, server_opts) for e in self.engines)
+        ups = "\n".join(["        server %s %s;" % (e.addr, server_opts) for e in self.engines]
+                        + ["        server %s;" % x for x in extra_servers])
         wsrv = "\n".join(
             "        wsel_server %s dp=2 kv=%s,%s;" % (
                 e.addr, e.lines[("kv_events", "0")], e.lines[("kv_events", "1")])
@@ -954,6 +967,96 @@ def case_outcomes(args):
         ng.stop()
 
 
+def case_audit(args):
+    """The audit's fixes (see the module docstring, case audit)."""
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    softmax = os.path.join(plugins, "softmax.so")
+    fixture = os.environ.get("WSEL_OUTCOME_FIXTURE", "")
+    policy = fixture if os.path.isfile(fixture) else softmax
+    os.makedirs(workdir, exist_ok=True)
+    primary, backup = refusing_socket(), refusing_socket()
+    paddr = "127.0.0.1:%d" % primary.getsockname()[1]
+    baddr = "127.0.0.1:%d" % backup.getsockname()[1]
+    ng = Nginx(nginx, module, workdir, [])
+
+    def outcomes():
+        return [tuple(int(x) for x in m.groups()) for m in OUTCOME_LINE.finditer(ng.log())]
+
+    try:
+        # (1) no retry: the 502 is nginx's own page, not a first token
+        servers = (paddr + " max_fails=0", baddr + " backup max_fails=1")
+        ng.write_conf(policy, kv_source="history", next_upstream="off",
+                      extra_servers=servers)
+        ng.start()
+        st, body = complete(ng.port, list(range(2 * BLOCK)))
+        if st != 502:
+            fail("a refusing server, no retry: %d %s" % (st, body[:200]))
+        for _ in deadline_loop("the 502's outcome"):
+            s = ng.get_status()
+            if s["failed_outcomes"] >= 1 and (policy != fixture or outcomes()):
+                break
+        if s["failed_outcomes"] != 1 or s["routes"] != 1:
+            fail("the 502: status %r" % s)
+        if policy == fixture:
+            got = outcomes()
+            if len(got) != 1 or got[0][7] != 1 or got[0][3] != 0:
+                fail("the 502's outcome %r: flags=1 and ttft=0 expected (no response "
+                     "byte came from the server)" % (got,))
+            print("audit: a 502 nginx made itself: outcome flags=1 ttft=0")
+        else:
+            print("audit: WSEL_OUTCOME_FIXTURE not set: the 502's ttft not checked")
+
+        # (2) the backup is tried and fails: no worker is excluded
+        old = s["worker_pid"]
+        ng.write_conf(policy, kv_source="history", next_upstream="error timeout",
+                      extra_servers=servers)
+        ng.reload()
+        wait_policy(ng, s["policy"], old)
+        # until then the old worker may still accept the next connection
+        wait_exit(old, "the old worker to exit after the reload")
+        st, body = complete(ng.port, list(range(2 * BLOCK)))
+        if st != 502:
+            fail("a refusing server and a refusing backup: %d %s" % (st, body[:200]))
+        for _ in deadline_loop("the backup's failure to be counted"):
+            s = ng.get_status()
+            if s["upstream_failures"] >= 2:
+                break
+        if s["upstream_failures"] != 2 or s["retries"] != 1:
+            fail("primary then backup: status %r" % s)
+        if (s["peers_down"] != 0 or s["peers_marked_down"] != 0
+                or any(r["flags"] & WSEL_ROW_EXCLUDED for r in s["ranks"])):
+            fail("the backup's failure excluded a worker (the primary has max_fails=0, "
+                 "the backup is no worker): %r" % s)
+        print("audit: the backup server failed, held down by nginx; no worker excluded")
+
+        # (3) the admin location and JSON \\u escapes
+        esc = softmax.replace("/", "\\u002f")
+        st, data = post_json(ng.port, "/wsel/admin",
+                             '{"path": "%s", "config": "\\u007b\\u007d"}' % esc)
+        ans = json.loads(data)
+        if st != 200 or not ans["ok"] or ans["path"] != softmax:
+            fail("a path and config with \\u escapes: %d %r" % (st, ans))
+        for cfg in ('"{\\"x\\": }"', '"{\\u0022x\\u0022: }"'):
+            st, data = post_json(ng.port, "/wsel/admin",
+                                 '{"path": "%s", "config": %s}' % (softmax, cfg))
+            ans = json.loads(data)
+            if st != 409 or ans["ok"]:
+                fail("a config that is no JSON object (%s): %d %r (the policy must not "
+                     "run on \"{}\" in its place)" % (cfg, st, ans))
+        for body in ('{"path": "%s", "config": "\\ud800"}' % softmax,
+                     '{"path": "%s\\u0000x"}' % softmax):
+            st, data = post_json(ng.port, "/wsel/admin", body)
+            ans = json.loads(data)
+            if st != 409 or "escape" not in ans["error"]:
+                fail("%s: %d %r (refused, the escape named)" % (body, st, ans))
+        print("audit: admin: \\u escapes decoded in path and config; a config that "
+              "decodes to no JSON refused; a lone surrogate and U+0000 refused")
+    finally:
+        ng.stop()
+        primary.close()
+        backup.close()
+
+
 def main():
     if len(sys.argv) not in (9, 11):
         fail(__doc__)
@@ -964,7 +1067,7 @@ def main():
     else:
         {"route": case_route, "refused": case_refused, "switches": case_switches,
          "kill": case_kill, "outcomes": case_outcomes,
-         "fail_timeout": case_fail_timeout}[case](args[:7])
+         "fail_timeout": case_fail_timeout, "audit": case_audit}[case](args[:7])
     print("PASS")
 
 
