@@ -105,8 +105,11 @@ ngx_http_wsel_init_peer(ngx_http_request_t *r,
     wp->up = ngx_http_conf_upstream_srv_conf(us, ngx_http_upstream_wsel_module);
     wp->ctx = ngx_http_get_module_ctx(r->main, ngx_http_upstream_wsel_module);
 
-    if (wp->ctx && wp->ctx->up != wp->up) {
-        wp->ctx = NULL;     /* routed for another upstream: not ours */
+    if (wp->ctx && (wp->ctx->up != wp->up || r != r->main)) {
+        /* routed for another upstream, or a subrequest (a mirror, an
+         * auth_request) whose peer is not the routed request's: its try
+         * would take the choice and turn the request's own into a retry */
+        wp->ctx = NULL;
     }
 
     r->upstream->peer.data = wp;

@@ -72,7 +72,11 @@ Cases:
             admin location decodes JSON \\uXXXX escapes (what Python's
             json.dumps sends for any non-ASCII byte) in "path" and in a
             "config" string, and refuses one that is not a character
-            rather than running the policy on "{}" in the config's place
+            rather than running the policy on "{}" in the config's place;
+            (4) with the fixture: a mirror subrequest to the routed
+            upstream takes no routed peer: the request's one outcome is
+            not failed and no retry is counted (it was finished, failed,
+            at the subrequest's try)
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -134,9 +138,9 @@ class Nginx:
 
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout",
-                   kv_source="events", extra_servers=()):
+                   kv_source="events", extra_servers=(), extra_locations=()):
         self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream,
-                          kv_source, extra_servers)
+                          kv_source, extra_servers, extra_locations)
         d = self.dir
         ups = "\n".join(["        server %s %s;" % (e.addr, server_opts) for e in self.engines]
                         + ["        server %s;" % x for x in extra_servers])
@@ -184,12 +188,14 @@ http {
         }
         location = /wsel/status { wsel_status engines; }
         location = /wsel/admin { wsel_admin engines; }
+%(locs)s
     }
 }
 """ % dict(module=self.module, workers=workers, d=d, ups=ups, wsrv=wsrv, policy=policy,
            config=config, block=BLOCK, port=self.port,
            iso="on " + isolated if isolated else "off", next_upstream=next_upstream,
-           kv_source=kv_source, user=worker_user_line())
+           kv_source=kv_source, user=worker_user_line(),
+           locs="\n".join("        " + x for x in extra_locations))
         with open(self.conf, "w") as f:
             f.write(text)
 
@@ -1055,6 +1061,47 @@ def case_audit(args):
         ng.stop()
         primary.close()
         backup.close()
+    if policy == fixture:
+        audit_mirror(args, fixture)
+    else:
+        print("audit: WSEL_OUTCOME_FIXTURE not set: the mirror subrequest not checked")
+
+
+def audit_mirror(args, fixture):
+    """(4) a mirror subrequest to the routed upstream is not the routed
+    request: it takes no routed peer, and the request's outcome is its own
+    (one outcome, not failed; no retry counted)."""
+    ng = start_all(list(args[:6]) + [os.path.join(args[6], "mirror")], n=1)
+    ng.write_conf(fixture, kv_source="history", extra_locations=(
+        "location = /mirrored { wsel_route engines; mirror /shadow; "
+        "proxy_pass http://engines/v1/completions; proxy_http_version 1.1; "
+        "proxy_set_header Connection \"\"; "
+        "proxy_set_header X-data-parallel-rank $wsel_dp_rank; }",
+        "location = /shadow { internal; proxy_pass http://engines/v1/completions; "
+        "proxy_http_version 1.1; proxy_set_header Connection \"\"; }"))
+
+    def outcomes():
+        return [tuple(int(x) for x in m.groups()) for m in OUTCOME_LINE.finditer(ng.log())]
+
+    try:
+        ng.start()
+        st, body = post_json(ng.port, "/mirrored",
+                             {"prompt": list(range(2 * BLOCK)), "max_tokens": 3})
+        if st != 200:
+            fail("a mirrored request: %d %s" % (st, body[:200]))
+        for _ in deadline_loop("the mirrored request's outcome"):
+            if outcomes():
+                break
+        s = ng.get_status()
+        got = outcomes()
+        if (len(got) != 1 or got[0][7] != 0 or got[0][6] != 3 or s["retries"] != 0
+                or s["failed_outcomes"] != 0 or s["routes"] != 1):
+            fail("a mirrored request: outcomes %r (one, not failed, output 3 expected), "
+                 "status %r" % (got, s))
+        print("audit: a mirror subrequest to the same upstream: one outcome, not "
+              "failed, no retry")
+    finally:
+        ng.stop()
 
 
 def main():
