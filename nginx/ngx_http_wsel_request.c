@@ -67,18 +67,24 @@ ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
 /*
  * The request's end. A response a peer was tried for whose last buffer
  * never went by was cut (an engine died mid-response, or the client went
- * away): counted, whoever's fault.
+ * away): counted, whoever's fault, and a failed outcome (nginx sets no
+ * error flag the finish could see when the upstream side cut it after the
+ * header: the status sent stays 200).
  */
 static void
 ngx_http_wsel_cleanup(void *data)
 {
     ngx_http_wsel_ctx_t  *ctx = data;
 
-    if (ctx->tried && !ctx->complete) {
+    ngx_uint_t  cut;
+
+    cut = ctx->tried && !ctx->complete;
+
+    if (cut) {
         ctx->up->responses_cut++;
     }
 
-    ngx_http_wsel_finish(ctx->request, ctx, 0);
+    ngx_http_wsel_finish(ctx->request, ctx, cut);
 }
 
 

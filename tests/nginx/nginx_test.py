@@ -76,7 +76,10 @@ Cases:
             (4) with the fixture: a mirror subrequest to the routed
             upstream takes no routed peer: the request's one outcome is
             not failed and no retry is counted (it was finished, failed,
-            at the subrequest's try)
+            at the subrequest's try); (5) with the fixture: a response
+            the server cuts after its header (a 200 and one chunk, then
+            the connection closed) is a failed outcome (it was a clean
+            one: nginx flags nothing when the upstream side cuts it)
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -90,6 +93,7 @@ import pwd
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -1063,8 +1067,78 @@ def case_audit(args):
         backup.close()
     if policy == fixture:
         audit_mirror(args, fixture)
+        audit_cut(args, fixture)
     else:
-        print("audit: WSEL_OUTCOME_FIXTURE not set: the mirror subrequest not checked")
+        print("audit: WSEL_OUTCOME_FIXTURE not set: the mirror subrequest and the cut "
+              "response not checked")
+
+
+def cutting_server(sock):
+    """On SOCK (listening): each connection's request read, then a 200
+    header and one chunk of a chunked body, then the connection closed:
+    a server dying mid-response."""
+    while True:
+        try:
+            c, _ = sock.accept()
+        except OSError:
+            return
+        with c:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = c.recv(65536)
+                if not got:
+                    break
+                data += got
+            head, _, body = data.partition(b"\r\n\r\n")
+            m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+            need = int(m.group(1)) if m else 0
+            while len(body) < need:
+                got = c.recv(65536)
+                if not got:
+                    break
+                body += got
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n"
+                      b"6\r\ndata: \r\n")
+
+
+def audit_cut(args, fixture):
+    """(5) a response the server cuts after its header (it dies
+    mid-stream) is a failed outcome, not a clean one with 0 tokens."""
+    workdir = os.path.join(args[6], "cut")
+    os.makedirs(workdir, exist_ok=True)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    threading.Thread(target=cutting_server, args=(srv,), daemon=True).start()
+    ng = Nginx(args[0], args[1], workdir, [])
+
+    def outcomes():
+        return [tuple(int(x) for x in m.groups()) for m in OUTCOME_LINE.finditer(ng.log())]
+
+    try:
+        ng.write_conf(fixture, kv_source="history",
+                      extra_servers=("127.0.0.1:%d" % srv.getsockname()[1],))
+        ng.start()
+        try:
+            st, body = complete(ng.port, list(range(2 * BLOCK)))
+            fail("a response cut after its header was read whole: %d %r" % (st, body[:200]))
+        except (http.client.HTTPException, OSError):
+            pass    # the client sees the cut
+        for _ in deadline_loop("the cut response's outcome"):
+            if outcomes():
+                break
+        s = ng.get_status()
+        got = outcomes()
+        if len(got) != 1 or got[0][7] != 1 or s["responses_cut"] != 1 \
+                or s["failed_outcomes"] != 1:
+            fail("a cut response: outcomes %r (one, flags=1 expected), status %r"
+                 % (got, s))
+        print("audit: a response cut after its header: responses_cut 1, its outcome "
+              "failed (flags=1)")
+    finally:
+        ng.stop()
+        srv.close()
 
 
 def audit_mirror(args, fixture):
