@@ -409,6 +409,8 @@ static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
             pending--;
             objects++;
         }
+        if (pending == 0) /* a run was the message's end */
+            break;
         if (pos >= len)
             return 0;
         unsigned t = b[pos++];

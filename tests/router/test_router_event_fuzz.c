@@ -42,9 +42,14 @@ static uint32_t below(uint32_t n)
 }
 
 /* A plausible batch: stores (chained or not), removals, clears, unknown
- * types, wrong block sizes. */
-static void valid_batch(kvmsg *m)
+ * types, wrong block sizes; token ids of a tiny vocabulary (msgpack
+ * fixints), of one below 65,536 (16-bit runs) or above it (16- and 32-bit
+ * mixed), the size check's three paths. */
+static int valid_batch(kvmsg *m) /* 0 when a store has the wrong block size */
 {
+    int ok = 1;
+    static const uint32_t vocab[3] = {50, 65536, 1u << 20};
+    uint32_t v = vocab[below(3)];
     uint32_t n = 1 + below(4);
     kv_begin(m, n, below(8) == 0 ? 1 : 0);
     for (uint32_t e = 0; e < n; e++) {
@@ -54,11 +59,12 @@ static void valid_batch(kvmsg *m)
             uint64_t h[3];
             /* A wrong block size (BS + 1) sends that many tokens per block. */
             uint32_t bs = below(20) ? BS : BS + 1;
+            ok &= bs == BS;
             uint32_t t[3 * (BS + 1)];
             for (uint32_t i = 0; i < nb; i++)
                 h[i] = below(200);
             for (uint32_t i = 0; i < nb * bs; i++)
-                t[i] = below(50);
+                t[i] = below(v);
             kv_stored(m, h, nb, (int)below(2), below(200), t, bs);
         } else if (kind < 9) {
             kv_removed(m, below(200));
@@ -67,6 +73,7 @@ static void valid_batch(kvmsg *m)
         }
     }
     kv_end(m, 0);
+    return ok;
 }
 
 static void check_consistent(wsel_router *r)
@@ -106,12 +113,12 @@ static void test_fuzz(void **state)
     uint64_t applied = 0;
     for (uint32_t round = 0; round < ROUNDS; round++) {
         kvmsg m, other;
-        valid_batch(&m);
+        int whole = valid_batch(&m);
         size_t len = m.buf.size;
         memcpy(buf, m.buf.data, len);
         msgpack_sbuffer_destroy(&m.buf);
-        uint32_t frames = 3;
-        switch (below(8)) {
+        uint32_t frames = 3, mutation = below(8);
+        switch (mutation) {
         case 0: /* untouched */
             break;
         case 1: /* flip bytes */
@@ -151,8 +158,12 @@ static void test_fuzz(void **state)
         const void *f[6] = {"", sb, buf, buf, buf, buf};
         size_t s[6] = {0, 8, len, len, len, len};
         uint32_t rank = below(2);
-        if (wsel_router_apply_kv_message(r, 1, rank, f, s, frames) == 0)
+        int32_t rc = wsel_router_apply_kv_message(r, 1, rank, f, s, frames);
+        if (rc == 0)
             applied++;
+        /* A batch left whole reaches its own rank (0) applied. */
+        if (mutation == 0 && whole && rank == 0)
+            assert_int_equal(rc, 0);
         check_consistent(r);
     }
     free(buf);

@@ -393,6 +393,46 @@ static void test_positional(void **state)
     done(r);
 }
 
+/* A message whose last objects are a run of small integers (vLLM's older
+ * positional BlockRemoved, [tag, hashes] with no rank after it, of eight
+ * hashes below 65,536): the size check's run-at-a-time pass reaches the
+ * end of the message and must accept it, not read on. */
+static void test_message_ending_in_a_run(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 7, 1, NULL);
+    uint32_t t[8 * BS];
+    for (uint32_t i = 0; i < 8 * BS; i++)
+        t[i] = 40 + i;
+    uint64_t eh[8];
+    for (uint32_t i = 0; i < 8; i++)
+        eh[i] = 300 + i;
+    kvmsg m;
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, eh, 8, 0, 0, t, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 7, 0, &m, 0), 0);
+    assert_int_equal(cached(r, 0), 8);
+    msgpack_sbuffer_init(&m.buf);
+    msgpack_packer_init(&m.pk, &m.buf, msgpack_sbuffer_write);
+    msgpack_pack_array(&m.pk, 2);
+    msgpack_pack_double(&m.pk, 1.0);
+    msgpack_pack_array(&m.pk, 1);
+    msgpack_pack_array(&m.pk, 2);
+    kv_str(&m, "BlockRemoved");
+    msgpack_pack_array(&m.pk, 8);
+    for (uint32_t i = 0; i < 8; i++)
+        msgpack_pack_uint64(&m.pk, eh[i]); /* 0xcd and two bytes each */
+    assert_int_equal(kv_send(r, 7, 0, &m, 1), 0);
+    assert_int_equal(cached(r, 0), 0);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.kv_blocks_removed, 8);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_MSGPACK], 0);
+    done(r);
+}
+
 /* The subscriber: a PUB socket here, the router's SUB connecting to it. */
 static void test_zmq_subscriber(void **state)
 {
@@ -526,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_kv_cpu_bill),
         cmocka_unit_test(test_bad_input_counted),
         cmocka_unit_test(test_positional),
+        cmocka_unit_test(test_message_ending_in_a_run),
         cmocka_unit_test(test_zmq_subscriber),
         cmocka_unit_test(test_routes_while_large_batches_apply),
         cmocka_unit_test(test_event_threads_class),
