@@ -25,7 +25,8 @@
 #   WORKERS, DP the cluster [8, 2]
 #   SPEEDUP     arrival times divided by this [12: ~70 % of saturation]
 #   TIME_SCALE  engines' model ms per wall ms [0.5: ~60 s a run, 13 min in all]
-#   LAT_ROUNDS  latency bench rounds, each wsel then plain [6]
+#   LAT_ROUNDS  latency bench rounds, each wsel then plain (and plain with
+#               the events drained, when events are measured) [6]
 #   LAT_REQUESTS requests per latency round and side, sequential [999]
 #   LAT_MODES   the module's KV sources in the latency bench [events history]
 #   KV_THREADS  the KV event threads' class, low or normal [the module's: low]
