@@ -72,7 +72,11 @@ module=$build/nginx/ngx_http_upstream_wsel_module.so
 # checkout under a private folder: run them as the user running this script.
 user_line=""
 if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
-for f in "$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE" "$build/tests/kv_fetch"; do
+needs=("$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE")
+# the drained baseline's subscriber (a test helper: a build with its tests)
+[[ " $PARTS " != *" latency "* || " $LAT_MODES " != *" events "* ]] ||
+  needs+=("$build/tests/kv_fetch")
+for f in "${needs[@]}"; do
   [[ -e $f ]] || { echo "e2e.sh: $f not found" >&2; exit 2; }
 done
 for p in $POLICIES; do
