@@ -649,6 +649,14 @@ ngx_http_wsel_init_upstream_defaults(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
+    /* the router takes 32 bits: more would wrap (2^32 to 0, the default) */
+    if (up->capacity > 0xffffffff) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "wsel: upstream \"%V\": wsel_capacity_blocks must "
+                           "be at most 4294967295", &up->name);
+        return NGX_ERROR;
+    }
+
     return ngx_http_wsel_init_upstream(cf, us);
 }
 
@@ -923,8 +931,8 @@ ngx_http_wsel_busy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 1; i < cf->args->nelts; i++) {
         if (ngx_strncmp(value[i].data, "requests=", 9) == 0) {
             n = ngx_atoi(value[i].data + 9, value[i].len - 9);
-            if (n < 0) {
-                return "has a bad requests=";
+            if (n < 0 || (uint64_t) n > 0xffffffff) {
+                return "has a bad requests= (0..4294967295)";
             }
             up->busy_requests = (ngx_uint_t) n;
 

@@ -63,6 +63,9 @@ Cases:
             failed_outcomes 1
 
   audit     what the module's audit (session 5) found, each fixed:
+            (0) nginx -t refuses wsel_capacity_blocks and wsel_busy
+            requests= past 2^32 - 1 (they wrapped: 2^32 became 0, the
+            default);
             (1) a response nginx makes itself (a 502 when the only server
             refuses and proxy_next_upstream is off) is no first token:
             the outcome's ttft is 0 (with the outcome fixture as the
@@ -142,12 +145,14 @@ class Nginx:
 
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout",
-                   kv_source="events", extra_servers=(), extra_locations=()):
+                   kv_source="events", extra_servers=(), extra_locations=(),
+                   extra_upstream=()):
         self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream,
-                          kv_source, extra_servers, extra_locations)
+                          kv_source, extra_servers, extra_locations, extra_upstream)
         d = self.dir
         ups = "\n".join(["        server %s %s;" % (e.addr, server_opts) for e in self.engines]
-                        + ["        server %s;" % x for x in extra_servers])
+                        + ["        server %s;" % x for x in extra_servers]
+                        + ["        %s;" % x for x in extra_upstream])
         wsrv = "\n".join(
             "        wsel_server %s dp=2 kv=%s,%s;" % (
                 e.addr, e.lines[("kv_events", "0")], e.lines[("kv_events", "1")])
@@ -995,6 +1000,23 @@ def case_audit(args):
     try:
         # (1) no retry: the 502 is nginx's own page, not a first token
         servers = (paddr + " max_fails=0", baddr + " backup max_fails=1")
+        # (0) 32-bit settings past 2^32 - 1 are refused, not wrapped
+        for line, says in (("wsel_capacity_blocks 4294967296",
+                            "wsel_capacity_blocks must be at most 4294967295"),
+                           ("wsel_busy requests=4294967297", "has a bad requests=")):
+            ng.write_conf(policy, kv_source="history", extra_servers=servers,
+                          extra_upstream=(line,))
+            p = ng.test_conf()
+            if p.returncode == 0 or says not in p.stdout.decode():
+                fail("nginx -t with %s: %d %s" % (line, p.returncode, p.stdout.decode()))
+        ng.write_conf(policy, kv_source="history", extra_servers=servers,
+                      extra_upstream=("wsel_capacity_blocks 4294967295",
+                                      "wsel_busy requests=4294967295"))
+        p = ng.test_conf()
+        if p.returncode != 0:
+            fail("nginx -t with 32-bit maxima: %s" % p.stdout.decode())
+        print("audit: wsel_capacity_blocks and wsel_busy requests= past 2^32 - 1 refused")
+
         ng.write_conf(policy, kv_source="history", next_upstream="off",
                       extra_servers=servers)
         ng.start()
