@@ -21,10 +21,12 @@
  *                     work); a retry, or a chosen server that is down, goes
  *                     to round-robin and is counted.
  *   body filter       the first response bytes: wsel_router_first_token;
- *                     the response's usage figures are scanned as it passes.
- *   pool cleanup      the request's end: wsel_router_finished_ex, the
- *                     policy told the outcome (output and cached tokens,
- *                     failed or not).
+ *                     the response's usage figures are scanned as it passes;
+ *                     its last buffer: wsel_router_finished_ex, the policy
+ *                     told the outcome (output and cached tokens, failed or
+ *                     not).
+ *   pool cleanup      the request's end, for a request whose response had
+ *                     no end (failed, cut, the client gone): the same.
  *
  * One worker process: the router (load accounting, KV index) lives in the
  * worker's memory, so a second worker would route on half the picture.

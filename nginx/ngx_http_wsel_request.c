@@ -367,8 +367,11 @@ ngx_http_wsel_scan_usage(ngx_http_wsel_ctx_t *ctx, u_char *p, u_char *e)
 ngx_int_t
 ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
+    ngx_int_t             rc;
     ngx_chain_t          *cl;
     ngx_http_wsel_ctx_t  *ctx;
+
+    ctx = NULL;
 
     if (r == r->main && in) {
         ctx = ngx_http_get_module_ctx(r, ngx_http_upstream_wsel_module);
@@ -401,5 +404,15 @@ ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         }
     }
 
-    return ngx_http_wsel_next_body_filter(r, in);
+    rc = ngx_http_wsel_next_body_filter(r, in);
+
+    /* the response's last buffer has gone by: the server is done with the
+     * request, so is its rank's load; the pool cleanup would come only
+     * once the client has read it all (send_timeout) or closed the
+     * connection (a lingering close: lingering_timeout, lingering_time) */
+    if (ctx && ctx->complete && ctx->routed) {
+        ngx_http_wsel_finish(r, ctx, rc == NGX_ERROR);
+    }
+
+    return rc;
 }

@@ -82,7 +82,10 @@ Cases:
             at the subrequest's try); (5) with the fixture: a response
             the server cuts after its header (a 200 and one chunk, then
             the connection closed) is a failed outcome (it was a clean
-            one: nginx flags nothing when the upstream side cuts it)
+            one: nginx flags nothing when the upstream side cuts it);
+            (6) a request is finished when its response ends, not when
+            nginx frees it (a lingering close waited for the client to
+            close the connection, up to lingering_timeout)
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -1196,6 +1199,39 @@ def audit_mirror(args, fixture):
                  "status %r" % (got, s))
         print("audit: a mirror subrequest to the same upstream: one outcome, not "
               "failed, no retry")
+
+        # (6) the request is finished when its response is, not when the
+        # client closes: a chunked body and "Connection: close" (nginx then
+        # closes lingering, waiting for the client), the answer read to
+        # its end and the connection left open
+        body = json.dumps({"prompt": list(range(2 * BLOCK)), "max_tokens": 3}).encode()
+        req = (b"POST /v1/completions HTTP/1.1\r\nHost: audit\r\n"
+               b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+               b"Connection: close\r\n\r\n")
+        for i in range(0, len(body), 100):
+            req += b"%x\r\n%s\r\n" % (len(body[i:i + 100]), body[i:i + 100])
+        req += b"0\r\n\r\n"
+        c = socket.create_connection(("127.0.0.1", ng.port), timeout=CEILING_S)
+        try:
+            c.sendall(req)
+            answer = b""
+            while True:
+                got = c.recv(65536)
+                if not got:
+                    break
+                answer += got
+            if not answer.startswith(b"HTTP/1.1 200"):
+                fail("a chunked request: %r" % answer[:200])
+            s = ng.get_status()
+            got = outcomes()
+            active = sum(r["active_requests"] for r in s["ranks"])
+            if active != 0 or len(got) != 2 or got[1][7] != 0:
+                fail("a response read whole, its connection still open: %d requests "
+                     "active, outcomes %r (finished, not failed, expected)" % (active, got))
+        finally:
+            c.close()
+        print("audit: a request finished when its response ended, before the client "
+              "closed the connection")
     finally:
         ng.stop()
 
