@@ -395,6 +395,9 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
         }
     }
 
+    /* a server configured `down` is no choice for the policy either */
+    ngx_http_wsel_init_peer_state(up);
+
     return NGX_OK;
 }
 

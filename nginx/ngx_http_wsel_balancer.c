@@ -37,8 +37,9 @@ ngx_http_wsel_peer_state(ngx_http_wsel_upstream_t *up, ngx_uint_t i,
 {
     ngx_uint_t  down;
 
-    down = peer->max_fails && peer->fails >= peer->max_fails
-           && now - peer->checked <= peer->fail_timeout;
+    down = peer->down
+           || (peer->max_fails && peer->fails >= peer->max_fails
+               && now - peer->checked <= peer->fail_timeout);
 
     if (up->router == NULL || up->peer_down == NULL || i >= up->npeers
         || down == up->peer_down[i])
@@ -59,6 +60,28 @@ ngx_http_wsel_peer_state(ngx_http_wsel_upstream_t *up, ngx_uint_t i,
     } else {
         up->ndown--;
     }
+}
+
+
+/* At the worker's start: the servers configured `down` (or held down). */
+void
+ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up)
+{
+    time_t                         now;
+    ngx_uint_t                     i;
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_upstream_rr_peers_t  *peers;
+
+    peers = up->uscf->peer.data;
+    now = ngx_time();
+
+    ngx_http_upstream_rr_peers_rlock(peers);
+
+    for (peer = peers->peer, i = 0; peer; peer = peer->next, i++) {
+        ngx_http_wsel_peer_state(up, i, peer, now);
+    }
+
+    ngx_http_upstream_rr_peers_unlock(peers);
 }
 
 

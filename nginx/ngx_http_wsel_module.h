@@ -181,6 +181,7 @@ ngx_int_t ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in);
 /* ngx_http_wsel_balancer.c: the peer nginx proxies to */
 ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
+void ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up);
 void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 
 /* ngx_http_wsel_status.c: the status and admin locations */

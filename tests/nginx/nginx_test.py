@@ -85,7 +85,10 @@ Cases:
             one: nginx flags nothing when the upstream side cuts it);
             (6) a request is finished when its response ends, not when
             nginx frees it (a lingering close waited for the client to
-            close the connection, up to lingering_timeout)
+            close the connection, up to lingering_timeout); (7) a server
+            configured `down` is excluded from the policy's table from the
+            worker's start (the policy chose it, and the request fell to
+            round-robin, counted peer_unavailable, a failed outcome)
 
 Everything waits for conditions (a port file, a status answer, a pid
 change) under generous ceilings, never for a fixed time; only 127.0.0.1.
@@ -1090,6 +1093,7 @@ def case_audit(args):
         ng.stop()
         primary.close()
         backup.close()
+    audit_down(args, softmax)
     if policy == fixture:
         audit_mirror(args, fixture)
         audit_cut(args, fixture)
@@ -1164,6 +1168,34 @@ def audit_cut(args, fixture):
     finally:
         ng.stop()
         srv.close()
+
+
+def audit_down(args, policy):
+    """(7) a server configured `down` is excluded from the policy's table
+    from the worker's start: the policy never chooses it, so no request
+    falls to round-robin (peer_unavailable) for it."""
+    dead = refusing_socket()
+    ng = start_all(list(args[:6]) + [os.path.join(args[6], "down")], n=1)
+    try:
+        ng.write_conf(policy, kv_source="history", server_opts="max_fails=0",
+                      extra_servers=("127.0.0.1:%d down" % dead.getsockname()[1],))
+        ng.start()
+        s = ng.get_status()
+        down = [r for r in s["ranks"] if r["flags"] & WSEL_ROW_EXCLUDED]
+        if s["peers_down"] != 1 or len(down) != 1 or down[0]["server"] == ng.engines[0].addr:
+            fail("a server configured down, at the start: %r" % s)
+        for i in range(20):
+            st, body = complete(ng.port, [t + i for t in range(2 * BLOCK)])
+            if st != 200:
+                fail("request %d beside a server configured down: %d %s" % (i, st, body[:200]))
+        s = ng.get_status()
+        if s["peer_unavailable"] != 0 or s["failed_outcomes"] != 0 or s["routes"] != 20:
+            fail("20 requests beside a server configured down: %r" % s)
+        print("audit: a server configured down is excluded from the start; 20 requests, "
+              "none to round-robin")
+    finally:
+        ng.stop()
+        dead.close()
 
 
 def audit_mirror(args, fixture):
