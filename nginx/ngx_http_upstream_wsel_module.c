@@ -426,6 +426,7 @@ ngx_http_wsel_reclaim_handler(ngx_event_t *ev)
 static ngx_int_t
 ngx_http_wsel_init_module(ngx_cycle_t *cycle)
 {
+    ngx_uint_t                  i;
     ngx_core_conf_t            *ccf;
     ngx_http_wsel_upstream_t  **ups;
     ngx_http_wsel_main_conf_t  *wmcf;
@@ -438,6 +439,21 @@ ngx_http_wsel_init_module(ngx_cycle_t *cycle)
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
     ups = wmcf->upstreams.elts;
+
+    for (i = 0; i < wmcf->upstreams.nelts; i++) {
+        if (ups[i]->peer_names == NULL) {
+            /* its init_upstream never ran: another balancer (least_conn,
+             * hash, ...) given after wsel_policy replaced it, and the
+             * routed choice and rank header would go to whatever server
+             * that one picks */
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "wsel: upstream \"%V\": another load balancing "
+                          "method given after wsel_policy replaced it; "
+                          "remove it (keepalive is the one that may follow)",
+                          &ups[i]->name);
+            return NGX_ERROR;
+        }
+    }
 
     if (ccf->master && ccf->worker_processes > 1) {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,

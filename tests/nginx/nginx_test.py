@@ -65,7 +65,9 @@ Cases:
   audit     what the module's audit (session 5) found, each fixed:
             (0) nginx -t refuses wsel_capacity_blocks and wsel_busy
             requests= past 2^32 - 1 (they wrapped: 2^32 became 0, the
-            default);
+            default), and a balancer (least_conn) after wsel_policy,
+            which replaced the module's (routes and rank headers went to
+            servers least_conn chose);
             (1) a response nginx makes itself (a 502 when the only server
             refuses and proxy_next_upstream is off) is no first token:
             the outcome's ttft is 0 (with the outcome fixture as the
@@ -152,9 +154,10 @@ class Nginx:
     def write_conf(self, policy, workers=1, config="{}", isolated=None,
                    server_opts="max_fails=0", next_upstream="error timeout",
                    kv_source="events", extra_servers=(), extra_locations=(),
-                   extra_upstream=()):
+                   extra_upstream=(), after_policy=()):
         self.conf_args = (policy, workers, config, isolated, server_opts, next_upstream,
-                          kv_source, extra_servers, extra_locations, extra_upstream)
+                          kv_source, extra_servers, extra_locations, extra_upstream,
+                          after_policy)
         d = self.dir
         ups = "\n".join(["        server %s %s;" % (e.addr, server_opts) for e in self.engines]
                         + ["        server %s;" % x for x in extra_servers]
@@ -180,7 +183,7 @@ http {
     upstream engines {
 %(ups)s
         wsel_policy %(policy)s '%(config)s';
-%(wsrv)s
+%(after)s%(wsrv)s
         wsel_block_size %(block)d;
         wsel_kv_source %(kv_source)s;
         wsel_prompt tokens;
@@ -210,7 +213,8 @@ http {
            config=config, block=BLOCK, port=self.port,
            iso="on " + isolated if isolated else "off", next_upstream=next_upstream,
            kv_source=kv_source, user=worker_user_line(),
-           locs="\n".join("        " + x for x in extra_locations))
+           locs="\n".join("        " + x for x in extra_locations),
+           after="".join("        %s;\n" % x for x in after_policy))
         with open(self.conf, "w") as f:
             f.write(text)
 
@@ -1022,6 +1026,14 @@ def case_audit(args):
         if p.returncode != 0:
             fail("nginx -t with 32-bit maxima: %s" % p.stdout.decode())
         print("audit: wsel_capacity_blocks and wsel_busy requests= past 2^32 - 1 refused")
+        # (0b) a balancer given after wsel_policy replaces it: refused
+        ng.write_conf(policy, kv_source="history", extra_servers=servers,
+                      after_policy=("least_conn",))
+        p = ng.test_conf()
+        if p.returncode == 0 or "replaced it" not in p.stdout.decode():
+            fail("nginx -t with least_conn after wsel_policy: %d %s"
+                 % (p.returncode, p.stdout.decode()))
+        print("audit: least_conn after wsel_policy refused")
 
         ng.write_conf(policy, kv_source="history", next_upstream="off",
                       extra_servers=servers)
