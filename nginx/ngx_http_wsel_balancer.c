@@ -63,9 +63,12 @@ ngx_http_wsel_peer_state(ngx_http_wsel_upstream_t *up, ngx_uint_t i,
 }
 
 
-/* At the worker's start: the servers configured `down` (or held down). */
-void
-ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up)
+/*
+ * Each peer's state passed on to the router: every peer (only_down 0), or
+ * only those the router holds down, while some are (only_down 1).
+ */
+static void
+ngx_http_wsel_walk_peers(ngx_http_wsel_upstream_t *up, ngx_uint_t only_down)
 {
     time_t                         now;
     ngx_uint_t                     i;
@@ -77,11 +80,24 @@ ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up)
 
     ngx_http_upstream_rr_peers_rlock(peers);
 
-    for (peer = peers->peer, i = 0; peer; peer = peer->next, i++) {
-        ngx_http_wsel_peer_state(up, i, peer, now);
+    for (peer = peers->peer, i = 0;
+         peer && (!only_down || up->ndown);
+         peer = peer->next, i++)
+    {
+        if (!only_down || (i < up->npeers && up->peer_down[i])) {
+            ngx_http_wsel_peer_state(up, i, peer, now);
+        }
     }
 
     ngx_http_upstream_rr_peers_unlock(peers);
+}
+
+
+/* At the worker's start: the servers configured `down` (or held down). */
+void
+ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up)
+{
+    ngx_http_wsel_walk_peers(up, 0);
 }
 
 
@@ -89,23 +105,7 @@ ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up)
 void
 ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up)
 {
-    time_t                         now;
-    ngx_uint_t                     i;
-    ngx_http_upstream_rr_peer_t   *peer;
-    ngx_http_upstream_rr_peers_t  *peers;
-
-    peers = up->uscf->peer.data;
-    now = ngx_time();
-
-    ngx_http_upstream_rr_peers_rlock(peers);
-
-    for (peer = peers->peer, i = 0; peer && up->ndown; peer = peer->next, i++) {
-        if (i < up->npeers && up->peer_down[i]) {
-            ngx_http_wsel_peer_state(up, i, peer, now);
-        }
-    }
-
-    ngx_http_upstream_rr_peers_unlock(peers);
+    ngx_http_wsel_walk_peers(up, 1);
 }
 
 
