@@ -417,36 +417,15 @@ static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
         pending--;
         objects++;
         uint64_t items = 0, payload = 0;
-        /* The common objects first, each with a constant length, so the
-         * branch predictor runs ahead through a run of token ids instead of
-         * waiting on each type byte for the next one's position. */
-        if (t <= 0x7f || t >= 0xe0)
+        if (t <= 0x7f || t >= 0xe0) {
             continue;
-        if (t == 0xcd) { /* uint 16: a token id of a 32k or 64k vocabulary */
-            if (len - pos < 2)
+        } else if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: hashes, ids the runs left */
+            size_t k = (size_t)1 << (t - 0xcc);
+            if (k > len - pos)
                 return 0;
-            pos += 2;
+            pos += k;
             continue;
-        }
-        if (t == 0xce) { /* uint 32: a token id of a larger one */
-            if (len - pos < 4)
-                return 0;
-            pos += 4;
-            continue;
-        }
-        if (t == 0xcf) { /* uint 64: a block hash */
-            if (len - pos < 8)
-                return 0;
-            pos += 8;
-            continue;
-        }
-        if (t == 0xcc) {
-            if (len - pos < 1)
-                return 0;
-            pos += 1;
-            continue;
-        }
-        if (t <= 0x8f) {
+        } else if (t <= 0x8f) {
             items = 2u * (t & 0x0f);
         } else if (t <= 0x9f) {
             items = t & 0x0f;
