@@ -24,6 +24,9 @@
 #define NGX_HTTP_WSEL_MAX_BODY      (64 * 1024 * 1024)
 #define NGX_HTTP_WSEL_ERR           512
 #define NGX_HTTP_WSEL_JSON_DEPTH    64
+/* most JSON values in an admin request: twice what a policy's config may
+ * hold (host/config.c), so memory for its tokens stays under 200 KiB */
+#define NGX_HTTP_WSEL_ADMIN_VALUES  8192
 #define NGX_HTTP_WSEL_LAT_BUCKETS   24
 
 

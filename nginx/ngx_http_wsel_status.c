@@ -6,6 +6,7 @@
  */
 
 #include "ngx_http_wsel_module.h"
+#include "wsel_json.h"
 
 /* ------------------------------------------------------------------------ */
 /* status and admin                                                         */
@@ -350,105 +351,154 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
 }
 
 
-/* The 4 hex digits at p as a number, or -1. */
-static ngx_int_t
-ngx_http_wsel_js_hex4(u_char *p, u_char *e)
+/*
+ * String token v of text decoded (JSON's escapes, \uXXXX to UTF-8) into the
+ * pool, NUL-terminated; NULL with the reason in err when an escape is no
+ * character (U+0000 or a lone surrogate: the value must stay one C string)
+ * or memory ran out. Decoding never lengthens a string, so the raw length
+ * is room enough.
+ */
+static char *
+ngx_http_wsel_admin_string(ngx_pool_t *pool, const char *text,
+    const wsel_json_token *v, const char *name, char *err, size_t err_size)
 {
-    if (e - p < 4) {
-        return -1;
+    char    *s;
+    size_t   size;
+
+    size = (size_t) (v->end - v->start) + 1;
+
+    s = ngx_pnalloc(pool, size);
+    if (s == NULL) {
+        *ngx_snprintf((u_char *) err, err_size - 1, "no memory for %s",
+                      name) = '\0';
+        return NULL;
     }
 
-    return ngx_hextoi(p, 4);
+    if (wsel_json_string(text, v, s, size) < 0) {
+        *ngx_snprintf((u_char *) err, err_size - 1, "%s has an escape that "
+                      "is not a character (U+0000 or a lone surrogate)",
+                      name) = '\0';
+        return NULL;
+    }
+
+    return s;
 }
 
 
 /*
- * The unescaped value of a JSON string at p (at '"'), NUL-terminated; NULL
- * when it is not a string, a \u escape is not a character (a lone
- * surrogate, or U+0000: the value must stay one C string), or memory ran
- * out. \uXXXX becomes UTF-8 (at most 4 bytes for the 6 or 12 it takes).
+ * The admin request's body, {"path": "...", "config": <object, or a string
+ * holding one>}, read by wsel's JSON reader (host/json/wsel_json.c, the
+ * one libwsel-host reads configs with, compiled into the module): strict
+ * RFC 8259, nothing after the object, within the module's body limit, the
+ * prompt scanner's depth below the object and NGX_HTTP_WSEL_ADMIN_VALUES
+ * values. path and config (NULL when absent) NUL-terminated in the pool,
+ * or NGX_ERROR with the reason in err. Other members are ignored; of a
+ * member given twice, the last counts.
  */
-static char *
-ngx_http_wsel_js_unescape(ngx_pool_t *pool, u_char *p, u_char *e)
+static ngx_int_t
+ngx_http_wsel_admin_read(ngx_pool_t *pool, u_char *body, size_t len,
+    char **path, char **config, char *err, size_t err_size)
 {
-    u_char     *end, *d;
-    char       *out;
-    ngx_int_t   c, lo;
+    char                           why[256];
+    int32_t                        rc;
+    uint32_t                       i;
+    ngx_int_t                      ret;
+    const char                    *text;
+    wsel_json_doc                  doc;
+    wsel_json_token               *t, *pv, *cv;
+    static const wsel_json_limits  limits = {
+        NGX_HTTP_WSEL_MAX_BODY, 1 + NGX_HTTP_WSEL_JSON_DEPTH,
+        NGX_HTTP_WSEL_ADMIN_VALUES
+    };
 
-    end = ngx_http_wsel_js_string(p, e);
-    if (end == NULL) {
-        return NULL;
+    text = (const char *) body;
+    ret = NGX_ERROR;
+    ngx_memzero(&doc, sizeof(doc));
+
+    rc = wsel_json_parse(&doc, text, len, &limits, why, sizeof(why));
+    if (rc != 0) {
+        *ngx_snprintf((u_char *) err, err_size - 1, "%s: %s",
+                      rc == WSEL_ERANGE ? "the body is over a limit"
+                      : rc == WSEL_ENOMEM ? "no memory to read the body"
+                      : "the body is not JSON", why) = '\0';
+        goto out_free_doc;
     }
 
-    out = ngx_pnalloc(pool, (size_t) (end - p));
-    if (out == NULL) {
-        return NULL;
+    t = doc.tokens;
+    if (t[0].type != WSEL_JSON_OBJECT) {
+        ngx_cpystrn((u_char *) err, (u_char *) "the body is not a JSON object",
+                    err_size);
+        goto out_free_doc;
     }
 
-    d = (u_char *) out;
-    for (p++; p < end - 1; p++) {
-        if (*p == '\\') {
-            p++;
-            switch (*p) {
-            case 'n': *d++ = '\n'; break;
-            case 't': *d++ = '\t'; break;
-            case 'r': *d++ = '\r'; break;
-            case 'b': *d++ = '\b'; break;
-            case 'f': *d++ = '\f'; break;
-            case 'u':
-                c = ngx_http_wsel_js_hex4(p + 1, end - 1);
-                if (c <= 0 || (c >= 0xdc00 && c <= 0xdfff)) {
-                    return NULL;
-                }
-                p += 4;
+    /* the object's members: a key at i, its value at i + 1 */
+    pv = NULL;
+    cv = NULL;
+    for (i = 1; i < doc.count; i = t[i + 1].next) {
+        if (wsel_json_string_is(text, &t[i], "path")) {
+            pv = &t[i + 1];
 
-                if (c >= 0xd800 && c <= 0xdbff) {
-                    if (end - 1 - p < 7 || p[1] != '\\' || p[2] != 'u') {
-                        return NULL;
-                    }
-                    lo = ngx_http_wsel_js_hex4(p + 3, end - 1);
-                    if (lo < 0xdc00 || lo > 0xdfff) {
-                        return NULL;
-                    }
-                    p += 6;
-                    c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
-                }
-
-                if (c < 0x80) {
-                    *d++ = (u_char) c;
-
-                } else if (c < 0x800) {
-                    *d++ = (u_char) (0xc0 | (c >> 6));
-                    *d++ = (u_char) (0x80 | (c & 0x3f));
-
-                } else if (c < 0x10000) {
-                    *d++ = (u_char) (0xe0 | (c >> 12));
-                    *d++ = (u_char) (0x80 | ((c >> 6) & 0x3f));
-                    *d++ = (u_char) (0x80 | (c & 0x3f));
-
-                } else {
-                    *d++ = (u_char) (0xf0 | (c >> 18));
-                    *d++ = (u_char) (0x80 | ((c >> 12) & 0x3f));
-                    *d++ = (u_char) (0x80 | ((c >> 6) & 0x3f));
-                    *d++ = (u_char) (0x80 | (c & 0x3f));
-                }
-                break;
-            default:  *d++ = *p; break;
-            }
-            continue;
+        } else if (wsel_json_string_is(text, &t[i], "config")) {
+            cv = &t[i + 1];
         }
-        *d++ = *p;
     }
 
-    *d = '\0';
-    return out;
+    if (pv == NULL || pv->type != WSEL_JSON_STRING) {
+        ngx_cpystrn((u_char *) err, (u_char *) (pv == NULL
+                    ? "\"path\" (a string) is missing"
+                    : "\"path\" is not a string"), err_size);
+        goto out_free_doc;
+    }
+
+    *path = ngx_http_wsel_admin_string(pool, text, pv, "\"path\"", err,
+                                       err_size);
+    if (*path == NULL) {
+        goto out_free_doc;
+    }
+
+    if ((*path)[0] == '\0') {
+        ngx_cpystrn((u_char *) err, (u_char *) "\"path\" is empty", err_size);
+        goto out_free_doc;
+    }
+
+    if (cv == NULL) {
+        *config = NULL;
+
+    } else if (cv->type == WSEL_JSON_STRING) {
+        /* never "{}" in its place: the policy would run on its defaults,
+         * not on the config sent */
+        *config = ngx_http_wsel_admin_string(pool, text, cv,
+                                             "\"config\" (a string)", err,
+                                             err_size);
+        if (*config == NULL) {
+            goto out_free_doc;
+        }
+
+    } else {
+        /* an object (or what the host refuses as a config) as sent */
+        *config = ngx_pnalloc(pool, (size_t) (cv->end - cv->start) + 1);
+        if (*config == NULL) {
+            ngx_cpystrn((u_char *) err, (u_char *) "no memory for \"config\"",
+                        err_size);
+            goto out_free_doc;
+        }
+        ngx_memcpy(*config, text + cv->start, cv->end - cv->start);
+        (*config)[cv->end - cv->start] = '\0';
+    }
+
+    ret = NGX_OK;
+
+out_free_doc:
+
+    wsel_json_doc_free(&doc);
+    return ret;
 }
 
 
 static void
 ngx_http_wsel_admin_body(ngx_http_request_t *r)
 {
-    u_char                     *body, *p, *e, *k, *ke, *v, *ve, *d;
+    u_char                     *body, *d;
     char                       *path, *config, err[NGX_HTTP_WSEL_ERR];
     size_t                      len;
     int32_t                     rc;
@@ -479,67 +529,10 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
         goto answer;
     }
 
-    /* {"path": "...", "config": <object, or a string holding one>} */
-    p = body;
-    e = body + len;
-    p = ngx_http_wsel_js_ws(p, e);
-    if (p == e || *p != '{' || ngx_http_wsel_js_value(p, e, 0) == NULL) {
-        ngx_cpystrn((u_char *) err, (u_char *) "the body is not a JSON object",
-                    sizeof(err));
-        goto answer;
-    }
-
-    p = ngx_http_wsel_js_ws(p + 1, e);
-
-    while (p < e && *p == '"') {
-        k = p + 1;
-        p = ngx_http_wsel_js_string(p, e);
-        ke = p - 1;
-        p = ngx_http_wsel_js_ws(p, e) + 1;          /* the ':' */
-        v = ngx_http_wsel_js_ws(p, e);
-        ve = ngx_http_wsel_js_value(v, e, 1);
-
-        if (ke - k == 4 && ngx_strncmp(k, "path", 4) == 0 && *v == '"') {
-            path = ngx_http_wsel_js_unescape(r->pool, v, e);
-            if (path == NULL) {
-                ngx_cpystrn((u_char *) err, (u_char *) "\"path\" has an "
-                            "escape that is not a character", sizeof(err));
-                goto answer;
-            }
-
-        } else if (ke - k == 6 && ngx_strncmp(k, "config", 6) == 0) {
-            if (*v == '"') {
-                /* never "{}" in its place: the policy would run on its
-                 * defaults, not on the config sent */
-                config = ngx_http_wsel_js_unescape(r->pool, v, e);
-                if (config == NULL) {
-                    ngx_cpystrn((u_char *) err, (u_char *) "\"config\" (a "
-                                "string) has an escape that is not a "
-                                "character", sizeof(err));
-                    goto answer;
-                }
-
-            } else {
-                config = ngx_pnalloc(r->pool, (size_t) (ve - v) + 1);
-                if (config == NULL) {
-                    ngx_cpystrn((u_char *) err, (u_char *) "no memory for "
-                                "\"config\"", sizeof(err));
-                    goto answer;
-                }
-                ngx_memcpy(config, v, ve - v);
-                config[ve - v] = '\0';
-            }
-        }
-
-        p = ngx_http_wsel_js_ws(ve, e);
-        if (p < e && *p == ',') {
-            p = ngx_http_wsel_js_ws(p + 1, e);
-        }
-    }
-
-    if (path == NULL || path[0] == '\0') {
-        ngx_cpystrn((u_char *) err, (u_char *) "\"path\" (a string) is missing",
-                    sizeof(err));
+    if (ngx_http_wsel_admin_read(r->pool, body, len, &path, &config, err,
+                                 sizeof(err))
+        != NGX_OK)
+    {
         goto answer;
     }
 

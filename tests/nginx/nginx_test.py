@@ -78,6 +78,17 @@ Cases:
             json.dumps sends for any non-ASCII byte) in "path" and in a
             "config" string, and refuses one that is not a character
             rather than running the policy on "{}" in the config's place;
+            (3b) it reads the body with wsel's JSON reader (host/json/,
+            compiled into the module, which exports only ngx_modules,
+            ngx_module_names and ngx_module_order): a path outside ASCII
+            (\\u00e9 and a surrogate pair, as json.dumps sends it), an
+            escaped member name and 64 levels inside the object are
+            accepted; malformed bodies (a trailing comma, text after the
+            object, a leading zero, a bad word, a bad escape, invalid UTF-8,
+            a truncated text) and bodies over a limit (65 levels inside,
+            over 8,192 values) are refused with the reason, as are a body
+            that is no object, a "path" that is no string or empty or
+            missing, and an empty body, the old policy serving;
             (4) with the fixture: a mirror subrequest to the routed
             upstream takes no routed peer: the request's one outcome is
             not failed and no retry is counted (it was finished, failed,
@@ -1101,6 +1112,7 @@ def case_audit(args):
                 fail("%s: %d %r (refused, the escape named)" % (body, st, ans))
         print("audit: admin: \\u escapes decoded in path and config; a config that "
               "decodes to no JSON refused; a lone surrogate and U+0000 refused")
+        audit_admin_json(ng, module, softmax, workdir)
     finally:
         ng.stop()
         primary.close()
@@ -1112,6 +1124,84 @@ def case_audit(args):
     else:
         print("audit: WSEL_OUTCOME_FIXTURE not set: the mirror subrequest and the cut "
               "response not checked")
+
+
+def audit_admin_json(ng, module, softmax, workdir):
+    """(3b) the admin location reads its body with wsel's JSON reader."""
+    # the reader is compiled into the module and stays local to it: the
+    # module exports what load_module looks up, nothing else
+    nm = shutil.which("nm")
+    if nm:
+        p = subprocess.run([nm, "-D", "--defined-only", module], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=CEILING_S)
+        exported = sorted(line.split()[-1] for line in p.stdout.decode().splitlines()
+                          if line.strip())
+        if p.returncode != 0 or exported != ["ngx_module_names", "ngx_module_order",
+                                             "ngx_modules"]:
+            fail("the module's exports: %d %r" % (p.returncode, exported))
+    # a path outside ASCII as json.dumps sends it: \u00e9 and the surrogate
+    # pair \ud83d\ude00, decoded to UTF-8
+    folder = os.path.join(workdir, "caf\u00e9 \U0001f600")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    os.chmod(folder, 0o755)
+    copy = os.path.join(folder, "softmax.so")
+    shutil.copyfile(softmax, copy)
+    os.chmod(copy, 0o644)
+    body = json.dumps({"path": copy, "config": {"temperature": 0.5}})
+    if "\\ud83d\\ude00" not in body:
+        fail("json.dumps did not escape the path: %s" % body)
+    st, data = post_json(ng.port, "/wsel/admin", body)
+    ans = json.loads(data)
+    if st != 200 or not ans["ok"] or ans["path"] != copy:
+        fail("a path with \\u00e9 and a surrogate pair: %d %r" % (st, ans))
+    # a member name is decoded too
+    st, data = post_json(ng.port, "/wsel/admin", '{"p\\u0061th": "%s"}' % softmax)
+    ans = json.loads(data)
+    if st != 200 or ans["path"] != softmax:
+        fail("an escaped member name: %d %r" % (st, ans))
+    # the top object and 64 levels inside it, as before
+    deep = '{"x": %s%s, "path": "%s"}' % ("[" * 64, "]" * 64, softmax)
+    st, data = post_json(ng.port, "/wsel/admin", deep)
+    if st != 200:
+        fail("a body nested 65 deep: %d %s" % (st, data))
+    # malformed bodies and bodies over a limit: 409, the reason named, the
+    # old policy serving; each was a JSON text's error, never a switch
+    bad = [('{"path": "%s",}' % softmax, "the body is not JSON: expected a key string"),
+           ('{"path": "%s"} {}' % softmax, "the body is not JSON: text after the value"),
+           ('{"path": "%s", "x": 01}' % softmax, "the body is not JSON: a number with a "
+            "leading zero"),
+           ('{"path": "%s", "x": tru}' % softmax, "the body is not JSON: an unknown word"),
+           ('{"path": "%s\\x"}' % softmax, "the body is not JSON: an invalid escape"),
+           (b'{"path": "%s", "x": "\xff"}' % softmax.encode(),
+            "the body is not JSON: invalid UTF-8 in a string"),
+           ('{"path": "%s"' % softmax, "the body is not JSON: truncated text"),
+           ('{"x": %s%s, "path": "%s"}' % ("[" * 65, "]" * 65, softmax),
+            "the body is over a limit: JSON nested deeper than 65 levels"),
+           ('{"x": [%s0], "path": "%s"}' % ("0," * 8192, softmax),
+            "the body is over a limit: more than 8192 JSON values"),
+           ('["path", "%s"]' % softmax, "the body is not a JSON object"),
+           ('{"path": ["%s"]}' % softmax, "\"path\" is not a string"),
+           ('{"path": ""}', "\"path\" is empty"),
+           ('{"config": {}}', "\"path\" (a string) is missing"),
+           ("", "no body")]
+    before = ng.get_status()
+    for body, says in bad:
+        st, data = post_json(ng.port, "/wsel/admin", body)
+        ans = json.loads(data)
+        if st != 409 or ans["ok"] or not ans["error"].startswith(says) \
+                or ans["path"] != softmax:
+            fail("%r: %d %r (refused with \"%s...\" expected)" % (body[:80], st, ans, says))
+    s = ng.get_status()
+    if s["admin_refused"] != before["admin_refused"] + len(bad) \
+            or s["admin_switches"] != before["admin_switches"] \
+            or s["policy_path"] != softmax or not s["last_switch_error"].startswith(says):
+        fail("status after %d malformed admin bodies: %r" % (len(bad), s))
+    print("audit: admin: the body read by wsel's JSON reader, local to the module "
+          "(exports: %s); a path with \\u00e9 and a surrogate pair, an escaped member "
+          "name and 65 levels accepted; %d malformed or over-limit bodies refused, "
+          "each with its reason" % ("checked" if nm else "nm not found, not checked",
+                                     len(bad)))
 
 
 def cutting_server(sock):
