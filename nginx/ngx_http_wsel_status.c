@@ -392,8 +392,8 @@ ngx_http_wsel_admin_string(ngx_pool_t *pool, const char *text,
  * RFC 8259, nothing after the object, within the module's body limit, the
  * prompt scanner's depth below the object and NGX_HTTP_WSEL_ADMIN_VALUES
  * values. path and config (NULL when absent) NUL-terminated in the pool,
- * or NGX_ERROR with the reason in err. Other members are ignored; of a
- * member given twice, the last counts.
+ * or NGX_ERROR with the reason in err. Other members are ignored, and so
+ * is a "path" that is no string; of a member given twice, the last counts.
  */
 static ngx_int_t
 ngx_http_wsel_admin_read(ngx_pool_t *pool, u_char *body, size_t len,
@@ -436,17 +436,18 @@ ngx_http_wsel_admin_read(ngx_pool_t *pool, u_char *body, size_t len,
     cv = NULL;
     for (i = 1; i < doc.count; i = t[i + 1].next) {
         if (wsel_json_string_is(text, &t[i], "path")) {
-            pv = &t[i + 1];
+            if (t[i + 1].type == WSEL_JSON_STRING) {
+                pv = &t[i + 1];
+            }
 
         } else if (wsel_json_string_is(text, &t[i], "config")) {
             cv = &t[i + 1];
         }
     }
 
-    if (pv == NULL || pv->type != WSEL_JSON_STRING) {
-        ngx_cpystrn((u_char *) err, (u_char *) (pv == NULL
-                    ? "\"path\" (a string) is missing"
-                    : "\"path\" is not a string"), err_size);
+    if (pv == NULL) {
+        ngx_cpystrn((u_char *) err, (u_char *) "\"path\" (a string) is "
+                    "missing", err_size);
         goto out_free_doc;
     }
 

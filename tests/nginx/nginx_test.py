@@ -87,8 +87,8 @@ Cases:
             object, a leading zero, a bad word, a bad escape, invalid UTF-8,
             a truncated text) and bodies over a limit (65 levels inside,
             over 8,192 values) are refused with the reason, as are a body
-            that is no object, a "path" that is no string or empty or
-            missing, and an empty body, the old policy serving;
+            that is no object, a "path" that is missing (or no string) or
+            empty, and an empty body, the old policy serving;
             (4) with the fixture: a mirror subrequest to the routed
             upstream takes no routed peer: the request's one outcome is
             not failed and no retry is counted (it was finished, failed,
@@ -1181,7 +1181,7 @@ def audit_admin_json(ng, module, softmax, workdir):
            ('{"x": [%s0], "path": "%s"}' % ("0," * 8192, softmax),
             "the body is over a limit: more than 8192 JSON values"),
            ('["path", "%s"]' % softmax, "the body is not a JSON object"),
-           ('{"path": ["%s"]}' % softmax, "\"path\" is not a string"),
+           ('{"path": ["%s"]}' % softmax, "\"path\" (a string) is missing"),
            ('{"path": ""}', "\"path\" is empty"),
            ('{"config": {}}', "\"path\" (a string) is missing"),
            ("", "no body")]
