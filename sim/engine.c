@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "simcore.h"
+#include "step_model.h"
 
 void sim_cluster_default(sim_cluster *c)
 {
@@ -46,16 +47,8 @@ double sim_step_ms(const sim_cluster *c, uint64_t prefill_tokens, uint32_t decod
         return c->step_fixed_ms + c->prefill_token_ms * (double)prefill_tokens +
                c->decode_seq_ms * decoding;
     /* Dynamo mocker's polynomial model: a prefill pass plus a decode pass. */
-    double ms = 0;
-    if (prefill_tokens > 0) {
-        double t = (double)prefill_tokens;
-        ms += 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142;
-    }
-    if (decoding > 0) {
-        double d = -25.74 * u * u + 54.01 * u + 5.74;
-        ms += d > 1.0 ? d : 1.0;
-    }
-    return ms;
+    return sim_poly_prefill_ms((double)prefill_tokens) +
+           (decoding > 0 ? sim_poly_decode_ms(u) : 0.0);
 }
 
 void sim_engine_enqueue(sim_state *s, sim_seq *seq)
