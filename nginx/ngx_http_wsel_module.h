@@ -75,7 +75,7 @@ typedef struct {
     ngx_http_wsel_bytes_t           body;      /* its body, when in pieces */
     int                             token_reader;  /* WSEL_TOKEN_IDS_* */
     ngx_event_t                     flush;     /* deferred history record */
-    u_char                          live_path[1024];
+    u_char                          live_path[PATH_MAX]; /* as the host takes */
     u_char                          last_error[NGX_HTTP_WSEL_ERR];
 
     /* the module's own counters */

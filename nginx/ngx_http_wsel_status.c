@@ -181,7 +181,13 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
     }
     nr = wsel_router_read_ranks(up->router, ri, nr);
 
-    size = 16384 + (size_t) nr * 1024;
+    pol = wsel_host_policy_name(up->host);
+
+    /* the fixed text, each rank's line, and the three strings at their
+     * longest escaped (6 bytes a byte) */
+    size = 16384 + (size_t) nr * 1024
+           + 6 * (ngx_strlen(pol) + ngx_strlen(up->live_path)
+                  + ngx_strlen(up->last_error));
     b = ngx_create_temp_buf(r->pool, size);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -189,7 +195,6 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
 
     d = b->pos;
     last = b->end;
-    pol = wsel_host_policy_name(up->host);
 
     if (!prom) {
         d = ngx_slprintf(d, last, "{\"upstream\":\"%V\",\"policy\":\"",
@@ -525,8 +530,12 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
 
     body = ngx_http_wsel_body(r, NULL, &len);
     if (body == NULL) {
-        ngx_cpystrn((u_char *) err, (u_char *) "no body; expected "
-                    "{\"path\": \"/x.so\", \"config\": {...}}", sizeof(err));
+        ngx_cpystrn((u_char *) err, (u_char *)
+                    (r->headers_in.content_length_n > NGX_HTTP_WSEL_MAX_BODY
+                     ? "the body is over the module's 64 MiB limit"
+                     : "no body; expected "
+                       "{\"path\": \"/x.so\", \"config\": {...}}"),
+                    sizeof(err));
         goto answer;
     }
 
@@ -566,7 +575,9 @@ answer:
     status = err[0] ? NGX_HTTP_CONFLICT : NGX_HTTP_OK;
     pol = wsel_host_policy_name(up->host);
 
-    b = ngx_create_temp_buf(r->pool, 4096);
+    b = ngx_create_temp_buf(r->pool, 256 + 6 * (ngx_strlen(pol)
+                                                + ngx_strlen(up->live_path)
+                                                + ngx_strlen(err)));
     if (b == NULL) {
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;

@@ -12,9 +12,11 @@
  * byte included). Every input limit (bytes, nesting depth, tokens) is the
  * caller's, and a refusal names the limit and the offset.
  *
- * Both libwsel-host (config.c) and wsel_sim (trace.c) use it: the host
- * compiles it in, hidden (none of its symbols is exported); wsel_sim links
- * the static archive wsel_json. Not installed and not part of the host
+ * libwsel-host (config.c), wsel_sim (trace.c) and the nginx module's admin
+ * location use it: the host compiles it in, hidden (none of its symbols is
+ * exported); wsel_sim links the static archive wsel_json; the nginx module
+ * compiles it in and exports only nginx's three symbols (its version
+ * script). Not installed and not part of the host
  * API (that is wsel_host.h alone); it sits beside wsel_host.h because sim
  * may include host headers from here only.
  */

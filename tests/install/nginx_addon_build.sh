@@ -32,6 +32,11 @@ make -f objs/Makefile modules >"$WORK/make.log" 2>&1 ||
     fail "make modules failed (see $WORK/make.log)"
 module=$WORK/src/objs/ngx_http_upstream_wsel_module.so
 [ -f "$module" ] || fail "no $module"
+# Only what load_module looks up is exported (the version script): the
+# JSON reader and the module's own functions stay local.
+exports=$(nm -D --defined-only "$module" | awk '{ print $3 }' | sort | tr '\n' ' ')
+[ "$exports" = "ngx_module_names ngx_module_order ngx_modules " ] ||
+    fail "the module exports more than nginx's three symbols: $exports"
 
 cat >"$WORK/conf/nginx.conf" <<CONF
 load_module $module;

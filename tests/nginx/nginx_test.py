@@ -1155,6 +1155,17 @@ def audit_admin_json(ng, module, softmax, workdir):
     ans = json.loads(data)
     if st != 200 or not ans["ok"] or ans["path"] != copy:
         fail("a path with \\u00e9 and a surrogate pair: %d %r" % (st, ans))
+    # a path longer than 1,024 bytes (the host takes up to PATH_MAX) is
+    # shown whole in the answer and the status, not cut
+    deep_dir = os.path.join(workdir, *(["d" * 200] * 6))
+    os.makedirs(deep_dir, exist_ok=True)
+    long_copy = os.path.join(deep_dir, "softmax.so")
+    shutil.copyfile(softmax, long_copy)
+    os.chmod(long_copy, 0o644)
+    st, ans = ng.admin(long_copy)
+    if st != 200 or ans["path"] != long_copy \
+            or ng.get_status()["policy_path"] != long_copy:
+        fail("a %d-byte path: %d %r" % (len(long_copy), st, ans))
     # a member name is decoded too
     st, data = post_json(ng.port, "/wsel/admin", '{"p\\u0061th": "%s"}' % softmax)
     ans = json.loads(data)
@@ -1184,7 +1195,7 @@ def audit_admin_json(ng, module, softmax, workdir):
            ('{"path": ["%s"]}' % softmax, "\"path\" (a string) is missing"),
            ('{"path": ""}', "\"path\" is empty"),
            ('{"config": {}}', "\"path\" (a string) is missing"),
-           ("", "no body")]
+           ("", "no body;")]
     before = ng.get_status()
     for body, says in bad:
         st, data = post_json(ng.port, "/wsel/admin", body)
