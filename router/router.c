@@ -128,6 +128,8 @@ void wsel_router_destroy(wsel_router *r)
 
 uint64_t wsel_router_epoch(const wsel_router *r)
 {
+    if (!r)
+        return 0; /* epochs start at 1: 0 is never a router's */
     wsel_router *m = (wsel_router *)r;
     pthread_mutex_lock(&m->mu);
     uint64_t e = r->epoch;

@@ -174,7 +174,8 @@ WSEL_ROUTER_API int32_t wsel_router_remove_worker(wsel_router *router,
  * says. WSEL_ENOENT if unknown, WSEL_EINVAL for NULL. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_set_worker_available(wsel_router *router,
                                                          uint64_t worker_id, int available);
-/* The topology epoch (starts at 1, +1 per change). [any thread] */
+/* The topology epoch (starts at 1, +1 per change); 0 for NULL.
+ * [any thread] */
 WSEL_ROUTER_API uint64_t wsel_router_epoch(const wsel_router *router);
 
 /* ===================================================================== */
