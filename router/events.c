@@ -558,13 +558,17 @@ int rt_kv_decode(const wsel_router *r, decoder *d, uint32_t dp_rank,
 }
 
 int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
-                     uint32_t dp_rank, uint64_t seq, int reason)
+                     uint32_t dp_rank, uint64_t seq, int reason, uint32_t want_slot,
+                     uint32_t want_gen)
 {
     int32_t ret = 0;
     pthread_mutex_lock(&r->mu);
     r->kv_cpu_messages++;
     r->kv_decode_ns += d->decode_ns;
     uint32_t s = rt_slot_of(r, worker_id, dp_rank);
+    if (want_slot != RT_NIL && s != RT_NIL &&
+        (s != want_slot || r->slots[s].gen != want_gen))
+        s = RT_NIL; /* received for an incarnation of the worker that is gone */
     if (reason < 0 && s == RT_NIL)
         reason = WSEL_KV_SKIP_RANK;
     if (reason >= 0) {
@@ -599,9 +603,9 @@ int32_t wsel_router_apply_kv_message(wsel_router *r, uint64_t worker_id, uint32_
     }
     uint64_t seq;
     int reason = rt_kv_decode(r, r->dec, dp_rank, frames, sizes, num_frames, &seq);
-    int32_t ret = reason == WSEL_ENOMEM
-                      ? WSEL_ENOMEM
-                      : rt_kv_commit(r, r->dec, worker_id, dp_rank, seq, reason);
+    int32_t ret = reason == WSEL_ENOMEM ? WSEL_ENOMEM
+                                        : rt_kv_commit(r, r->dec, worker_id, dp_rank, seq,
+                                                       reason, RT_NIL, 0);
     pthread_mutex_unlock(&r->dec_mu);
     return ret;
 }

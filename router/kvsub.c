@@ -32,12 +32,14 @@ typedef struct kv_op {
     uint64_t worker_id;
     uint32_t dp_size;
     char **endpoints; /* owned by the op until the thread takes them */
+    uint32_t slot[RT_MAX_DP], gen[RT_MAX_DP]; /* each rank's, when added */
     struct kv_op *next;
 } kv_op;
 
 typedef struct kv_sock {
     uint64_t worker_id;
     uint32_t rank;
+    uint32_t slot, gen; /* the incarnation it was opened for */
     void *sock;
 } kv_sock;
 
@@ -48,6 +50,7 @@ typedef struct kv_decoded {
     struct rt_decoder *d;
     uint64_t worker_id, seq;
     uint32_t rank;
+    uint32_t slot, gen; /* the socket's incarnation */
     int reason;
 } kv_decoded;
 
@@ -117,7 +120,8 @@ static void open_worker(rt_kvsub *k, const kv_op *op)
                 zmq_close(sock);
             continue;
         }
-        k->socks[k->nsocks++] = (kv_sock){op->worker_id, rank, sock};
+        k->socks[k->nsocks++] =
+            (kv_sock){op->worker_id, rank, op->slot[rank], op->gen[rank], sock};
     }
 }
 
@@ -175,6 +179,8 @@ static void receive(rt_kvsub *k, const kv_sock *s)
         pthread_mutex_unlock(&k->pmu);
         q->worker_id = s->worker_id;
         q->rank = s->rank;
+        q->slot = s->slot;
+        q->gen = s->gen;
         q->reason = rt_kv_decode(k->r, q->d, s->rank, frames, sizes,
                                  extra ? 5u : (uint32_t)n, &q->seq);
         if (q->reason != WSEL_ENOMEM) { /* out of memory: dropped */
@@ -201,7 +207,8 @@ static void *applier_main(void *arg)
             break;
         kv_decoded *q = &k->pipe[k->head];
         pthread_mutex_unlock(&k->pmu);
-        rt_kv_commit(k->r, q->d, q->worker_id, q->rank, q->seq, q->reason);
+        rt_kv_commit(k->r, q->d, q->worker_id, q->rank, q->seq, q->reason, q->slot,
+                     q->gen);
         pthread_mutex_lock(&k->pmu);
         k->head = (k->head + 1) % KV_PIPE;
         k->count--;
@@ -360,7 +367,7 @@ fail:
 }
 
 int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
-                 char *const *endpoints)
+                 char *const *endpoints, const uint32_t *slots, const uint32_t *gens)
 {
     if (!r->kvsub)
         return WSEL_ESTATE;
@@ -370,6 +377,8 @@ int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
     op->add = 1;
     op->worker_id = worker_id;
     op->dp_size = dp_size;
+    memcpy(op->slot, slots, dp_size * sizeof(*slots));
+    memcpy(op->gen, gens, dp_size * sizeof(*gens));
     op->endpoints = calloc(dp_size, sizeof(char *));
     if (!op->endpoints) {
         free(op);

@@ -138,14 +138,21 @@ int rt_kv_decode(const wsel_router *r, struct rt_decoder *d, uint32_t dp_rank,
                  const void *const *frames, const size_t *sizes, uint32_t num_frames,
                  uint64_t *seq);
 /* Under the router's mutex (taken here): apply a decoded message to the
- * index, or count why it is skipped. 0, WSEL_EINVAL or WSEL_ENOENT. */
+ * index, or count why it is skipped. With want_slot other than RT_NIL the
+ * message is applied only while (worker_id, dp_rank) is still that slot of
+ * generation want_gen, the incarnation whose socket received it (a worker
+ * removed and re-added under its id is another; its old events are skipped
+ * as an unknown rank). 0, WSEL_EINVAL or WSEL_ENOENT. */
 int32_t rt_kv_commit(wsel_router *r, const struct rt_decoder *d, uint64_t worker_id,
-                     uint32_t dp_rank, uint64_t seq, int reason);
+                     uint32_t dp_rank, uint64_t seq, int reason, uint32_t want_slot,
+                     uint32_t want_gen);
 
 /* kvsub.c: the KV event thread (started with a router in event mode). */
 int rt_kvsub_start(wsel_router *r);
+/* Subscribe to a worker's ranks; slots[k] and gens[k] name rank k's slot
+ * and its generation, so that its events reach this incarnation only. */
 int rt_kvsub_add(wsel_router *r, uint64_t worker_id, uint32_t dp_size,
-                 char *const *endpoints);
+                 char *const *endpoints, const uint32_t *slots, const uint32_t *gens);
 void rt_kvsub_remove(wsel_router *r, uint64_t worker_id);
 void rt_kvsub_stop(wsel_router *r);
 

@@ -107,17 +107,21 @@ int32_t wsel_router_add_worker(wsel_router *r, const wsel_router_worker *wk, cha
     wr->dp_size = wk->dp_size;
     snprintf(wr->address, sizeof(wr->address), "%s", wk->address);
     wr->kv_endpoints = eps;
+    uint32_t gens[RT_MAX_DP];
     for (uint32_t k = 0, s = 0; k < wk->dp_size; s++) {
         if (r->slots[s].worker != RT_NIL)
             continue;
         uint32_t gen = r->slots[s].gen;
         r->slots[s] = (rt_slot){.worker = w, .rank = k, .gen = gen};
+        gens[k] = gen;
         wr->slots[k++] = s;
     }
     rt_rebuild_rows(r);
+    uint32_t slots[RT_MAX_DP];
+    memcpy(slots, wr->slots, sizeof(slots));
     pthread_mutex_unlock(&r->mu);
     if (eps) {
-        rc = rt_kvsub_add(r, wk->worker_id, wk->dp_size, eps);
+        rc = rt_kvsub_add(r, wk->worker_id, wk->dp_size, eps, slots, gens);
         if (rc != 0) {
             set_err(err, err_size, "add_worker %llu: cannot subscribe to its KV events",
                     wk->worker_id);

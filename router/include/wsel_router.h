@@ -158,8 +158,12 @@ WSEL_ROUTER_API int32_t wsel_router_add_worker(wsel_router *router,
  * when its last request in flight finishes (at once if none). Bumps the
  * epoch. WSEL_ENOENT if unknown. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_drain_worker(wsel_router *router, uint64_t worker_id);
-/* Remove now: its rows, index entries and KV subscriptions go; requests
- * still in flight there are forgotten (their finish is ignored). Bumps the
+/* Remove now: its rows, index entries and KV subscriptions go; events its
+ * subscriptions had already received are skipped (counted under
+ * WSEL_KV_SKIP_RANK), even once a worker is added again under its id.
+ * Requests still in flight there stay in flight until their finish, which
+ * returns 0 and delivers no outcome; their first token and finish move no
+ * load (a worker added again under the id starts from none). Bumps the
  * epoch. WSEL_ENOENT if unknown. [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_remove_worker(wsel_router *router,
                                                   uint64_t worker_id);
