@@ -14,8 +14,10 @@
  *
  * Other threads ask the receiving thread to subscribe or unsubscribe
  * through a queue guarded by its own mutex and a wake-up over an inproc
- * PAIR; it never holds that mutex and the router's at once. The two
- * threads share only the decoders' ring, under its own mutex.
+ * PAIR; it never holds that mutex and the router's at once. They post
+ * holding the router's mutex (lock order: the router's, then the queue's),
+ * so requests queue in the order the topology changed. The two threads
+ * share only the decoders' ring, under its own mutex.
  */
 #include <sched.h>
 #include <sys/resource.h>

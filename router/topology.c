@@ -117,17 +117,19 @@ int32_t wsel_router_add_worker(wsel_router *r, const wsel_router_worker *wk, cha
         wr->slots[k++] = s;
     }
     rt_rebuild_rows(r);
-    uint32_t slots[RT_MAX_DP];
-    memcpy(slots, wr->slots, sizeof(slots));
-    pthread_mutex_unlock(&r->mu);
+    /* Subscribed under the mutex, as remove and drain unsubscribe: the KV
+     * thread then takes the requests in the order the topology changed
+     * (a remove posted after a concurrent re-add of the id would close the
+     * new incarnation's sockets). The KV thread never takes the mutex. */
     if (eps) {
-        rc = rt_kvsub_add(r, wk->worker_id, wk->dp_size, eps, slots, gens);
+        rc = rt_kvsub_add(r, wk->worker_id, wk->dp_size, eps, wr->slots, gens);
         if (rc != 0) {
             set_err(err, err_size, "add_worker %llu: cannot subscribe to its KV events",
                     wk->worker_id);
-            wsel_router_remove_worker(r, wk->worker_id);
+            rt_worker_free(r, w); /* frees eps, now the worker's */
         }
     }
+    pthread_mutex_unlock(&r->mu);
     return rc;
 cleanup:
     for (uint32_t i = 0; eps && i < wk->dp_size; i++)
@@ -219,8 +221,10 @@ int32_t wsel_router_remove_worker(wsel_router *r, uint64_t worker_id)
     int64_t w = lock_worker(r, worker_id);
     if (w < 0)
         return (int32_t)w;
+    int had_events = r->workers[w].kv_endpoints != NULL;
     rt_worker_free(r, (uint32_t)w);
+    if (had_events)
+        rt_kvsub_remove(r, worker_id); /* in order with adds: see add_worker */
     pthread_mutex_unlock(&r->mu);
-    rt_kvsub_remove(r, worker_id);
     return 0;
 }
