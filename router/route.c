@@ -157,8 +157,13 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     uint64_t full = isl / r->opt.block_size;
     uint64_t blocks = full > ov ? full - ov : 0;
     uint32_t qi;
-    if (req_alloc(r, &qi) != 0 || rt_map_put(&r->reqs, id, qi) != 0)
+    if (req_alloc(r, &qi) != 0)
         return WSEL_ENOMEM;
+    if (rt_map_put(&r->reqs, id, qi) != 0) {
+        r->req[qi].next_free = r->req_free; /* back on the free list */
+        r->req_free = qi;
+        return WSEL_ENOMEM;
+    }
     r->req[qi] = (rt_req){.id = id,
                           .prefill = prefill,
                           .blocks = blocks,

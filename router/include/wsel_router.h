@@ -261,7 +261,10 @@ typedef struct wsel_route_result {
  *   blocks  += max(isl / block_size - overlap, 0), requests += 1
  * and, in history mode, record its blocks on that rank. Returns 0 with
  * *result filled, WSEL_ENOCANDIDATE (no worker, or every row excluded),
- * WSEL_EINVAL, WSEL_ESTATE (request id in flight). [any thread]
+ * WSEL_EINVAL (NULL, tokens NULL with num_tokens, an overlap weight
+ * negative or not finite), WSEL_ESTATE (request id in flight),
+ * WSEL_ENOMEM, or wsel_host_select's WSEL_EREQUEST / WSEL_ETABLE; on an
+ * error nothing is accounted or recorded. [any thread]
  */
 WSEL_ROUTER_API int32_t wsel_router_route(wsel_router *router,
                                           const wsel_route_request *request,
