@@ -63,7 +63,10 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     o->block_size = o->block_size ? o->block_size : 64;
     o->max_rows = o->max_rows ? o->max_rows : 1024;
     o->capacity_blocks = o->capacity_blocks ? o->capacity_blocks : 16384;
-    o->text_chunk_chars = o->text_chunk_chars ? o->text_chunk_chars : 4 * o->block_size;
+    /* 4 x block_size, saturated: a block size above 2^30 would wrap it. */
+    uint64_t chunk = 4ull * o->block_size;
+    if (!o->text_chunk_chars)
+        o->text_chunk_chars = chunk < UINT32_MAX ? (uint32_t)chunk : UINT32_MAX;
     o->max_prompt_blocks = o->max_prompt_blocks ? o->max_prompt_blocks : 8192;
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->dec_mu, NULL);

@@ -91,7 +91,8 @@ typedef struct wsel_router_options {
     uint32_t max_rows;
     /* Index capacity per rank, blocks (LRU beyond it); 0 = 16384. */
     uint32_t capacity_blocks;
-    /* Characters per block of a text prompt; 0 = 4 x block_size. */
+    /* Characters per block of a text prompt; 0 = 4 x block_size (at most
+     * UINT32_MAX). */
     uint32_t text_chunk_chars;
     /* A rank is flagged busy at this many requests in flight; 0 = never. */
     uint32_t busy_active_requests;

@@ -264,6 +264,26 @@ static void test_null_router(void **state)
     assert_int_equal(wsel_router_epoch(NULL), 0);
 }
 
+/* A block size whose default text chunk (4 x block_size characters) does
+ * not fit 32 bits: the chunk saturates instead of wrapping to a few
+ * characters (block size 2^30 + 1 made it 4, so an 8-character text was
+ * two "blocks" of 2^30 tokens, its whole prompt counted as cached). */
+static void test_text_chunk_of_huge_block_size(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, 0x40000001u, 0, 0);
+    add(r, 1, 1);
+    wsel_route_request q = {.struct_size = sizeof(q), .text = "abcdefgh", .text_len = 8};
+    wsel_route_result a;
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(wsel_router_route(r, &q, &a), 0);
+    assert_int_equal(a.num_blocks, 0);
+    assert_int_equal(a.overlap_blocks, 0);
+    assert_int_equal(rank0(r).active_prefill_tokens, 2 * 2); /* isl = 8 / 4, twice */
+    done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_huge_token_counts),
         cmocka_unit_test(test_readd_same_id_accounting),
         cmocka_unit_test(test_null_router),
+        cmocka_unit_test(test_text_chunk_of_huge_block_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
