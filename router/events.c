@@ -341,13 +341,19 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
             parent = h[k];
             has_parent = 1;
         }
-        for (size_t k0 = 0; k0 < e->count; k0 += APPLY_CHUNK) {
-            size_t k1 = e->count - k0 < APPLY_CHUNK ? e->count : k0 + APPLY_CHUNK;
-            if (k0 > 0 && yield_to_requests(r, s, gen) != 0)
+        /* Deepest slice first, each deepest block first, as history
+         * records a prompt: the prefix head ends most recent, so the
+         * per-rank LRU evicts a prefix from its tail (a batch beyond the
+         * capacity keeps its head, not blocks no request can reach). */
+        const size_t slices = (e->count + APPLY_CHUNK - 1) / APPLY_CHUNK;
+        for (size_t c = slices; c-- > 0;) {
+            const size_t k0 = c * APPLY_CHUNK;
+            const size_t k1 = e->count - k0 < APPLY_CHUNK ? e->count : k0 + APPLY_CHUNK;
+            if (c + 1 < slices && yield_to_requests(r, s, gen) != 0)
                 return;
             rt_index_prefetch(&r->ix, s, h + k0, d->hashes + e->first + k0,
                               (uint32_t)(k1 - k0));
-            for (size_t k = k0; k < k1; k++) {
+            for (size_t k = k1; k-- > k0;) {
                 if (rt_index_touch(&r->ix, s, h[k], 1, d->hashes[e->first + k]) != 0)
                     return;
                 r->c.kv_blocks_stored++;

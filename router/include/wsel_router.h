@@ -13,7 +13,9 @@
  *              so requests and events agree) or, without events, by routing
  *              history (the blocks of each routed request are assumed
  *              cached on its rank). Either way an LRU per rank bounded by
- *              `capacity_blocks`, so memory is bounded.
+ *              `capacity_blocks`, so memory is bounded; a prompt's or a
+ *              stored batch's blocks are recorded deepest first, so the
+ *              LRU evicts a prefix from its tail.
  *   hashing    chained block hashes with xxHash's XXH3, Dynamo's way:
  *              local_i = XXH3_64(block i's token ids as little-endian
  *              uint32, seed 1337); hash_0 = local_0, hash_i =

@@ -700,10 +700,65 @@ static void test_add_remove_race(void **state)
     zmq_ctx_term(ctx);
 }
 
+/* A stored batch beyond the rank's capacity keeps its prefix head, as
+ * history mode keeps a routed prompt's: recorded deepest block first, the
+ * LRU evicts from the tail. 70 blocks (three slices of 32) into a capacity
+ * of 40: blocks 0..39 stay, a request overlaps 40 of them; a later batch
+ * chained to block 39 applies, one chained to block 69 (evicted) is
+ * skipped. (Recorded head first, the index kept blocks 30..69, which no
+ * request can reach: overlap 0.) */
+static void test_batch_beyond_capacity_keeps_head(void **state)
+{
+    (void)state;
+    enum { N = 70, CAP = 40 };
+    assert_int_equal(wsel_host_create(NULL, &host), 0);
+    wsel_router_options o = {.struct_size = sizeof(o),
+                             .block_size = BS,
+                             .kv_source = WSEL_ROUTER_KV_EVENTS,
+                             .capacity_blocks = CAP,
+                             .host = host};
+    wsel_router *r;
+    char err[256];
+    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
+    add(r, 1, 1, NULL);
+    static uint32_t t[(N + 1) * BS];
+    uint64_t eh[N + 1];
+    for (uint32_t i = 0; i < (N + 1) * BS; i++)
+        t[i] = 900 + i;
+    for (uint32_t i = 0; i <= N; i++)
+        eh[i] = 0x5000 + i;
+    kvmsg m;
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, eh, N, 0, 0, t, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 1, 0, &m, 0), 0);
+    assert_int_equal(cached(r, 0), CAP);
+    assert_int_equal(overlap_on(r, t, N * BS, 1, 0), CAP);
+    /* Chained to block 69, evicted: skipped. Chained to block 39, kept:
+     * applied. */
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, eh + N, 1, 1, eh[N - 1], t + N * BS, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 1, 0, &m, 1), 0);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_PARENT], 1);
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, eh + N, 1, 1, eh[CAP - 1], t + CAP * BS, BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 1, 0, &m, 2), 0);
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.kv_skipped[WSEL_KV_SKIP_PARENT], 1);
+    assert_int_equal(c.kv_blocks_stored, N + 1);
+    assert_int_equal(cached(r, 0), CAP);
+    done(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_matches_request),
+        cmocka_unit_test(test_batch_beyond_capacity_keeps_head),
         cmocka_unit_test(test_ids_of_every_width),
         cmocka_unit_test(test_kv_cpu_bill),
         cmocka_unit_test(test_bad_input_counted),
