@@ -91,7 +91,11 @@ typedef struct wsel_router_options {
     uint32_t kv_source;
     /* Most (worker, rank) rows at once; 0 = 1024. */
     uint32_t max_rows;
-    /* Index capacity per rank, blocks (LRU beyond it); 0 = 16384. */
+    /* Index capacity per rank, blocks (LRU beyond it); 0 = 16384. In
+     * event mode the engine reports its own evictions and a route does not
+     * refresh the LRU (only a stored event does): set it at least to the
+     * engine's KV blocks per rank, or the index forgets prefixes, even hot
+     * ones, that the engine still holds. */
     uint32_t capacity_blocks;
     /* Characters per block of a text prompt; 0 = 4 x block_size (at most
      * UINT32_MAX). */
