@@ -32,17 +32,24 @@
 
 static wsel_host *host;
 
-static wsel_router *make(void)
+/* An event-mode router with capacity_blocks `capacity` (0: the default). */
+static wsel_router *make_cap(uint32_t capacity)
 {
     assert_int_equal(wsel_host_create(NULL, &host), 0);
     wsel_router_options o = {.struct_size = sizeof(o),
                              .block_size = BS,
                              .kv_source = WSEL_ROUTER_KV_EVENTS,
+                             .capacity_blocks = capacity,
                              .host = host};
     wsel_router *r;
     char err[256];
     assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
     return r;
+}
+
+static wsel_router *make(void)
+{
+    return make_cap(0);
 }
 
 static void done(wsel_router *r)
@@ -711,15 +718,7 @@ static void test_batch_beyond_capacity_keeps_head(void **state)
 {
     (void)state;
     enum { N = 70, CAP = 40 };
-    assert_int_equal(wsel_host_create(NULL, &host), 0);
-    wsel_router_options o = {.struct_size = sizeof(o),
-                             .block_size = BS,
-                             .kv_source = WSEL_ROUTER_KV_EVENTS,
-                             .capacity_blocks = CAP,
-                             .host = host};
-    wsel_router *r;
-    char err[256];
-    assert_int_equal(wsel_router_create(&o, &r, err, sizeof(err)), 0);
+    wsel_router *r = make_cap(CAP);
     add(r, 1, 1, NULL);
     static uint32_t t[(N + 1) * BS];
     uint64_t eh[N + 1];
