@@ -231,7 +231,10 @@ typedef struct wsel_route_request {
     /* WSEL_ROUTE_SET_* bits. */
     uint32_t overrides;
     /* The request's id, unique among requests in flight; 0 = the router
-     * assigns one (returned in the result). */
+     * assigns one (returned in the result): 1, 2, ... skipping ids in
+     * flight, so a caller that also sets ids of its own may later find one
+     * taken (WSEL_ESTATE): use one scheme or the other. An id is free
+     * again once its request finished. */
     uint64_t request_id;
     /* The prompt as token ids (exact blocks), or NULL... */
     const uint32_t *tokens;
@@ -281,12 +284,14 @@ WSEL_ROUTER_API int32_t wsel_router_route(wsel_router *router,
 WSEL_ROUTER_API void wsel_router_flush(wsel_router *router);
 
 /* The request's first token: its prefill leaves the rank's backlog.
- * WSEL_ENOENT if not in flight. Idempotent. [any thread] */
+ * WSEL_ENOENT if not in flight, WSEL_EINVAL for NULL. Idempotent.
+ * [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_first_token(wsel_router *router, uint64_t request_id);
 /* The request ended (done, failed or cancelled): all its load leaves the
  * rank and the policy is told its outcome (below), as by
  * wsel_router_finished_ex with info NULL: output tokens unknown (0), not
- * failed. WSEL_ENOENT if not in flight. [any thread] */
+ * failed. WSEL_ENOENT if not in flight, WSEL_EINVAL for NULL.
+ * [any thread] */
 WSEL_ROUTER_API int32_t wsel_router_finished(wsel_router *router, uint64_t request_id);
 
 /* wsel_router_finish.flags */
