@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <zmq.h>
 
 #include "wsel_router.h"
@@ -753,6 +754,45 @@ static void test_batch_beyond_capacity_keeps_head(void **state)
     done(r);
 }
 
+typedef struct stream_job {
+    void *pub;
+    atomic_int stop;
+} stream_job;
+
+/* Publish fresh stored blocks until told to stop. */
+static void *stream(void *arg)
+{
+    stream_job *j = arg;
+    for (uint64_t seq = 0; !atomic_load(&j->stop); seq++)
+        pub_block(j->pub, 1000000 + seq, 5000000 + (uint32_t)seq * BS, seq);
+    return NULL;
+}
+
+/* Destroyed while a worker's events pour in (the receiving thread busy,
+ * the ring full or not, decoded messages waiting to be applied): the KV
+ * threads stop and everything is freed (ASan: no leak; TSan: no race). */
+static void test_destroy_while_events_stream(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    stream_job j = {.pub = pub_at(ctx, ep, sizeof(ep))};
+    atomic_init(&j.stop, 0);
+    wsel_router *r = make();
+    add(r, 3, 1, (const char *const[]){ep});
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stream, &j), 0);
+    wsel_router_counters c;
+    do
+        wsel_router_read_counters(r, &c);
+    while (c.kv_messages < 64);
+    done(r);
+    atomic_store(&j.stop, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    zmq_close(j.pub);
+    zmq_ctx_term(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -766,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_zmq_subscriber),
         cmocka_unit_test(test_readd_drops_old_events),
         cmocka_unit_test(test_add_remove_race),
+        cmocka_unit_test(test_destroy_while_events_stream),
         cmocka_unit_test(test_routes_while_large_batches_apply),
         cmocka_unit_test(test_event_threads_class),
     };
