@@ -16,15 +16,15 @@
  *     eligible rank inside it;
  *   - blend: picks the row minimising cost + alpha * mean rank load of its
  *     worker;
- *   - lockstep: picks the row minimising the time the request waits on a
- *     lockstep engine: the worker's current step (paced by the largest
- *     prefill chunk on any of its ranks, at most token_budget tokens), its
- *     own rank's remaining backlog, its own uncached tokens, and a decode
+ *   - lockstep: chooses in two stages. Stage 1 keeps the rows where the
+ *     request's prefill wait on a lockstep engine (the worker's current
+ *     step, paced by the largest prefill chunk on any of its ranks, at most
+ *     token_budget tokens; its own rank's remaining backlog; its own
+ *     uncached tokens) is within one token budget of the least (band_limit);
+ *     stage 2 picks among them the row minimising that wait plus a decode
  *     load that is half its own rank's and half its worker's pace (the
- *     busiest rank; see lockstep_score). On a one-rank worker it is exactly
- *     Dynamo's cost, so it cannot lose to softmax on a cluster without data
- *     parallelism; it matched or beat two-level on every shape and load
- *     measured.
+ *     busiest rank; see lockstep_score). On a one-rank worker stage 2's
+ *     score is exactly Dynamo's cost.
  * Exact ties are broken uniformly at random with the request's stream.
  * Eligible rows follow the host's rule (eligible_skip; inline in a 1.0
  * host). The score function (ABI 1.1) gives every row the value its mode
@@ -279,15 +279,28 @@ static group_pace group_pace_of(const request_size *req, const wsel_table *t, ui
     return p;
 }
 
+/* The request's wait on row r in tokens: the worker's current step (its
+ * largest backlog, at most token_budget), then the rest of its own rank's
+ * backlog, then its own uncached tokens. Saturates (only absurd loads
+ * reach UINT64_MAX). */
+static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
+                              const wsel_table *t, const group_pace *p, uint32_t r)
+{
+    rank_load l = rank_load_of(size, t, r);
+    uint64_t step = p->max_backlog < d->token_budget ? p->max_backlog : d->token_budget;
+    uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
+    return add_saturating(add_saturating(step, rest), l.uncached);
+}
+
 /*
  * The lockstep score of row r (lower is better), in Dynamo's cost units:
- *   overlap_score_weight
- *     * (min(L, budget) + max(backlog_r - budget, 0) + uncached_r) / block_size
+ *   overlap_score_weight * wait_r / block_size
  *   + (decode_blocks_r + max(decode_blocks_r, max over siblings i of active_i)) / 2
- * where L is the worker's largest backlog. The request first waits for the
- * worker's current step, paced by the largest prefill chunk on any of its
- * ranks (at most one token budget), then for its own rank's remaining
- * backlog, then prefills its own uncached tokens.
+ * where wait_r = min(L, budget) + max(backlog_r - budget, 0) + uncached_r
+ * (lockstep_wait) and L is the worker's largest backlog. The request first
+ * waits for the worker's current step, paced by the largest prefill chunk
+ * on any of its ranks (at most one token budget), then for its own rank's
+ * remaining backlog, then prefills its own uncached tokens.
  * The decode part weighs two loads equally: the rank's own
  * (decode_blocks_r, Dynamo's term: its KV room and its own sequences) and
  * the worker's pace after the request lands (its busiest rank, which every
@@ -306,15 +319,42 @@ static double lockstep_score(const dpgroup *d, const wsel_request *req,
                              const request_size *size, const wsel_table *t,
                              const group_pace *p, uint32_t r)
 {
-    rank_load l = rank_load_of(size, t, r);
-    uint64_t step = p->max_backlog < d->token_budget ? p->max_backlog : d->token_budget;
-    uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
-    uint64_t tokens = add_saturating(add_saturating(step, rest), l.uncached);
+    uint64_t tokens = lockstep_wait(d, size, t, p, r);
     uint64_t sibling = r == p->top_row ? p->second_active : p->top_active;
     uint64_t own = t->decode_blocks[r];
     uint64_t pace = own > sibling ? own : sibling;
     return req->overlap_score_weight * (double)tokens / (double)req->block_size +
            ((double)own + (double)pace) / 2.0;
+}
+
+/*
+ * The band of the two-stage choice: the least wait over rows the host lets
+ * the policy use, plus one token budget (one full engine step of prefill).
+ * Stage 1 keeps the rows whose wait is within it, so no request queues
+ * more than one step behind the shortest queue it could join (the long
+ * prompts that set TTFT p99); stage 2 takes the lowest lockstep score among
+ * them (the decode pace and KV room that set group balance). Returns 0
+ * when no row is usable.
+ */
+static int band_limit(const dpgroup *d, const request_size *size, const wsel_table *t,
+                      uint8_t skip, uint64_t *out_limit)
+{
+    uint64_t best = UINT64_MAX;
+    int any = 0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        group_pace p = group_pace_of(size, t, g);
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        for (uint32_t r = first; r < first + count; r++) {
+            if (t->flags[r] & skip)
+                continue;
+            uint64_t w = lockstep_wait(d, size, t, &p, r);
+            if (!any || w < best)
+                best = w;
+            any = 1;
+        }
+    }
+    *out_limit = add_saturating(best, d->token_budget);
+    return any;
 }
 
 static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
@@ -325,16 +365,54 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
     tie_break tb = {d->host, req->rng, 0.0, 0, 0};
     request_size size = {req->isl_tokens, req->block_size,
                          req->isl_tokens / req->block_size};
+    uint64_t limit;
+    if (!band_limit(d, &size, t, skip, &limit))
+        return WSEL_ENOCANDIDATE;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
         for (uint32_t r = first; r < first + count; r++)
-            if ((t->flags[r] & skip) == 0)
+            if ((t->flags[r] & skip) == 0 && lockstep_wait(d, &size, t, &p, r) <= limit)
                 tie_offer(&tb, lockstep_score(d, req, &size, t, &p, r), r);
     }
     if (tb.ties == 0)
         return WSEL_ENOCANDIDATE;
     *out_row = tb.pick;
+    return 0;
+}
+
+/* Lockstep scores in the order select uses them: a row outside the band
+ * scores above every row inside it (the band's highest score M, plus one,
+ * plus its own score), so the least score is select's choice. The band is
+ * taken over the rows the host's rule lets the policy use. */
+static int32_t score_lockstep(const dpgroup *d, const wsel_request *req,
+                              const wsel_table *t, double *scores)
+{
+    request_size size = {req->isl_tokens, req->block_size,
+                         req->isl_tokens / req->block_size};
+    uint8_t skip;
+    int32_t erc = wsel_call_eligible_skip(d->host, t->flags, t->num_rows, &skip, NULL);
+    if (erc < 0)
+        return erc;
+    uint64_t limit = UINT64_MAX;
+    (void)band_limit(d, &size, t, skip, &limit);
+    double top = 0.0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        group_pace p = group_pace_of(&size, t, g);
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        for (uint32_t r = first; r < first + count; r++) {
+            scores[r] = lockstep_score(d, req, &size, t, &p, r);
+            if (lockstep_wait(d, &size, t, &p, r) <= limit && scores[r] > top)
+                top = scores[r];
+        }
+    }
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        group_pace p = group_pace_of(&size, t, g);
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        for (uint32_t r = first; r < first + count; r++)
+            if (lockstep_wait(d, &size, t, &p, r) > limit)
+                scores[r] += top + 1.0;
+    }
     return 0;
 }
 
@@ -346,15 +424,11 @@ static int32_t dpgroup_score(void *instance, const wsel_request *req, const wsel
     const dpgroup *d = instance;
     if (req->block_size == 0)
         return WSEL_EINVAL;
-    request_size size = {req->isl_tokens, req->block_size,
-                         req->isl_tokens / req->block_size};
+    if (d->mode == MODE_LOCKSTEP)
+        return score_lockstep(d, req, t, scores);
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        if (d->mode == MODE_LOCKSTEP) {
-            group_pace p = group_pace_of(&size, t, g);
-            for (uint32_t r = first; r < first + count; r++)
-                scores[r] = lockstep_score(d, req, &size, t, &p, r);
-        } else if (d->mode == MODE_BLEND) {
+        if (d->mode == MODE_BLEND) {
             double penalty = d->alpha * worker_load(t, g, AGG_MEAN);
             for (uint32_t r = first; r < first + count; r++)
                 scores[r] = t->cost[r] + penalty;
@@ -401,9 +475,10 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
     .name = "dpgroup",
-    .version = "1.4.0",
-    .description = "scores each data-parallel worker by its busiest rank, then picks "
-                   "the rank",
+    .version = "1.5.0",
+    .description = "data-parallel workers as the lockstep engines they are: ranks "
+                   "within one engine step of the shortest prefill wait, then the "
+                   "lowest wait plus decode pace",
     .params = dpgroup_params,
     .num_params = P_COUNT,
     .param_def_size = sizeof(wsel_param_def),

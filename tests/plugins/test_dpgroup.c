@@ -406,6 +406,51 @@ static void test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank(voi
 }
 
 /*
+ * The two-stage choice. Two one-rank workers, a request of 4 blocks (64
+ * tokens), cached nowhere. Row 0 has X tokens queued and nothing active;
+ * row 1 nothing queued and 2,000 active blocks. Waits: row 0 X + 64 (its
+ * backlog is its worker's step and the rest of its own), row 1 64; the
+ * band ends one budget (8,192) after the least: 8,256. Lockstep scores:
+ *   row 0: (X + 64) / 16 + 4          row 1: 64 / 16 + 2004 = 2008
+ * so row 0 scores lower for every X below 32,000, but it is in the band
+ * only up to X = 8,192: there row 0 wins (X = 8,192: 520), at X = 8,208
+ * (score 521) row 1 does. The score function orders rows the same way: a
+ * row outside the band scores the band's highest score (2008) + 1 + its
+ * own: X = 8,208 gives row 0 2008 + 1 + 521 = 2530.
+ */
+static void
+test_lockstep_keeps_a_request_within_one_step_of_the_shortest_wait(void **state)
+{
+    (void)state;
+    harness_table *t = harness_table_new(2, NULL);
+    void *d = lockstep_create(0);
+    set_row(t, 1, 0, 2000, 0, 4);
+    const struct {
+        uint64_t backlog;
+        uint32_t row;
+        double score0;
+    } cases[] = {{0, 0, 8.0}, {8192, 0, 520.0}, {8208, 1, 2530.0}, {20000, 1, 3267.0}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        set_row(t, 0, cases[c].backlog, 0, 0, 4);
+        harness_table_default_costs(t, 1.0, 16);
+        assert_int_equal(decide_blocks(d, t, c, 4), cases[c].row);
+        wsel_request req;
+        wsel_rng rng;
+        harness_request(&req, &rng, SEED, c, 0, NULL, 0);
+        req.isl_tokens = 64;
+        double scores[2];
+        assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
+        assert_true(scores[0] == cases[c].score0);
+        assert_true(scores[1] == 2008.0);
+    }
+    /* Row 1 excluded: the band is taken over row 0 alone, which is then in it. */
+    t->flags[1] = WSEL_ROW_EXCLUDED;
+    assert_int_equal(decide_blocks(d, t, 9, 4), 0);
+    wsel_plugin_entry.destroy(d);
+    harness_table_free(t);
+}
+
+/*
  * The decode part is half the rank's own load and half its worker's pace.
  * Request: 4 blocks (64 tokens), cached nowhere, nothing queued, so every
  * row's prefill part is 64 / 16 = 4. Active blocks: worker 0 (rows 0, 1)
@@ -553,6 +598,8 @@ int main(void)
             test_blend_adds_alpha_times_the_worker_mean_load_to_each_rank_cost),
         cmocka_unit_test(test_lockstep_charges_an_idle_rank_its_worker_s_step),
         cmocka_unit_test(test_lockstep_on_one_rank_workers_picks_dynamo_s_argmin),
+        cmocka_unit_test(
+            test_lockstep_keeps_a_request_within_one_step_of_the_shortest_wait),
         cmocka_unit_test(
             test_lockstep_weighs_a_rank_s_own_load_and_its_worker_s_pace_equally),
         cmocka_unit_test(
