@@ -7,7 +7,7 @@
 # router that knew the engine exactly would pick), on every input and
 # shape of docs/eval/, at 80 and 95 % of the saturation found there.
 #
-#   scripts/eval-bound.sh [BUILD_DIR [OUT]]     (BUILD_DIR: build-eval)
+#   scripts/eval-bound.sh [BUILD_DIR [OUT]]  (BUILD_DIR: build-eval; OUT: docs/eval/bound)
 #   TRACES=/path/to/traces SEEDS=5 SEED=1 JOBS=2 scripts/eval-bound.sh
 #
 # Per input and shape, OUT/INPUT-SHAPE.md holds two `wsel eval` runs, each
@@ -21,7 +21,7 @@
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build-eval}
-out=${2:-${TMPDIR:-/tmp}/wsel-eval-bound}
+out=${2:-$here/docs/eval/bound}
 traces=${TRACES:-$here/../shared/traces}
 seeds=${SEEDS:-5}
 seed=${SEED:-1}
