@@ -211,10 +211,18 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
 int32_t wsel_router_route(wsel_router *r, const wsel_route_request *q,
                           wsel_route_result *res)
 {
-    if (!r || !q || !res || (q->tokens == NULL && q->num_tokens != 0))
+    /* The caller's struct as far as it goes, zero past it (a caller built
+     * against this header fills it all; one built against a later one
+     * passes a larger struct_size, whose fields past ours are not read). */
+    if (!r || !q || !res || q->struct_size < WSEL_ROUTE_REQUEST_SIZE_1_0)
+        return WSEL_EINVAL;
+    wsel_route_request in;
+    memset(&in, 0, sizeof(in));
+    memcpy(&in, q, q->struct_size < sizeof(in) ? q->struct_size : sizeof(in));
+    if (in.tokens == NULL && in.num_tokens != 0)
         return WSEL_EINVAL;
     rt_lock_request(r);
-    int32_t rc = route_locked(r, q, res);
+    int32_t rc = route_locked(r, &in, res);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }

@@ -226,7 +226,11 @@ WSEL_ROUTER_API uint32_t wsel_router_hash_text(const char *text, size_t len,
 #define WSEL_ROUTE_DEFER_HISTORY 0x8u
 
 typedef struct wsel_route_request {
-    /* sizeof(wsel_route_request). */
+    /* sizeof(wsel_route_request) as the caller compiled it. Smaller than
+     * WSEL_ROUTE_REQUEST_SIZE_1_0 (the first version's): WSEL_EINVAL.
+     * Fields appended later are read only when struct_size covers them,
+     * as 0 otherwise; a caller built against a later header may pass its
+     * larger struct, whose fields past this one's are not read. */
     uint32_t struct_size;
     /* WSEL_ROUTE_SET_* bits. */
     uint32_t overrides;
@@ -248,6 +252,9 @@ typedef struct wsel_route_request {
     double overlap_score_weight;
     double temperature;
 } wsel_route_request;
+
+/* The size of wsel_route_request's first version (every field above). */
+#define WSEL_ROUTE_REQUEST_SIZE_1_0 (offsetof(wsel_route_request, temperature) + sizeof(double))
 
 typedef struct wsel_route_result {
     uint64_t request_id;
@@ -271,8 +278,8 @@ typedef struct wsel_route_result {
  *   blocks  += max(isl / block_size - overlap, 0), requests += 1
  * and, in history mode, record its blocks on that rank. Returns 0 with
  * *result filled, WSEL_ENOCANDIDATE (no worker, or every row excluded),
- * WSEL_EINVAL (NULL, tokens NULL with num_tokens, an overlap weight
- * negative or not finite), WSEL_ESTATE (request id in flight),
+ * WSEL_EINVAL (NULL, struct_size below WSEL_ROUTE_REQUEST_SIZE_1_0,
+ * tokens NULL with num_tokens, an overlap weight negative or not finite), WSEL_ESTATE (request id in flight),
  * WSEL_ENOMEM, or wsel_host_select's WSEL_EREQUEST / WSEL_ETABLE; on an
  * error nothing is accounted or recorded. [any thread]
  */

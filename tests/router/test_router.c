@@ -1013,6 +1013,37 @@ static void test_readd_same_id_accounting(void **state)
     done(&f);
 }
 
+/* struct_size: below the first version's refused, accounting nothing; a
+ * caller built against a later header passes a larger struct whose extra
+ * bytes are not read. */
+static void test_route_request_struct_size(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 64, 4);
+    add(r, 1, 1);
+    const uint32_t t[2 * BS] = {1, 2, 3, 4, 5, 6, 7, 8};
+    wsel_route_result res;
+    wsel_route_request q = {.struct_size = 0, .tokens = t, .num_tokens = 2 * BS};
+    assert_int_equal(wsel_router_route(r, &q, &res), WSEL_EINVAL);
+    q.struct_size = (uint32_t)WSEL_ROUTE_REQUEST_SIZE_1_0 - 1;
+    assert_int_equal(wsel_router_route(r, &q, &res), WSEL_EINVAL);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.routes, 0);
+    struct {
+        wsel_route_request v1;
+        uint64_t later; /* a field a later header appends */
+    } bigger;
+    memset(&bigger, 0xff, sizeof(bigger));
+    bigger.v1 = (wsel_route_request){
+        .struct_size = sizeof(bigger), .tokens = t, .num_tokens = 2 * BS};
+    assert_int_equal(wsel_router_route(r, &bigger.v1, &res), 0);
+    assert_int_equal(res.num_blocks, 2);
+    assert_int_equal(wsel_router_finished(r, res.request_id), 0);
+    done(&f);
+}
+
 /* NULL handles: every call answers (an error, 0 or nothing), none crashes. */
 static void test_null_router(void **state)
 {
@@ -1081,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_request_ids),
         cmocka_unit_test(test_huge_token_counts),
         cmocka_unit_test(test_readd_same_id_accounting),
+        cmocka_unit_test(test_route_request_struct_size),
         cmocka_unit_test(test_null_router),
         cmocka_unit_test(test_text_chunk_of_huge_block_size),
     };
