@@ -144,6 +144,16 @@ static uint32_t find_holder(const rt_index *ix, uint32_t bid, uint32_t slot)
     return RT_NIL;
 }
 
+void rt_index_refresh(rt_index *ix, uint32_t slot, uint64_t hash)
+{
+    uint32_t bid = rt_map_get(&ix->blocks, hash);
+    uint32_t id = bid != RT_MAP_NONE ? find_holder(ix, bid, slot) : RT_NIL;
+    if (id == RT_NIL)
+        return;
+    lru_unlink(ix, id);
+    lru_push_front(ix, id);
+}
+
 static int set_ext(rt_index *ix, uint32_t id, int has_ext, uint64_t ext_hash)
 {
     rt_entry *e = &ix->e[id];

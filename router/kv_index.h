@@ -59,6 +59,9 @@ void rt_index_free(rt_index *ix);
  * engine's hash for it too. 0 or WSEL_ENOMEM. */
 int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
                    uint64_t ext_hash);
+/* Make slot's entry for block `hash`, if it holds one, its most recently
+ * used; never inserts, evicts or changes the engine's hash. */
+void rt_index_refresh(rt_index *ix, uint32_t slot, uint64_t hash);
 /* The router hash of the block the engine calls ext_hash on slot; 0 and
  * *found = 0 when unknown. */
 uint64_t rt_index_ext_lookup(const rt_index *ix, uint32_t slot, uint64_t ext_hash,

@@ -176,7 +176,14 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     s->active_prefill_tokens += prefill;
     s->active_blocks += blocks;
     s->active_requests++;
-    if (r->opt.kv_source == WSEL_ROUTER_KV_HISTORY && nb > 0) {
+    if (r->opt.kv_source == WSEL_ROUTER_KV_EVENTS) {
+        /* The engine will use the cached prefix, which keeps it in its
+         * cache; KV events say nothing of a hit, so the router's LRU is
+         * told here, deepest block first as a prompt is recorded (the
+         * prefix head ends the most recent). */
+        for (uint32_t i = ov; i-- > 0;)
+            rt_index_refresh(&r->ix, sid, r->hashes[i]);
+    } else if (nb > 0) {
         if (q->overrides & WSEL_ROUTE_DEFER_HISTORY) {
             /* The buffers trade places: no copy. */
             uint64_t *h = r->pend_hashes;

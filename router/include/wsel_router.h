@@ -15,7 +15,8 @@
  *              cached on its rank). Either way an LRU per rank bounded by
  *              `capacity_blocks`, so memory is bounded; a prompt's or a
  *              stored batch's blocks are recorded deepest first, so the
- *              LRU evicts a prefix from its tail.
+ *              LRU evicts a prefix from its tail; in event mode a route
+ *              refreshes the prefix it hits on the rank it chooses.
  *   hashing    chained block hashes with xxHash's XXH3, Dynamo's way:
  *              local_i = XXH3_64(block i's token ids as little-endian
  *              uint32, seed 1337); hash_0 = local_0, hash_i =
@@ -92,10 +93,12 @@ typedef struct wsel_router_options {
     /* Most (worker, rank) rows at once; 0 = 1024. */
     uint32_t max_rows;
     /* Index capacity per rank, blocks (LRU beyond it); 0 = 16384. In
-     * event mode the engine reports its own evictions and a route does not
-     * refresh the LRU (only a stored event does): set it at least to the
-     * engine's KV blocks per rank, or the index forgets prefixes, even hot
-     * ones, that the engine still holds. */
+     * event mode the engine reports its own evictions; the LRU is
+     * refreshed by stored events and by each route, for the cached prefix
+     * it hits on the rank it chooses (the engine's use keeps it cached; no
+     * event says so). Set it at least to the engine's KV blocks per rank:
+     * a smaller index forgets the least recently used prefixes the engine
+     * may still hold. */
     uint32_t capacity_blocks;
     /* Characters per block of a text prompt; 0 = 4 x block_size (at most
      * UINT32_MAX). */

@@ -754,6 +754,44 @@ static void test_batch_beyond_capacity_keeps_head(void **state)
     done(r);
 }
 
+/* A route that hits a cached prefix refreshes it in the router's LRU, as
+ * the engine's use refreshes it in the engine's cache (KV events say
+ * nothing of a hit): with room for 4 blocks, prefix A stored, then B, then
+ * A routed, a third prefix C evicts B, not A. */
+static void test_route_refreshes_hit_prefix(void **state)
+{
+    (void)state;
+    wsel_router *r = make_cap(4);
+    add(r, 1, 1, NULL);
+    uint32_t ta[2 * BS], tb[2 * BS], tc[2 * BS];
+    for (uint32_t i = 0; i < 2 * BS; i++) {
+        ta[i] = 100 + i;
+        tb[i] = 200 + i;
+        tc[i] = 300 + i;
+    }
+    const uint64_t ea[2] = {0xa0, 0xa1}, eb[2] = {0xb0, 0xb1}, ec[2] = {0xc0, 0xc1};
+    kvmsg m;
+    const uint64_t *eh[3] = {ea, eb, ec};
+    const uint32_t *tt[3] = {ta, tb, tc};
+    for (uint64_t k = 0; k < 2; k++) {
+        kv_begin(&m, 1, 0);
+        kv_stored(&m, eh[k], 2, 0, 0, tt[k], BS);
+        kv_end(&m, 0);
+        assert_int_equal(kv_send(r, 1, 0, &m, k), 0);
+    }
+    assert_int_equal(cached(r, 0), 4);
+    assert_int_equal(overlap_on(r, ta, 2 * BS, 1, 0), 2); /* the hit */
+    kv_begin(&m, 1, 0);
+    kv_stored(&m, eh[2], 2, 0, 0, tt[2], BS);
+    kv_end(&m, 0);
+    assert_int_equal(kv_send(r, 1, 0, &m, 2), 0);
+    assert_int_equal(cached(r, 0), 4);
+    assert_int_equal(overlap_on(r, tc, 2 * BS, 1, 0), 2);
+    assert_int_equal(overlap_on(r, ta, 2 * BS, 1, 0), 2);
+    assert_int_equal(overlap_on(r, tb, 2 * BS, 1, 0), 0);
+    done(r);
+}
+
 typedef struct stream_job {
     void *pub;
     atomic_int stop;
@@ -798,6 +836,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_matches_request),
         cmocka_unit_test(test_batch_beyond_capacity_keeps_head),
+        cmocka_unit_test(test_route_refreshes_hit_prefix),
         cmocka_unit_test(test_ids_of_every_width),
         cmocka_unit_test(test_kv_cpu_bill),
         cmocka_unit_test(test_bad_input_counted),
