@@ -75,7 +75,7 @@ run_build() { # run_build NAME DIR [ctest args...]; env comes from the caller
     rm -f "$failed_file"
     # In the background and in a process group of its own, so that an
     # interrupt stops it and its tests at once (the trap).
-    setsid ctest --test-dir "$dir" --output-on-failure -j2 "$@" >"$logs/run-$i.log" 2>&1 &
+    setsid ctest --test-dir "$dir" --output-on-failure --timeout 600 -j2 "$@" >"$logs/run-$i.log" 2>&1 &
     ctest_pid=$!
     local rc=0
     wait "$ctest_pid" || rc=$?

@@ -26,9 +26,11 @@ build() { # build DIR [cmake args...]
   cmake --build "$dir" -j"$jobs"
 }
 
+# --timeout 600: a test without a TIMEOUT of its own that hangs fails in
+# 10 minutes instead of holding CI until its 90-minute limit.
 step "gcc build and tests"
 build build
-ctest --test-dir build --output-on-failure -j"$jobs"
+ctest --test-dir build --output-on-failure --timeout 600 -j"$jobs"
 
 if [ "${WSEL_TEST_QUICK:-0}" = 1 ]; then
   exit 0
@@ -36,17 +38,17 @@ fi
 
 step "clang build and tests"
 build build-clang -DCMAKE_C_COMPILER=clang
-ctest --test-dir build-clang --output-on-failure -j"$jobs"
+ctest --test-dir build-clang --output-on-failure --timeout 600 -j"$jobs"
 
 step "ASan + UBSan build and tests"
 build build-asan -DWSEL_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+  ctest --test-dir build-asan --output-on-failure --timeout 600 -j"$jobs"
 
 step "TSan build and concurrency tests"
 build build-tsan -DCMAKE_C_COMPILER=clang -DWSEL_SANITIZE=thread
 WSEL_STRESS_SCALE=0.05 TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/tsan.supp" \
-  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$concurrency_regex"
+  ctest --test-dir build-tsan --output-on-failure --timeout 600 -j"$jobs" -R "$concurrency_regex"
 
 step "libFuzzer harnesses (${fuzz_seconds}s each)"
 tests/fuzz/run.sh "$fuzz_seconds" build-fuzz

@@ -441,16 +441,27 @@ static void test_message_ending_in_a_run(void **state)
     done(r);
 }
 
+/* A PUB socket bound to a free loopback port (its endpoint in ep). Linger
+ * 0: what it still queues when closed is dropped, so zmq_ctx_term never
+ * waits on a subscriber that is gone (it could wait forever). */
+static void *pub_at(void *ctx, char *ep, size_t size)
+{
+    void *pub = zmq_socket(ctx, ZMQ_PUB);
+    assert_non_null(pub);
+    int linger = 0;
+    assert_int_equal(zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger)), 0);
+    assert_int_equal(zmq_bind(pub, "tcp://127.0.0.1:*"), 0);
+    assert_int_equal(zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &size), 0);
+    return pub;
+}
+
 /* The subscriber: a PUB socket here, the router's SUB connecting to it. */
 static void test_zmq_subscriber(void **state)
 {
     (void)state;
     void *ctx = zmq_ctx_new();
-    void *pub = zmq_socket(ctx, ZMQ_PUB);
-    assert_int_equal(zmq_bind(pub, "tcp://127.0.0.1:*"), 0);
     char ep[256];
-    size_t len = sizeof(ep);
-    assert_int_equal(zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &len), 0);
+    void *pub = pub_at(ctx, ep, sizeof(ep));
     wsel_router *r = make();
     const char *eps[1] = {ep};
     add(r, 3, 1, eps);
@@ -600,15 +611,6 @@ static uint32_t pub_until_cached(wsel_router *r, void *pub, uint32_t row, uint32
         zmq_poll(none, 0, 1); /* pace the resends; correctness waits on the count */
     } while ((n = cached(r, row)) <= have);
     return n;
-}
-
-static void *pub_at(void *ctx, char *ep, size_t size)
-{
-    void *pub = zmq_socket(ctx, ZMQ_PUB);
-    assert_non_null(pub);
-    assert_int_equal(zmq_bind(pub, "tcp://127.0.0.1:*"), 0);
-    assert_int_equal(zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &size), 0);
-    return pub;
 }
 
 enum { READD_ROUNDS = 8, READD_BURST = 32 };
