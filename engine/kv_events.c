@@ -307,11 +307,14 @@ int eng_kv_open(eng_kv **out, const char *endpoint, const char *replay_endpoint,
                         err_size) != 0)
             goto fail_close;
     }
-    int unlimited = 0;
+    /* Linger 0 on the sending end: what is still queued at close is
+     * dropped, so zmq_ctx_term never waits for it. */
+    int unlimited = 0, linger = 0;
     kv->in = zmq_socket(kv->ctx, ZMQ_PAIR);
     kv->out = zmq_socket(kv->ctx, ZMQ_PAIR);
     if (!kv->in || !kv->out ||
         zmq_setsockopt(kv->in, ZMQ_SNDHWM, &unlimited, sizeof(unlimited)) != 0 ||
+        zmq_setsockopt(kv->in, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
         zmq_setsockopt(kv->out, ZMQ_RCVHWM, &unlimited, sizeof(unlimited)) != 0 ||
         zmq_bind(kv->out, "inproc://wsel-kv-events") != 0 ||
         zmq_connect(kv->in, "inproc://wsel-kv-events") != 0) {

@@ -339,10 +339,13 @@ int rt_kvsub_start(wsel_router *r)
     if (k->ctx && r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW)
         (void)zmq_ctx_set(k->ctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
 #endif
-    int unlimited = 0;
+    /* Linger 0: a wake byte still queued when the router stops is dropped,
+     * so zmq_ctx_term never waits for it. */
+    int unlimited = 0, linger = 0;
     if (!k->ctx || !(k->wake_rx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
         !(k->wake_tx = zmq_socket(k->ctx, ZMQ_PAIR)) ||
         zmq_setsockopt(k->wake_tx, ZMQ_SNDHWM, &unlimited, sizeof(unlimited)) != 0 ||
+        zmq_setsockopt(k->wake_tx, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
         zmq_bind(k->wake_rx, name) != 0 || zmq_connect(k->wake_tx, name) != 0 ||
         start_thread(k) != 0)
         goto fail;
