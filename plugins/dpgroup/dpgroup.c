@@ -32,6 +32,7 @@
  * policy composes in `pipeline`.
  * Keeps no state: safe from any number of threads.
  */
+#include <math.h> /* signbit */
 #include <stdlib.h>
 
 #include "wsel.h"
@@ -297,7 +298,8 @@ static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
  *   overlap_score_weight * wait_r / block_size
  *   + (decode_blocks_r + max(decode_blocks_r, max over siblings i of active_i)) / 2
  * where wait_r = min(L, budget) + max(backlog_r - budget, 0) + uncached_r
- * (lockstep_wait) and L is the worker's largest backlog. The request first
+ * (lockstep_wait, passed in as `tokens`: every caller needs it too) and L
+ * is the worker's largest backlog. The request first
  * waits for the worker's current step, paced by the largest prefill chunk
  * on any of its ranks (at most one token budget), then for its own rank's
  * remaining backlog, then prefills its own uncached tokens.
@@ -315,11 +317,9 @@ static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
  * token_budget a one-rank worker's score is Dynamo's cost: L = backlog_r,
  * so the prefill part is prefill_tokens_r.
  */
-static double lockstep_score(const dpgroup *d, const wsel_request *req,
-                             const request_size *size, const wsel_table *t,
-                             const group_pace *p, uint32_t r)
+static double lockstep_score(const wsel_request *req, const wsel_table *t,
+                             const group_pace *p, uint32_t r, uint64_t tokens)
 {
-    uint64_t tokens = lockstep_wait(d, size, t, p, r);
     uint64_t sibling = r == p->top_row ? p->second_active : p->top_active;
     uint64_t own = t->decode_blocks[r];
     uint64_t pace = own > sibling ? own : sibling;
@@ -371,9 +371,13 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
     for (uint32_t g = 0; g < t->num_groups; g++) {
         group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        for (uint32_t r = first; r < first + count; r++)
-            if ((t->flags[r] & skip) == 0 && lockstep_wait(d, &size, t, &p, r) <= limit)
-                tie_offer(&tb, lockstep_score(d, req, &size, t, &p, r), r);
+        for (uint32_t r = first; r < first + count; r++) {
+            if (t->flags[r] & skip)
+                continue;
+            uint64_t wait = lockstep_wait(d, &size, t, &p, r);
+            if (wait <= limit)
+                tie_offer(&tb, lockstep_score(req, t, &p, r, wait), r);
+        }
     }
     if (tb.ties == 0)
         return WSEL_ENOCANDIDATE;
@@ -396,23 +400,24 @@ static int32_t score_lockstep(const dpgroup *d, const wsel_request *req,
         return erc;
     uint64_t limit = UINT64_MAX;
     (void)band_limit(d, &size, t, skip, &limit);
+    /* Scores are >= 0: a row outside the band is written negated (-0.0
+     * for 0, so the sign bit marks it exactly) until the band's highest
+     * score is known, then moved above it. */
     double top = 0.0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
         for (uint32_t r = first; r < first + count; r++) {
-            scores[r] = lockstep_score(d, req, &size, t, &p, r);
-            if (lockstep_wait(d, &size, t, &p, r) <= limit && scores[r] > top)
-                top = scores[r];
+            uint64_t wait = lockstep_wait(d, &size, t, &p, r);
+            double score = lockstep_score(req, t, &p, r, wait);
+            scores[r] = wait <= limit ? score : -score;
+            if (wait <= limit && score > top)
+                top = score;
         }
     }
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(&size, t, g);
-        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        for (uint32_t r = first; r < first + count; r++)
-            if (lockstep_wait(d, &size, t, &p, r) > limit)
-                scores[r] += top + 1.0;
-    }
+    for (uint32_t r = 0; r < t->num_rows; r++)
+        if (signbit(scores[r]))
+            scores[r] = -scores[r] + (top + 1.0);
     return 0;
 }
 
