@@ -28,11 +28,17 @@ static int req_alloc(wsel_router *r, uint32_t *out)
     return 0;
 }
 
+/* Slot i back on the free list. */
+static void req_unalloc(wsel_router *r, uint32_t i)
+{
+    r->req[i].next_free = r->req_free;
+    r->req_free = i;
+}
+
 static void req_release(wsel_router *r, uint32_t i)
 {
     rt_map_del(&r->reqs, r->req[i].id);
-    r->req[i].next_free = r->req_free;
-    r->req_free = i;
+    req_unalloc(r, i);
 }
 
 /* Hash the prompt into r->hashes; returns the block count, *isl the
@@ -160,8 +166,7 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     if (req_alloc(r, &qi) != 0)
         return WSEL_ENOMEM;
     if (rt_map_put(&r->reqs, id, qi) != 0) {
-        r->req[qi].next_free = r->req_free; /* back on the free list */
-        r->req_free = qi;
+        req_unalloc(r, qi);
         return WSEL_ENOMEM;
     }
     r->req[qi] = (rt_req){.id = id,
