@@ -81,6 +81,7 @@ typedef struct {
     /* the module's own counters */
     uint64_t                        requests;
     uint64_t                        no_prompt;
+    uint64_t                        body_copies; /* bodies in pieces, joined */
     uint64_t                        route_errors;
     uint64_t                        retries;
     uint64_t                        peer_unavailable;
@@ -170,7 +171,7 @@ u_char *ngx_http_wsel_js_value(u_char *p, u_char *e, ngx_uint_t depth);
 ngx_int_t ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p,
     u_char *e, ngx_uint_t text_mode, ngx_http_wsel_prompt_t *out);
 u_char *ngx_http_wsel_body(ngx_http_request_t *r, ngx_http_wsel_bytes_t *keep,
-    size_t *len);
+    size_t *len, ngx_uint_t *copied);
 
 /* ngx_http_wsel_request.c: the request path */
 void ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,

@@ -261,15 +261,18 @@ ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
 
 
 /*
- * The request body as one buffer (memory or temp file), or NULL. A body in
- * several buffers (nginx keeps the part read with the headers apart) is
- * copied into `keep` when given (grown as needed and kept for the next
- * request: a large prompt costs no fresh pages each time), else into the
- * request's pool.
+ * The request body as one buffer (memory or temp file), or NULL. nginx
+ * gives every read its own buffer; those that lie back to back in memory
+ * (the whole body read into the header buffer, or after the headers) are
+ * used where they are. A body in separate pieces (the part read with the
+ * headers kept apart from the rest, or a temp file) is copied into `keep`
+ * when given (grown as needed and kept for the next request: a large
+ * prompt costs no fresh pages each time), else into the request's pool;
+ * *copied says which happened.
  */
 u_char *
 ngx_http_wsel_body(ngx_http_request_t *r, ngx_http_wsel_bytes_t *keep,
-    size_t *len)
+    size_t *len, ngx_uint_t *copied)
 {
     u_char       *buf, *d;
     size_t        n;
@@ -277,15 +280,25 @@ ngx_http_wsel_body(ngx_http_request_t *r, ngx_http_wsel_bytes_t *keep,
     ngx_buf_t    *b;
     ngx_chain_t  *cl;
 
+    *copied = 0;
+
     if (r->request_body == NULL || r->request_body->bufs == NULL) {
         return NULL;
     }
 
-    cl = r->request_body->bufs;
+    b = r->request_body->bufs->buf;
+    d = b->last;
 
-    if (cl->next == NULL && !cl->buf->in_file) {
-        *len = (size_t) (cl->buf->last - cl->buf->pos);
-        return cl->buf->pos;
+    for (cl = r->request_body->bufs->next; cl && !b->in_file; cl = cl->next) {
+        if (cl->buf->in_file || cl->buf->pos != d) {
+            break;
+        }
+        d = cl->buf->last;
+    }
+
+    if (cl == NULL && !b->in_file) {
+        *len = (size_t) (d - b->pos);
+        return b->pos;
     }
 
     n = 0;
@@ -335,5 +348,6 @@ ngx_http_wsel_body(ngx_http_request_t *r, ngx_http_wsel_bytes_t *keep,
     }
 
     *len = n;
+    *copied = 1;
     return buf;
 }

@@ -104,6 +104,7 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
 {
     u_char                    *body;
     size_t                     len;
+    ngx_uint_t                 copied;
     int32_t                    rc;
     uint64_t                   t0, dt, us;
     ngx_uint_t                 b;
@@ -123,7 +124,8 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     ngx_memzero(&q, sizeof(q));
     q.struct_size = sizeof(q);
 
-    body = ngx_http_wsel_body(r, &up->body, &len);
+    body = ngx_http_wsel_body(r, &up->body, &len, &copied);
+    up->body_copies += copied;
 
     if (body == NULL
         || ngx_http_wsel_find_prompt(up, body, body + len, up->text_mode,

@@ -235,6 +235,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
 
         d = ngx_slprintf(d, last,
             "},\"requests\":%uL,\"routes\":%uL,\"no_prompt\":%uL,"
+            "\"body_copies\":%uL,"
             "\"builtin_routes\":%uL,\"route_errors\":%uL,\"retries\":%uL,"
             "\"peer_unavailable\":%uL,\"upstream_failures\":%uL,"
             "\"failed_outcomes\":%uL,\"responses_cut\":%uL,"
@@ -248,7 +249,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
             "\"index_blocks\":%uL,\"index_entries\":%uL,"
             "\"route_time_us_p50\":%uL,\"route_time_ns_sum\":%uL,"
             "\"ranks\":[",
-            up->requests, rcn.routes, up->no_prompt, rcn.builtin_routes,
+            up->requests, rcn.routes, up->no_prompt, up->body_copies,
+            rcn.builtin_routes,
             up->route_errors, up->retries, up->peer_unavailable,
             up->upstream_failures, up->failed_outcomes, up->responses_cut,
             up->ndown, up->peers_marked_down,
@@ -296,6 +298,7 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         WSEL_PROM("failed_switches_total", "counter", hc.failed_switches);
         WSEL_PROM("requests_total", "counter", up->requests);
         WSEL_PROM("no_prompt_total", "counter", up->no_prompt);
+        WSEL_PROM("body_copies_total", "counter", up->body_copies);
         WSEL_PROM("route_errors_total", "counter", up->route_errors);
         WSEL_PROM("retries_total", "counter", up->retries);
         WSEL_PROM("peer_unavailable_total", "counter", up->peer_unavailable);
@@ -509,7 +512,7 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
     size_t                      len;
     int32_t                     rc;
     ngx_buf_t                  *b;
-    ngx_uint_t                  status;
+    ngx_uint_t                  status, copied;
     const char                 *pol;
     ngx_http_wsel_loc_conf_t   *wlcf;
     ngx_http_wsel_upstream_t   *up;
@@ -528,7 +531,7 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
     config = NULL;
     err[0] = '\0';
 
-    body = ngx_http_wsel_body(r, NULL, &len);
+    body = ngx_http_wsel_body(r, NULL, &len, &copied);
     if (body == NULL) {
         ngx_cpystrn((u_char *) err, (u_char *)
                     (r->headers_in.content_length_n > NGX_HTTP_WSEL_MAX_BODY

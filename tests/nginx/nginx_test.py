@@ -13,7 +13,9 @@ Cases:
             index, a request finds its prefix cached on the rank chosen
             (the workload's start replayed again until one does); the
             status figures (JSON and Prometheus) add up exactly for a
-            known batch; a request without
+            known batch; a body is copied only when nginx read it in
+            pieces (body_copies: 0 for a small one, 1 for 23 KB over the
+            default 1k header buffer, 0 with a 64k one); a request without
             a usable prompt is answered by the built-in policy and counted;
             the policy switched both ways under traffic (admin location and
             nginx -s reload), with no failed request
@@ -308,6 +310,26 @@ http {
             e.stop()
 
 
+def post_whole(port, path, obj, split=None):
+    """POST OBJ as JSON, the headers and the body in one send (http.client
+    sends them apart, so nginx may or may not read body bytes with the
+    headers), or in two sends cut SPLIT bytes into the body: the status."""
+    body = json.dumps(obj).encode()
+    head = ("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Content-Length: %d\r\nConnection: close\r\n\r\n" % (path, len(body)))
+    whole = head.encode() + body
+    cut = len(whole) if split is None else len(head) + split
+    with socket.create_connection(("127.0.0.1", port), timeout=CEILING_S) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(whole[:cut])
+        if cut < len(whole):
+            s.sendall(whole[cut:])
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        r.read()
+        return r.status
+
+
 def complete(port, prompt, max_tokens=2):
     return post_json(port, "/v1/completions", {"prompt": prompt, "max_tokens": max_tokens})
 
@@ -425,6 +447,36 @@ def case_route(args):
             if line not in prom:
                 fail("prometheus text lacks %r:\n%s" % (line, prom))
         print("status: exact for a batch of 6 (1 without a usable prompt)")
+
+        # 2b. a body is read where nginx put it: one buffer, or buffers back
+        # to back (the whole request in the header buffer), and copied only
+        # when in pieces (the part read with the headers apart from the rest)
+        big = list(range(5000, 5000 + 64 * BLOCK))      # ~23 KB of JSON
+        def copies_of(prompt, blocks, split=None):
+            before = ng.get_status()
+            st = post_whole(ng.port, "/v1/completions",
+                            {"prompt": prompt, "max_tokens": 1}, split)
+            if st != 200:
+                fail("a %d-block prompt: %d" % (blocks, st))
+            after = ng.get_status()
+            if after["prompt_blocks"] - before["prompt_blocks"] != blocks:
+                fail("a %d-block prompt hashed as %d blocks" % (
+                    blocks, after["prompt_blocks"] - before["prompt_blocks"]))
+            return after["body_copies"] - before["body_copies"]
+        n_small = copies_of(list(range(100, 100 + BLOCK + 5)), 1)   # ~350 bytes
+        n_split = copies_of(big, 64)
+        old = ng.get_status()["worker_pid"]
+        ng.write_conf(softmax, extra_locations=["client_header_buffer_size 64k;"])
+        ng.reload()
+        wait_policy(ng, "softmax", old)
+        # sent in two parts: whether nginx reads them in one recv or two,
+        # the body lies in the header buffer in one run of bytes
+        n_whole = copies_of(big, 64, split=1000)
+        if (n_small, n_split, n_whole) != (0, 1, 0):
+            fail("body copies (small, split over the 1k header buffer, in a 64k one "
+                 "sent in two parts): %r, expected (0, 1, 0)" % ((n_small, n_split, n_whole),))
+        ng.write_conf(softmax)
+        print("body: copied only when in pieces (0 / 1 / 0)")
 
         # 3. switches both ways under traffic, no failed request
         done = threading.Event()
