@@ -36,6 +36,9 @@
 #   PARTS       what to run: "replay" (the trace per policy, wsel sim, their
 #               tables) and/or "latency" (the added-latency bench alone)
 #               [replay latency]
+#   HEADER_BUFFER client_header_buffer_size of both nginx set-ups (e.g.
+#               128k: a request that fits is read in one run of bytes and
+#               its body not copied; nginx/README.md) [unset: nginx's 1k]
 #   NGINX       the nginx binary [/usr/sbin/nginx]
 #   BUDGET_S    wall-clock ceiling of the whole script, seconds [1500]
 #   OUT         keep every log, status and result here [a temp dir, removed]
@@ -212,6 +215,7 @@ $wsel_ups
     }
     server {
         listen 127.0.0.1:$port;
+        ${HEADER_BUFFER:+client_header_buffer_size $HEADER_BUFFER;}
         client_body_buffer_size 4m;
         client_max_body_size 16m;
         location /v1/ {
@@ -490,10 +494,19 @@ def round_p50(side, r):
     with open(os.path.join(out, "latency", "%s-%d.jsonl" % (side, r))) as f:
         return statistics.median(json.loads(l)["ttft_ms"] * 1000 for l in f if l.strip())
 
+# Student t's 97.5 % quantile by degrees of freedom (a 95 % interval).
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 for m in lat_modes:
     d = [round_p50(m, r) - round_p50(base_side[m], r) for r in range(rounds)]
-    print("added per round, %s (us): %s; median %.0f" % (
-        m, " ".join("%.0f" % x for x in d), statistics.median(d)))
+    ci = ""
+    if rounds > 1:
+        t = T975[rounds - 2] if rounds - 1 <= len(T975) else 1.96
+        ci = "; mean %.1f +- %.1f (95 %% CI, Student t over the rounds)" % (
+            statistics.mean(d), t * statistics.stdev(d) / rounds ** 0.5)
+    print("added per round, %s (us): %s; median %.0f%s" % (
+        m, " ".join("%.0f" % x for x in d), statistics.median(d), ci))
 for m in lat_modes:
     sts = [load(os.path.join(out, "latency", "status-%s-%d.json" % (m, r))) for r in range(rounds)]
     n = sum(x["requests"] for x in sts)
