@@ -169,8 +169,12 @@ static int event_fields(const msgpack_object *o, ev_fields *f)
     return f->type && f->type->type == MSGPACK_OBJECT_STR ? 0 : -1;
 }
 
-/* Decode one event into d; returns 0 or a WSEL_KV_SKIP_* reason + 1 for
- * the whole batch. */
+/* decode_event's and decode_batch's answer when a buffer could not grow:
+ * the batch is dropped as out of memory, not counted as a bad shape. */
+#define DEC_NOMEM (1 + WSEL_KV_SKIP_REASONS)
+
+/* Decode one event into d; returns 0, a WSEL_KV_SKIP_* reason + 1 for the
+ * whole batch, or DEC_NOMEM. */
 static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size)
 {
     ev_fields f;
@@ -207,15 +211,15 @@ static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size
         }
     }
     if (grow((void **)&d->hashes, &d->cap_h, d->nh + e.count, sizeof(uint64_t)) != 0)
-        return 1 + WSEL_KV_SKIP_SHAPE;
+        return DEC_NOMEM;
     if (type == EV_STORED) {
         uint64_t *l = realloc(d->locals, d->cap_h * sizeof(uint64_t));
         if (!l)
-            return 1 + WSEL_KV_SKIP_SHAPE;
+            return DEC_NOMEM;
         d->locals = l;
         if (grow((void **)&d->tokens, &d->cap_t, block_size, sizeof(uint32_t)) != 0 ||
             grow((void **)&d->chained, &d->cap_c, e.count, sizeof(uint64_t)) != 0)
-            return 1 + WSEL_KV_SKIP_SHAPE;
+            return DEC_NOMEM;
     }
     const msgpack_object *h = e.count ? f.hashes->via.array.ptr : NULL;
     const msgpack_object *t =
@@ -236,13 +240,13 @@ static int decode_event(decoder *d, const msgpack_object *o, uint32_t block_size
     }
     d->nh += e.count;
     if (grow((void **)&d->ev, &d->cap_ev, d->nev + 1, sizeof(*d->ev)) != 0)
-        return 1 + WSEL_KV_SKIP_SHAPE;
+        return DEC_NOMEM;
     d->ev[d->nev++] = e;
     return 0;
 }
 
-/* Decode a KVEventBatch; 0 or a WSEL_KV_SKIP_* reason + 1. A bad rank is
- * reported before a bad event. */
+/* Decode a KVEventBatch; 0, a WSEL_KV_SKIP_* reason + 1 or DEC_NOMEM. A
+ * bad rank is reported before a bad event. */
 static int decode_batch(decoder *d, const msgpack_object *o, uint32_t block_size)
 {
     const msgpack_object *events = NULL, *rank = NULL;
@@ -506,7 +510,9 @@ static int decode_message(decoder *d, const unsigned char *msg, size_t len,
         reason = WSEL_KV_SKIP_MSGPACK;
     } else {
         int rc = decode_batch(d, &obj, block_size);
-        if (rc != 0)
+        if (rc == DEC_NOMEM)
+            *nomem = 1;
+        else if (rc != 0)
             reason = rc - 1;
         else if (d->has_rank && d->rank != dp_rank)
             reason = WSEL_KV_SKIP_RANK;
