@@ -80,8 +80,30 @@ static int has_config(const sim_report_row *row)
            strcmp(row->config, "{}") != 0;
 }
 
+/* The label of row i's phase p, as the table's first column shows it. */
+static void row_label(const sim_report_row *rows, uint32_t i, uint32_t p, char *name,
+                      size_t size)
+{
+    if (rows[i].result.num_phases > 1)
+        snprintf(name, size, " %u:%s", p, rows[i].result.phase_label[p]);
+    else if (has_config(&rows[i]))
+        snprintf(name, size, "%s [%u]", rows[i].plugin, i + 1);
+    else
+        snprintf(name, size, "%s", rows[i].plugin);
+}
+
 void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
 {
+    /* The first column is as wide as its longest label (a plugin given by
+     * path), so every row's figures stay under their titles. */
+    char name[512];
+    int label_width = 14;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t p = 0; p < rows[i].result.num_phases; p++) {
+            row_label(rows, i, p, name, sizeof(name));
+            if ((int)strlen(name) > label_width)
+                label_width = (int)strlen(name);
+        }
     double best[NUM_COLUMNS];
     for (size_t c = 0; c < NUM_COLUMNS; c++) {
         best[c] = columns[c].higher_is_better ? -INFINITY : INFINITY;
@@ -91,7 +113,7 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
                 best[c] = v;
         }
     }
-    fprintf(out, "%-14s", "plugin");
+    fprintf(out, "%-*s", label_width, "plugin");
     for (size_t c = 0; c < NUM_COLUMNS; c++)
         fprintf(out, " %*s", (int)strlen(columns[c].title) + 1, columns[c].title);
     fputc('\n', out);
@@ -100,17 +122,11 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
             const sim_metrics *m = rows[i].result.num_phases > 1
                                        ? &rows[i].result.phase[p]
                                        : &rows[i].result.total;
-            char name[64];
-            if (rows[i].result.num_phases > 1)
-                snprintf(name, sizeof(name), " %u:%s", p, rows[i].result.phase_label[p]);
-            else if (has_config(&rows[i]))
-                snprintf(name, sizeof(name), "%s [%u]", rows[i].plugin, i + 1);
-            else
-                snprintf(name, sizeof(name), "%s", rows[i].plugin);
+            row_label(rows, i, p, name, sizeof(name));
             if (p == 0 && rows[i].result.num_phases > 1) {
                 fprintf(out, "%s (phases)\n", rows[i].plugin);
             }
-            fprintf(out, "%-14s", name);
+            fprintf(out, "%-*s", label_width, name);
             for (size_t c = 0; c < NUM_COLUMNS; c++) {
                 char cell[64];
                 snprintf(cell, sizeof(cell), columns[c].fmt,
