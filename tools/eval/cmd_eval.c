@@ -157,8 +157,14 @@ static int parse(eval_options *o, int argc, char **argv, char *err, size_t err_s
                     found |= strlen(eval_metrics[k].key) == n &&
                              strncmp(eval_metrics[k].key, p, n) == 0;
                 if (!found) {
-                    snprintf(err, err_size, "--metrics '%s': unknown metric '%.*s'", v,
-                             (int)n, p);
+                    int len =
+                        snprintf(err, err_size,
+                                 "--metrics '%s': unknown metric '%.*s'; the metrics:", v,
+                                 (int)n, p);
+                    for (uint32_t k = 0;
+                         k < eval_num_metrics && len >= 0 && (size_t)len < err_size; k++)
+                        len += snprintf(err + len, err_size - (size_t)len, "%s %s",
+                                        k ? "," : "", eval_metrics[k].key);
                     return 2;
                 }
                 p += n + (end ? 1 : 0);

@@ -212,6 +212,8 @@ void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, 
     int first = 1;
     if (sm < 0)
         return;
+    if (!json && hy < 0 && dg < 0 && ch < 0)
+        return; /* no policy with a target here: no empty table */
     const sim_cluster *c = &o->sim.cluster;
     int dp_shape = 0;
     for (uint32_t w = 0; w < c->num_workers; w++)
