@@ -12,6 +12,8 @@
 #                                        wsel::host, wsel_add_plugin()
 #   P/lib/pkgconfig/wsel.pc              pkg-config: cflags, libs, plugindir
 #   P/bin/wsel-isolated-helper           isolated mode's helper process
+#   P/bin/wsel-engine                    the emulated engine `wsel cluster`
+#                                        starts (WSEL_REALTIME builds)
 #   P/share/doc/wsel/LICENSE             the licence (Apache-2.0)
 #   P/share/doc/wsel/README.md, *.md     the README and docs/ (figures in img/)
 #   P/share/wsel/examples/plugin-template the out-of-tree plugin template
@@ -94,6 +96,12 @@ install(TARGETS wsel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runti
 set_target_properties(wsel_isolated_helper PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
 install(TARGETS wsel_isolated_helper RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         COMPONENT runtime)
+# The emulated engine (WSEL_REALTIME builds): the installed `wsel cluster`
+# starts the wsel-engine beside it, not the build tree's.
+if(TARGET wsel-engine)
+  set_target_properties(wsel-engine PROPERTIES INSTALL_RPATH "\$ORIGIN/${wsel_bin_to_lib}")
+  install(TARGETS wsel-engine RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+endif()
 
 # --- find_package(wsel) -------------------------------------------------------
 install(EXPORT wsel-targets NAMESPACE wsel:: FILE wsel-targets.cmake

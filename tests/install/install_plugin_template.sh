@@ -37,6 +37,31 @@ readelf -d "$prefix/lib/libwsel-host.so.1" | grep -q 'SONAME.*\[libwsel-host\.so
 readelf -d "$prefix/bin/wsel" | grep -q 'R.*PATH.*\[\$ORIGIN/\.\./lib\]' ||
     fail "$prefix/bin/wsel: RUNPATH is not \$ORIGIN/../lib"
 
+step "the installed wsel cluster starts the installed wsel-engine"
+if [ -x "$WSEL_BUILD_DIR/bin/wsel-engine" ]; then
+    engine=$prefix/bin/wsel-engine
+    [ -x "$engine" ] || fail "$engine was not installed (the build has one)"
+    readelf -d "$engine" | grep -q 'R.*PATH.*\[\$ORIGIN/\.\./lib\]' ||
+        fail "$engine: RUNPATH is not \$ORIGIN/../lib"
+    env -u WSEL_ENGINE "$prefix/bin/wsel" cluster --workers 1 --ready-file "$WORK/cluster.ready" \
+        >"$WORK/cluster.log" 2>&1 &
+    cluster=$!
+    # wsel cluster writes the file once its engine listens, or exits (60 s at most).
+    while [ ! -s "$WORK/cluster.ready" ] && kill -0 "$cluster" 2>/dev/null; do
+        sleep 0.1
+    done
+    started=$(for child in $(ps -o pid= --ppid "$cluster"); do
+        readlink "/proc/$child/exe"
+    done)
+    kill "$cluster" 2>/dev/null || true
+    wait "$cluster" || true
+    [ -s "$WORK/cluster.ready" ] || fail "wsel cluster did not start (see $WORK/cluster.log)"
+    [ "$started" = "$(readlink -f "$engine")" ] ||
+        fail "the installed wsel cluster started '$started', not $engine"
+else
+    echo "NOTE: no wsel-engine in this build (WSEL_REALTIME off); step skipped"
+fi
+
 step "build the template with find_package(wsel)"
 "$CMAKE" -S "$template" -B "$WORK/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_C_COMPILER="$CC" -DCMAKE_C_FLAGS=-Werror >"$WORK/cmake-build.log" 2>&1 ||

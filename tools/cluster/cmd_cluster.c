@@ -32,8 +32,8 @@ static const char usage_text[] =
     "  --workers N     engines to start (1)\n"
     "  --dp D          data-parallel ranks per engine (1)\n"
     "  --kv-events     each engine publishes KV events (and replays) on free ports\n"
-    "  --engine PATH   the wsel-engine program (default: beside wsel, or\n"
-    "                  $WSEL_ENGINE)\n"
+    "  --engine PATH   the wsel-engine program (default: $WSEL_ENGINE, else the\n"
+    "                  one beside wsel, else the build tree's)\n"
     "  --ready-file F  write every worker's lines to F once all listen\n";
 
 static void engine_path(char *out, size_t size, const char *given)
