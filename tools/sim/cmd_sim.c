@@ -348,6 +348,14 @@ static int compare(const sim_options *o)
     if (bad_lines)
         fprintf(stderr, "wsel sim: skipped %llu bad lines of %s\n",
                 (unsigned long long)bad_lines, o->trace);
+    /* A switch after the input's last arrival leaves its phase all zeros:
+     * say why rather than let the row read as a policy that did nothing. */
+    for (uint32_t p = 1; n > 0 && p < rows[0].result.num_phases; p++)
+        if (rows[0].result.phase[p].requests == 0)
+            fprintf(stderr,
+                    "wsel sim: warning: phase %u (%s) routed no request: its --switch-at "
+                    "came after the input's last arrival\n",
+                    p, rows[0].result.phase_label[p]);
     if (o->json) {
         sim_report_input in = {o->trace,
                                sim_workload_name(o->workload.kind),
