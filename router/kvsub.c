@@ -8,7 +8,8 @@
  * mutex (rt_kv_commit). With kv_threads LOW every one of them, and
  * ZeroMQ's I/O thread, runs in SCHED_BATCH (a thread woken by an event
  * does not preempt a running route), and the receiving thread, which does
- * most of the work, also at nice +10 (a route preempts it); the applying
+ * most of the work, also 10 above the caller's nice, at most 19 (a route
+ * preempts it); the applying
  * thread keeps the caller's nice, so the thread that holds the router's
  * mutex is never one that others hold off the CPU for long.
  *
@@ -19,6 +20,7 @@
  * so requests queue in the order the topology changed. The two threads
  * share only the decoders' ring, under its own mutex.
  */
+#include <errno.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -224,8 +226,14 @@ static void *kvsub_main(void *arg)
 {
     rt_kvsub *k = arg;
 #ifdef SCHED_BATCH
-    if (k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW)
-        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+    if (k->r->opt.kv_threads == WSEL_ROUTER_KV_THREADS_LOW) {
+        /* 10 above the caller's nice (inherited), at most 19: never a
+         * higher priority than the caller's, whatever its nice. */
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+        if (errno == 0)
+            (void)setpriority(PRIO_PROCESS, (id_t)gettid(), nice < 9 ? nice + 10 : 19);
+    }
 #endif
     zmq_pollitem_t *items = NULL;
     size_t cap = 0;

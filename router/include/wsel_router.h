@@ -76,7 +76,9 @@ typedef struct wsel_router wsel_router;
 
 /* The CPU class of the threads that receive and decode KV events
  * (wsel_router_options.kv_threads). */
-#define WSEL_ROUTER_KV_THREADS_LOW    0u /* SCHED_BATCH, nice +10 (the default) */
+/* SCHED_BATCH, the decoding thread 10 above the caller's nice, at most 19
+ * (the default) */
+#define WSEL_ROUTER_KV_THREADS_LOW    0u
 #define WSEL_ROUTER_KV_THREADS_NORMAL 1u /* the class of wsel_router_create's caller */
 
 /* The seed of every XXH3 call (Dynamo's). */
