@@ -979,8 +979,8 @@ static inline uint32_t wsel_inline_rng_below(const wsel_host_api *host,
         while (low < threshold) {
             m = (uint64_t)(uint32_t)(host->rng_u64(rng) >> 32) * n;
             low = (uint32_t)m;
-}
-}
+        }
+    }
     return (uint32_t)(m >> 32);
 }
 
@@ -999,8 +999,8 @@ static inline int32_t wsel_inline_eligible_skip(const uint8_t *flags,
             free_rows++;
             if (out_count == NULL)
                 break;
-}
-}
+        }
+    }
     if (usable == 0)
         return WSEL_ENOCANDIDATE;
     *out_skip = (uint8_t)(free_rows != 0 ? (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY)
