@@ -708,6 +708,8 @@ ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     up->enabled = 1;
     up->uscf = uscf;
     up->name = uscf->host;
+    up->policy_file = cf->conf_file->file.name;
+    up->policy_line = cf->conf_file->line;
 
     if (value[1].len == 7 && ngx_strncmp(value[1].data, "builtin", 7) == 0) {
         ngx_str_null(&up->policy);

@@ -293,8 +293,10 @@ ngx_http_wsel_check_policy(ngx_conf_t *cf, ngx_http_wsel_upstream_t *up)
 
     if (rc != 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "wsel: upstream \"%V\": policy \"%V\" refused: %s",
-                           &up->name, &up->policy, err);
+                           "wsel: upstream \"%V\": policy \"%V\" (wsel_policy "
+                           "in %V:%ui) refused: %s",
+                           &up->name, &up->policy, &up->policy_file,
+                           up->policy_line, err);
         return NGX_ERROR;
     }
 

@@ -51,6 +51,8 @@ typedef struct {
     ngx_str_t                       name;
     ngx_str_t                       policy;    /* NUL-terminated; "" = builtin */
     ngx_str_t                       config;    /* NUL-terminated JSON */
+    ngx_str_t                       policy_file; /* where wsel_policy is, */
+    ngx_uint_t                      policy_line; /* for a refusal's message */
     ngx_flag_t                      isolated;
     ngx_str_t                       helper;    /* NUL-terminated or empty */
     ngx_uint_t                      block_size;

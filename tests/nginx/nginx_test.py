@@ -539,12 +539,16 @@ def case_refused(args):
         p = ng.test_conf()
         if p.returncode != 0:
             fail("wsel_kv_source events threads=normal refused: %s" % p.stdout.decode())
-        # a broken plugin: nginx -t says why
+        # a broken plugin: nginx -t says why, and where its wsel_policy is
+        # (nginx checks it at the upstream block's end)
         ng.write_conf(broken)
+        with open(ng.conf) as f:
+            line = 1 + [i for i, l in enumerate(f) if "wsel_policy" in l][0]
         p = ng.test_conf()
         out = p.stdout.decode()
-        if p.returncode == 0 or "refused" not in out:
-            fail("nginx -t accepted a broken plugin: %s" % out)
+        where = "(wsel_policy in %s:%d) refused" % (ng.conf, line)
+        if p.returncode == 0 or where not in out:
+            fail("nginx -t accepted a broken plugin, or did not say %r: %s" % (where, out))
 
         ng.write_conf(softmax)
         ng.start()
