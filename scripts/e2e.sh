@@ -36,9 +36,9 @@
 #   PARTS       what to run: "replay" (the trace per policy, wsel sim, their
 #               tables) and/or "latency" (the added-latency bench alone)
 #               [replay latency]
-#   HEADER_BUFFER client_header_buffer_size of both nginx set-ups (e.g.
-#               128k: a request that fits is read in one run of bytes and
-#               its body not copied; nginx/README.md) [unset: nginx's 1k]
+#   HEADER_BUFFER client_header_buffer_size of every nginx set-up, as
+#               nginx/README.md's nginx.conf sets it (a request that fits is
+#               read in one run of bytes, its body not copied) [64k]
 #   NGINX       the nginx binary [/usr/sbin/nginx]
 #   BUDGET_S    wall-clock ceiling of the whole script, seconds [1500]
 #   OUT         keep every log, status and result here [a temp dir, removed]
@@ -61,6 +61,7 @@ LAT_REQUESTS=${LAT_REQUESTS:-999}
 LAT_MODES=${LAT_MODES:-events history}
 PARTS=${PARTS:-replay latency}
 NGINX=${NGINX:-/usr/sbin/nginx}
+HEADER_BUFFER=${HEADER_BUFFER:-64k}
 pin_nginx=() pin_rest=()
 if [[ -n ${PIN:-} ]]; then
   [[ $PIN == *:* ]] || { echo "e2e.sh: PIN is N:R (taskset CPU lists)" >&2; exit 2; }
@@ -215,7 +216,7 @@ $wsel_ups
     }
     server {
         listen 127.0.0.1:$port;
-        ${HEADER_BUFFER:+client_header_buffer_size $HEADER_BUFFER;}
+        client_header_buffer_size $HEADER_BUFFER;
         client_body_buffer_size 4m;
         client_max_body_size 16m;
         location /v1/ {
@@ -511,10 +512,11 @@ for m in lat_modes:
     sts = [load(os.path.join(out, "latency", "status-%s-%d.json" % (m, r))) for r in range(rounds)]
     n = sum(x["requests"] for x in sts)
     print("module route time, %s (status): mean %.1f us, p50 <= %d us over %d requests"
-          " (token reader %s, KV threads %s)" % (
+          " (token reader %s, KV threads %s; bodies copied %d)" % (
         m, sum(x["route_time_ns_sum"] for x in sts) / max(n, 1) / 1000,
         max(x["route_time_us_p50"] for x in sts), n, sts[0].get("token_reader", "?"),
-        sts[0].get("kv_threads", "?") if m == "events" else "-"))
+        sts[0].get("kv_threads", "?") if m == "events" else "-",
+        sum(x.get("body_copies", 0) for x in sts)))
     km = sum(x.get("kv_cpu_messages", 0) for x in sts)
     if km:
         print("KV events' CPU time a message, %s (status): decode %.1f us, apply %.1f us"
