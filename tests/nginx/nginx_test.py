@@ -460,8 +460,12 @@ def case_route(args):
                 fail("a %d-block prompt: %d" % (blocks, st))
             after = ng.get_status()
             if after["prompt_blocks"] - before["prompt_blocks"] != blocks:
-                fail("a %d-block prompt hashed as %d blocks" % (
-                    blocks, after["prompt_blocks"] - before["prompt_blocks"]))
+                fail("a %d-block prompt (split %r) hashed as %d blocks; no_prompt +%d, "
+                     "body_copies +%d, requests +%d" % (
+                         blocks, split, after["prompt_blocks"] - before["prompt_blocks"],
+                         after["no_prompt"] - before["no_prompt"],
+                         after["body_copies"] - before["body_copies"],
+                         after["requests"] - before["requests"]))
             return after["body_copies"] - before["body_copies"]
         n_small = copies_of(list(range(100, 100 + BLOCK + 5)), 1)   # ~350 bytes
         n_split = copies_of(big, 64)
@@ -469,6 +473,8 @@ def case_route(args):
         ng.write_conf(softmax, extra_locations=["client_header_buffer_size 64k;"])
         ng.reload()
         wait_policy(ng, "softmax", old)
+        # until it exits the old worker may still accept (and answer)
+        wait_exit(old, "the old worker %d to exit" % old)
         # sent in two parts: whether nginx reads them in one recv or two,
         # the body lies in the header buffer in one run of bytes
         n_whole = copies_of(big, 64, split=1000)
