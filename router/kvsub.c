@@ -9,9 +9,9 @@
  * ZeroMQ's I/O thread, runs in SCHED_BATCH (a thread woken by an event
  * does not preempt a running route), and the receiving thread, which does
  * most of the work, also 10 above the caller's nice, at most 19 (a route
- * preempts it); the applying
- * thread keeps the caller's nice, so the thread that holds the router's
- * mutex is never one that others hold off the CPU for long.
+ * preempts it); the applying thread keeps the caller's nice, so the thread
+ * that holds the router's mutex is never one that others hold off the CPU
+ * for long.
  *
  * Other threads ask the receiving thread to subscribe or unsubscribe
  * through a queue guarded by its own mutex and a wake-up over an inproc
