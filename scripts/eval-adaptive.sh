@@ -20,8 +20,11 @@
 #     too.
 #
 #   scripts/eval-adaptive.sh [BUILD_DIR [OUT]]      (BUILD_DIR: build-eval)
-#   TRACES=/path/to/traces JOBS=2 SEEDS=10 ONLY="arxiv conversation" \
+#   TRACES=/path/to/traces JOBS=2 SEED=1 SEEDS=10 ONLY="arxiv conversation" \
 #       JSON_DIR=/tmp/x scripts/eval-adaptive.sh
+#
+# SEED is the first seed (1): SEED=41 SEEDS=30 repeats the evaluation on
+# seeds no choice was made on.
 #
 # Each Markdown file starts with the command that produced it. The traces
 # are skipped when TRACES has no copy; SUMMARY_ONLY=1 rebuilds the summary
@@ -33,6 +36,7 @@ out=${2:-$here/docs/eval}
 traces=${TRACES:-$here/../shared/traces}
 jobs=${JOBS:-2}
 seeds=${SEEDS:-10}
+first_seed=${SEED:-1}
 json_dir=${JSON_DIR:-${TMPDIR:-/tmp}/wsel-eval-adaptive}
 only=${ONLY:-arxiv conversation shared-prefix synthetic}
 wsel=$build/bin/wsel
@@ -61,19 +65,19 @@ run() { # NAME INPUT-OPTIONS...
         pl="$pl --plugin adaptive"
         file=$out/adaptive-$name-$shape.md
         # shellcheck disable=SC2086
-        cmd="wsel eval $input_shown $cl $pl --seeds $seeds --jobs $jobs --no-targets --metrics $metrics"
+        cmd="wsel eval $input_shown $cl $pl --seed $first_seed --seeds $seeds --jobs $jobs --no-targets --metrics $metrics"
         echo "eval-adaptive: $cmd" >&2
         start=$(date +%s)
         {
             # shellcheck disable=SC2016
             printf '```\n%s\n```\n\n' "$cmd"
             # shellcheck disable=SC2086
-            nice -n 5 "$wsel" eval --no-progress "$@" $cl $plugs --seeds "$seeds" \
+            nice -n 5 "$wsel" eval --no-progress "$@" $cl $plugs --seed "$first_seed" --seeds "$seeds" \
                 --jobs "$jobs" --no-targets --metrics "$metrics"
         } >"$file.tmp"
         mv "$file.tmp" "$file"
         # shellcheck disable=SC2086
-        nice -n 5 "$wsel" eval --no-progress "$@" $cl $plugs --seeds "$seeds" \
+        nice -n 5 "$wsel" eval --no-progress "$@" $cl $plugs --seed "$first_seed" --seeds "$seeds" \
             --jobs "$jobs" --no-targets --json >"$json_dir/$name-$shape.json"
         echo "eval-adaptive: $file in $(($(date +%s) - start)) s" >&2
     done
