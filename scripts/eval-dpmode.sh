@@ -14,7 +14,7 @@
 #   TRACES=/path/to/traces SEEDS=10 SEED=1 JOBS=2 JSON_DIR=/tmp/x scripts/eval-dpmode.sh
 #
 # JSON_DIR/INPUT-SHAPE.json is each run's `wsel eval --json` (JSON_DIR:
-# $TMPDIR/wsel-eval-dpmode); OUT/commands.txt their commands; OUT/summary.md has,
+# $TMPDIR/wsel-eval-dpmode); OUT/commands.md their commands; OUT/summary.md has,
 # per input, shape, load and dpgroup mode, the ratios to softmax of TTFT
 # mean and p99 and of the hit rate (* where the paired difference is
 # significant at 95 %), then the counts of significant wins and losses.
@@ -32,7 +32,8 @@ wsel=$build/bin/wsel
 
 [ -x "$wsel" ] || { echo "eval-dpmode.sh: $wsel not built" >&2; exit 1; }
 mkdir -p "$out" "$json_dir"
-: >"$out/commands.txt"
+# shellcheck disable=SC2016
+printf '# The runs behind summary.md\n\n```sh\n' >"$out/commands.md"
 
 run() { # NAME SHOWN-INPUT INPUT-OPTIONS...
     name=$1
@@ -46,7 +47,7 @@ run() { # NAME SHOWN-INPUT INPUT-OPTIONS...
         esac
         rest="--dp-mode independent --loads 60,80,95 --seed $seed --seeds $seeds --jobs $jobs"
         echo "wsel eval $shown $cl $rest --plugin softmax --plugin dpgroup" \
-            "--plugin dpgroup --config '{\"mode\":\"two-level\"}' --json" >>"$out/commands.txt"
+            "--plugin dpgroup --config '{\"mode\":\"two-level\"}' --json" >>"$out/commands.md"
         start=$(date +%s)
         # shellcheck disable=SC2086
         "$wsel" eval --no-progress "$@" $cl $rest --plugin softmax --plugin dpgroup \
@@ -69,6 +70,8 @@ if [ -f "$s" ]; then
         --trace "$s" --jitter-ms 250
 fi
 
+echo '```' >>"$out/commands.md"
+
 python3 - "$json_dir" >"$out/summary.md" <<'PY'
 import json, os, sys
 
@@ -77,7 +80,7 @@ metrics = (("ttft_mean_ms", "TTFT mean", -1), ("ttft_p99_ms", "TTFT p99", -1),
            ("kv_hit_rate", "hit rate", 1))
 print("dpgroup against softmax on independent DP ranks (`--dp-mode independent`);")
 print("ratio = dpgroup / softmax, `*` = paired difference significant at 95 %.")
-print("Commands: commands.txt beside this file.")
+print("Commands: commands.md beside this file.")
 print()
 print("| input | shape | saturation (speedup) | load | mode | "
       + " | ".join(m[1] for m in metrics) + " |")
