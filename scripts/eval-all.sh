@@ -7,7 +7,10 @@
 # default). The tables are then pasted or linked from docs/evaluation.md.
 #
 #   scripts/eval-all.sh [BUILD_DIR [OUT]]      (BUILD_DIR: build-eval)
-#   TRACES=/path/to/traces JOBS=2 SEEDS=5 scripts/eval-all.sh
+#   TRACES=/path/to/traces JOBS=2 SEED=1 SEEDS=5 scripts/eval-all.sh
+#
+# SEED is the first seed (1): SEED=41 repeats every table on seeds no
+# choice was made on.
 #
 # Each file starts with the command that produced it; summary.md counts
 # the issue-12 targets met per input, shape and policy. The traces are
@@ -19,6 +22,7 @@ out=${2:-$here/docs/eval}
 traces=${TRACES:-$here/../shared/traces}
 jobs=${JOBS:-2}
 seeds=${SEEDS:-5}
+first_seed=${SEED:-1}
 wsel=$build/bin/wsel
 [ -x "$wsel" ] || { echo "eval-all: $wsel not built" >&2; exit 1; }
 mkdir -p "$out"
@@ -36,7 +40,7 @@ run() { # NAME INPUT-OPTIONS...
         esac
         file=$out/$name-$shape.md
         # shellcheck disable=SC2086
-        cmd="wsel eval $* $cl --seeds $seeds --jobs $jobs --metrics $metrics"
+        cmd="wsel eval $* $cl --seed $first_seed --seeds $seeds --jobs $jobs --metrics $metrics"
         cmd=$(printf '%s' "$cmd" | sed "s|$traces/|../shared/traces/|g")
         echo "eval-all: $cmd" >&2
         start=$(date +%s)
@@ -46,10 +50,11 @@ run() { # NAME INPUT-OPTIONS...
         timer=
         [ -x /usr/bin/time ] && timer="/usr/bin/time -f %U+%S -o $file.cpu"
         {
+            # shellcheck disable=SC2016
             printf '```\n%s\n```\n\n' "$cmd"
             # shellcheck disable=SC2086
-            $timer "$wsel" eval --no-progress "$@" $cl --seeds "$seeds" --jobs "$jobs" \
-                --metrics "$metrics"
+            $timer "$wsel" eval --no-progress "$@" $cl --seed "$first_seed" --seeds "$seeds" \
+                --jobs "$jobs" --metrics "$metrics"
         } >"$file.tmp"
         mv "$file.tmp" "$file"
         cpu=
