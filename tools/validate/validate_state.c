@@ -207,6 +207,7 @@ static void memory_now(size_t *heap, long *rss_kib)
 static void check_lifecycle_memory(const vcontext *ctx, vcheck_result *res)
 {
     int judge_memory = bench_alloc_available();
+    const uint32_t warmup = 100;
     uint32_t cycles = judge_memory ? 10000 : 200;
     vinstance vi;
     if (vinstance_open(&vi, ctx, res) < 0)
@@ -219,9 +220,9 @@ static void check_lifecycle_memory(const vcontext *ctx, vcheck_result *res)
     }
     size_t heap0 = 0, heap1 = 0;
     long rss0 = 0, rss1 = 0;
-    for (uint32_t cycle = 0; cycle < cycles + 100 && res->status != VCHECK_FAIL;
+    for (uint32_t cycle = 0; cycle < warmup + cycles && res->status != VCHECK_FAIL;
          cycle++) {
-        if (cycle == 100)
+        if (cycle == warmup)
             memory_now(&heap0, &rss0);
         void *instance = NULL;
         int32_t rc = vinstance_create(&vi, vi.params, &instance);
@@ -241,7 +242,7 @@ static void check_lifecycle_memory(const vcontext *ctx, vcheck_result *res)
     if (!judge_memory)
         snprintf(res->detail, sizeof(res->detail),
                  "%u cycles; memory not judged in a sanitizer build",
-                 (unsigned)(cycles + 100));
+                 (unsigned)(warmup + cycles));
     else if (heap1 > heap0 + 64 * 1024)
         vfail(res,
               "heap grew by %zu bytes over 10,000 create/destroy cycles (slack 64 KiB)",
