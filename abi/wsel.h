@@ -495,34 +495,12 @@ typedef struct wsel_host_api {
      * order (Dynamo's order when its candidates are sorted by worker id,
      * then dp rank), and the answer is the row Dynamo's current selector
      * (kv-router selector/default.rs, softmax_sample_index) gives for the
-     * same costs, temperature and draw u, except where its arithmetic
-     * overflows (below):
-     *   - temperature == 0: the minimum cost. Exact ties: the k-th tied
-     *     candidate in row order with k = floor(u * ties), so ties are
-     *     uniform (Dynamo breaks them uniformly from its own random stream).
-     *   - all candidate costs equal (T > 0): each candidate has p = 1/n,
-     *     divided by the running sum of the n values 1/n, and the answer is
-     *     the first candidate whose running sum of p reaches u (u <= sum):
-     *     a u exactly on a boundary k/n belongs to the earlier candidate.
-     *   - otherwise, with m = 1 when max - min is finite and
-     *     m = max(|min|, |max|) when it is infinite (costs spanning more
-     *     than DBL_MAX, e.g. -DBL_MAX and DBL_MAX):
-     *       scale = -1 / ((max / m - min / m) * temperature)
-     *       w_i   = exp(c_i / m * scale - min / m * scale)
-     *     evaluated in that order; p_i = w_i / sum(w), and the answer is the
-     *     first candidate whose running sum of p reaches u (u <= sum), or
-     *     the last candidate if rounding leaves the sum short of u. Tied
-     *     costs get equal weights (the earlier row owns the lower slice),
-     *     and the cheapest candidates have w = 1 exactly.
-     *   - overflow: where Dynamo's own arithmetic breaks, namely
-     *     (max / m - min / m) * temperature overflows (Dynamo: every w = 1,
-     *     uniform) or scale or min / m * scale is infinite (Dynamo: NaN
-     *     weights, the last candidate), the weights are
-     *       w_i = exp(-((c_i / m - min / m) / (max / m - min / m)) / temperature)
-     *     instead, which cannot overflow and keeps the cheapest candidates
-     *     the most likely, the odds of best to worst at e^(1/temperature).
-     *     Costs near DBL_MAX at a large temperature, or a range near the
-     *     smallest double at a small one, take this path.
+     * same costs, temperature and draw u: at temperature 0 the minimum
+     * cost, exact ties going to the k-th tied candidate with
+     * k = floor(u * ties); above 0, the first candidate whose running sum
+     * of softmax probabilities reaches u. Where Dynamo's own arithmetic
+     * overflows, the answer is still finite and favours the cheapest.
+     * The exact arithmetic: docs/policies.md, "How the row is chosen".
      * `u` must be in [0, 1). Writes the chosen row to *out_row.
      * Returns 0, WSEL_EINVAL (NULL pointer, non-finite or negative
      * temperature, non-finite candidate cost, u outside [0,1)) or
@@ -725,23 +703,12 @@ typedef struct wsel_param_def {
 
 /*
  * Limits: everything the host's loader enforces before a plugin runs (a
- * plugin over any of them is refused, the message naming the rule). This
- * is the one list; `wsel validate` checks the same rules.
+ * plugin over any of them is refused, the message naming the rule).
+ * `wsel validate` checks the same rules.
  *
- *   File     a regular file owned by root or the host's user, not group-
- *            or world-writable; every folder from "/" down to it likewise,
- *            except that a folder writable by others with the sticky bit
- *            (like /tmp) is accepted; symbolic links on the way are
- *            followed only inside such folders and, in sticky ones, only
- *            when owned by root or the host's user; at most 40 links, 256
- *            folders, PATH_MAX bytes.
- *   ELF      a shared object (ET_DYN) for the host's class, byte order and
- *            machine; at most 256 program headers, every one and every
- *            loaded segment inside the file; at most 4,096 dynamic entries.
- *   Libraries every DT_RPATH / DT_RUNPATH folder ($ORIGIN is the plugin's
- *            folder; no other $-substitution, no relative or empty entry)
- *            and every DT_NEEDED given as a path must pass the file and
- *            folder rules above.
+ *   File, ELF, Libraries  the plugin file, its folders, its ELF headers
+ *            and its RPATH / RUNPATH folders: the loader's trust rules,
+ *            listed in docs/embedding.md, "Trusting plugin files".
  *   Descriptor abi_major == WSEL_ABI_MAJOR, struct_size >=
  *            WSEL_PLUGIN_SIZE_1_0 and no larger than the exported symbol;
  *            create, destroy and select set; name 1 to 64 characters of

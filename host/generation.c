@@ -2,63 +2,9 @@
 /*
  * generation.c -- a policy generation's life (load, configure, create,
  * destroy) and the grace period that separates publishing a new one from
- * destroying the old.
- *
- * Why an epoch scheme with two reader counters (a simplified SRCU / the
- * userspace-RCU "flip twice" grace period), and not a lock or reference
- * counts on the generation:
- *   - selects must never wait for a switch, so no lock shared with the
- *     switcher is allowed on the select path;
- *   - a reference count in the generation cannot be taken safely: between
- *     loading the pointer and incrementing its count the generation may be
- *     freed (the classic ABA/use-after-free of naive refcounting);
- *   - counting readers in the host instead, per epoch parity, costs a
- *     reader one atomic increment and one decrement on a counter that lives
- *     as long as the host, and lets the switcher wait for exactly the
- *     readers that could hold the old pointer.
- *
- * Reader (wsel_host_read_lock, internal.h):
- *     idx = epoch & 1;  readers[idx]++;  gen = live;  ...use gen...;
- *     readers[idx]--  (release)
- * Switcher (serialised by host->control):
- *     old = exchange(live, new);  retire old.
- * Grace period for the retired generations:
- *     flip epoch, see readers[old parity] == 0;
- *     flip epoch again, see the other counter == 0;  destroy them.
- *
- * Memory-ordering argument. The increment, the load of `live`, the exchange
- * and the switcher's loads of the counters are all seq_cst, so they sit in
- * one total order S. Take a reader that loaded the OLD generation: its load
- * of `live` precedes the exchange in S, so its increment (sequenced before
- * that load) precedes the exchange too, and therefore precedes both of the
- * switcher's counter loads that follow the exchange. Whichever counter it
- * incremented, the switcher waits until it reads 0 from that counter after
- * the exchange; a 0 that coherence-follows the reader's increment includes
- * the reader's matching decrement. That decrement is a release and the
- * switcher's load an acquire (seq_cst), so everything the reader did inside
- * the old instance happens-before the switcher destroys it. A reader whose
- * increment follows the exchange in S loads `live` after the exchange and
- * sees the new generation (or a later one), so it is not using the old.
- *
- * Why flip at all, and twice: without the flip, a steady stream of new
- * readers could keep one counter from ever reading 0. After a flip new
- * readers go to the other counter, so the waited-for one drains. A reader
- * that sampled the epoch just before a flip may still increment the old
- * parity, which is why both counters are waited for, each after a flip.
- *
- * Deferred reclamation (call_rcu rather than synchronize_rcu). A switch does
- * not wait for the grace period: it retires the old generation and advances
- * a small state machine as far as it can without waiting (flip 1, see
- * counter A read 0, flip 2, see counter B read 0, destroy the batch). The
- * steps and their order are exactly those above, only spread over later
- * polls (the next switch, wsel_host_reclaim, destroy), so
- * the argument above holds unchanged: every flip of a batch follows the
- * exchanges that retired its generations, and a 0 read at any time after a
- * flip covers every reader that incremented before it.
- * Rationale: with more select threads than cores a reader preempted inside
- * select holds a blocking grace period for a scheduler time slice; waiting
- * twice made a switch cost ~80 ms on 2 cores with 8 select threads. The cost
- * of deferring is that an old instance lives until a later poll.
+ * destroying the old: two reader counters per epoch parity, advanced by
+ * later polls so that neither a switch nor a select waits for the other.
+ * Why that is safe: ARCHITECTURE.md, "Concurrency".
  */
 #include <sched.h>
 #include <stdlib.h>

@@ -197,7 +197,7 @@ void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
 /*
  * Enter / leave a read-side section; the generation loaded in between
  * (wsel_host_live) stays alive until the matching unlock. [any thread]
- * The memory-ordering argument is at the top of generation.c.
+ * Why this is safe: ARCHITECTURE.md, "Concurrency".
  */
 static inline uint32_t wsel_host_read_lock(wsel_host *host)
 {

@@ -1,61 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * adaptive -- hysteresis whose load bound is learned from outcomes.
- *
- * It routes like hysteresis (plugins/hysteresis): a request's owner is the
- * rank that most recently received its deepest prefix block routed before
- * (a bounded, lock-free table, sticky_table.h), and the owner keeps the
- * request while it is eligible, inside the dead band on cost
- *
- *     cost_owner <= cost_best + rel_margin * |cost_best| + abs_margin
- *
- * and inside a load bound; otherwise the request goes where softmax would
- * send it. hysteresis's load bound is a fixed fraction of the spread of
- * loads (load_slack), and which fraction is best depends on the cluster
- * and its load. adaptive bounds instead what keeping the owner costs in
- * time to first token, as predicted by a model fitted online to the
- * outcomes the router reports (ttft_model.h):
- *
- *     ttft ~= a + b * P + c * G      P = the row's prefill_tokens when
- *                                    routed, G = the largest of its worker's
- *
- *     keep the owner while
- *         T(owner) <= (1 + tolerance) T(least) + b * W (u_least - u_owner)
- *     i.e.  v_owner - v_least <= tolerance * (k + v_least) + W (u_least - u_owner)
- *
- * with v = P + g G (T = b (k + v)), k = a / b, g = c / b, "least" the
- * candidate of least predicted TTFT, u a row's share of P that is the
- * request's own uncached prompt (isl less the blocks cached there) and W =
- * spill_work. The first term is the request's own cost: how much later its
- * first token comes on the owner than on the fastest row. The second is
- * what a spill costs the others: moving the request prefills u_least -
- * u_owner more tokens (its cached prefix, again) on the row it moves to,
- * which every request batched or queued behind it there waits for; W = 1
- * counts that extra work once more, as the delay of at least one other
- * request (what a request's own prefill costs the requests that share its
- * step).
- *
- * What is learned is g, the weight of a worker's busiest rank: where the
- * ranks of a worker step in lockstep, a rank's step lasts as long as the
- * slowest rank's, so a short queue on a rank whose sibling prefills a long
- * prompt is not fast, and the outcomes show it (c > 0); where they do not
- * (one-rank workers, where G = P, or independent ranks) the fit finds
- * nothing beside P and g = 0, and the bound is "no candidate less loaded
- * by more than the work a spill adds". g is refitted after every outcome.
- * tolerance (default 0) widens the bound by a share of the predicted TTFT
- * (k, the intercept in tokens of prefill, and P); 1.1.0 used 0.02, which
- * measured no better (docs/evaluation.md, adaptive).
- * Until the fit is usable (fewer than 16 outcomes, a 1.0 host that sends
- * none, P without spread, a slope that is not positive) the bound is
- * hysteresis's default: P_owner <= P_min + 0.5 (P_mean - P_min).
- *
- * Threads: select and score may run concurrently (WSEL_CAP_CONCURRENT_SELECT)
- * and so may on_request_outcome (wsel.h: same concurrency rule as select).
- * select reads the fitted k and g from two atomic words; an outcome
- * updates the fit under a spin flag held for a few arithmetic operations
- * (no I/O, no allocation), then publishes g and k. The requests awaiting
- * an outcome live in a bounded table (pending.h). No allocation after
- * create.
+ * adaptive -- hysteresis whose load bound is learned from outcomes: the
+ * owner keeps a request while its TTFT, predicted by a model fitted online
+ * to the router's outcomes (ttft_model.h), exceeds the fastest row's by no
+ * more than the work a spill would add. Requests awaiting an outcome live
+ * in pending.h's bounded table; no allocation after create.
+ * The model, the bound, the threads and why: docs/policies.md, "adaptive".
  */
 #include <float.h>
 #include <math.h>

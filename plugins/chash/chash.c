@@ -1,56 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * chash -- consistent hashing with bounded loads (Mirrokni, Thorup,
- * Zadimoghaddam; as in HAProxy, Envoy and SGLang), keyed on the request's
- * own prefix.
- *
- * A request's key is hashed onto a ring holding `vnodes` points per rank of
- * each worker; walking clockwise, the first eligible worker whose load
- * stays within (1 + epsilon) times its share of the total takes it. The
- * load is work, not a count (load = blocks, the default): a worker's load
- * is the KV blocks its ranks would hold with the request (decode_blocks,
- * Dynamo's column: active blocks plus the request's blocks a rank does not
- * hold), and it takes the request while
- *
- *     load <= (1 + epsilon) * total * ranks / capacity
- *
- * (ranks = its eligible ranks; total over the workers with an eligible
- * rank, capacity = all eligible ranks): MTZ's bound weighted by work, as in
- * their weighted generalisation, so a worker queueing a few long prompts is
- * as full as one queueing many short ones (prompts on a real trace differ
- * 100-fold). With load = requests it is MTZ's count, exactly:
- *
- *     active + 1 <= ceil((1 + epsilon) * (total + 1) * ranks / capacity).
- *
- * A worker's capacity is its rank count: a worker of 8 data-parallel ranks
- * takes 8 times the keys and 8 times the load of a one-rank worker, so on
- * a mixed cluster the one-rank workers are not held to the big worker's
- * per-worker load (with one rank per worker the share is MTZ's 1 / n). A
- * request whose home is over the bound, or lacks the request's own content
- * while a worker inside the bound holds it, spills inside the bound
- * (spill_row), not to the next worker on the ring, which holds nothing of
- * it: to the eligible rank holding the deepest prefix of the request
- * (spill = overlap, the default; the lowest default cost among equals), so
- * that a key's requests spilled under a burst keep meeting their prefix;
- * spill = cost takes the lowest default cost. Inside the home it takes the
- * eligible rank with the lowest default cost (the one holding the prefix),
- * then the fewest requests. The key is the request's shallowest prefix
- * block that is not common, common meaning in more than 1 / n_workers of
- * recent requests (request_key), counted in a decaying sketch
- * (sketch.h): a system prompt every request shares never becomes the key,
- * a conversation's turns all key on its first own block.
- *
- * select answers a spill from passes over the columns (scan.h: the rows
- * leading the spill's order, then only their workers' bounds), falling
- * back on the pass judging every worker (spill_pass) when those leaders'
- * workers are all over the bound or too many tie; the answer is the same.
- *
- * The score function (ABI 1.1) ranks every row in select's order of
- * preference (score_ring), so the policy composes in `pipeline`.
- *
- * The ring depends on the worker set and rank counts only; it is rebuilt
- * in place when they change (no allocation after create). Selects share a
- * reader lock; a rebuild takes it exclusively. The sketch is lock-free.
+ * Zadimoghaddam), keyed on the request's own prefix (request_key, shares
+ * counted in sketch.h), weighted by ranks and bounded by work; a spill
+ * stays inside the bound (spill_row, scan.h). The ring is rebuilt in place
+ * when the worker set changes, under the write side of a reader lock.
+ * The bound, the key, the spill order and why: docs/policies.md, "chash".
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,47 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * hysteresis -- sticky selection with a dead band and a load bound: the fix
- * for flicker that does not herd.
- *
- * When every rank's cost is nearly the same (high cache-hit rates), the
- * argmin flips on any tiny load change and the softmax magnifies the noise,
- * so requests that share a prefix jump between ranks and copy it into
- * several caches. This policy remembers, for the prefix blocks it routed,
- * the (worker_id, dp_rank) that most recently received each one (its
- * owner), in a bounded, lock-free table (sticky_table.h). A request's owner
- * is the owner of its DEEPEST block routed before: its own prefix, however
- * long, not a fixed number of leading blocks (which real traffic fills with
- * a system prompt every request shares). The owner keeps the request while
- *
- *   1. it is eligible (not excluded; not busy unless every eligible row is);
- *   2. its cost is inside the dead band around the best candidate's:
- *          cost_owner <= cost_best + rel_margin * |cost_best| + abs_margin
- *   3. its load is inside a bound of the least-loaded candidate's (never
- *      herd: a prefix every request shares cannot pile them onto one rank):
- *          load_owner <= load_min + load_slack * (load_mean - load_min)
- *      where load = prefill_tokens, the tokens the rank must prefill before
- *      this request's first token (its queued prefill plus this request's
- *      uncached tokens), and min and mean are over the candidates. With the
- *      default load_slack = 0.5 the owner must sit in the less loaded half
- *      of the spread: when every rank is equally idle (the flicker case)
- *      the owner always stays; once it is busier than its peers by more
- *      than half the cluster's average excess it gives the request up. 1
- *      is "never above the mean" (bounded loads with c = 1); 0 is "only a
- *      least-loaded owner stays".
- *
- * Otherwise it answers like softmax (the host's softmax_sample over the
- * default cost). Either way every block of the request (at the depths of
- * plugins/common/depth_grid.h) now names the chosen rank as its owner.
- *
- * The score function (ABI 1.1) is the default cost with the dead band
- * taken off the owner's, while its load is inside the bound (see
- * hysteresis_score), so the policy composes in `pipeline`.
- *
- * Cost of a select: one pass over the rows (row_scan.h: the best cost and
- * the spread of loads, no branch per row), a binary search of O(log n)
- * table probes over the request's n blocks, and, when an owner is found,
- * the rows up to its own (one fingerprint each); then O(64 + 32
- * log2(n / 64)) table writes. No lock, no allocation.
+ * for flicker that does not herd. A request's owner (the rank that last
+ * received its deepest routed prefix block, sticky_table.h) keeps it while
+ * eligible, inside the dead band on cost and inside the load bound;
+ * otherwise it answers like softmax. Lock-free, no allocation in select.
+ * The rules, the parameters and why: docs/policies.md, "hysteresis".
  */
 #include <float.h>
 #include <math.h>

@@ -64,7 +64,7 @@ Cases:
             400 (max_tokens not an integer) gives a failed outcome and
             failed_outcomes 1
 
-  audit     what the module's audit (session 5) found, each fixed:
+  audit     what an audit of the module found, each fixed:
             (0) nginx -t refuses wsel_capacity_blocks and wsel_busy
             requests= past 2^32 - 1 (they wrapped: 2^32 became 0, the
             default), and a balancer (least_conn) after wsel_policy,
