@@ -143,12 +143,13 @@
 /*
  * Counters by reason: X(json total key, json object key, Prometheus name,
  * help, reasons, name of reason r, value for reason r). The JSON has the
- * total and an object by reason; Prometheus a `reason` label.
+ * total and an object by reason; Prometheus a `reason` label. A reason
+ * the library names "unknown" is none (not printed).
  */
 #define NGX_HTTP_WSEL_BY_REASON(X)                                            \
     X("fallbacks", "fallbacks_by_reason", "fallbacks_total",                  \
       "Selects the host's built-in policy answered, by reason.",              \
-      WSEL_FALLBACK_HOST_LIMIT + 1, wsel_fallback_reason_name(r),             \
+      WSEL_FALLBACK_REASONS_MAX, wsel_fallback_reason_name(r),             \
       r < WSEL_FALLBACK_REASONS ? s->hc.fallback_by_reason[r]                 \
       : s->hc.fallback_by_reason_more[r - WSEL_FALLBACK_REASONS])             \
     X("kv_skipped", "kv_skipped_by_reason", "kv_skipped_total",               \

@@ -169,6 +169,14 @@ ngx_http_wsel_rank_down(ngx_http_wsel_snap_t *s,
 }
 
 
+/* A reason the library names (it names the others "unknown"). */
+static ngx_uint_t
+ngx_http_wsel_reason_known(const char *name)
+{
+    return ngx_strcmp(name, "unknown") != 0;
+}
+
+
 /* ns as seconds, without trailing zeros: 2500000 is "0.0025". */
 static u_char *
 ngx_http_wsel_seconds(u_char *d, u_char *last, uint64_t ns)
@@ -324,6 +332,7 @@ ngx_http_wsel_json_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t               r;
     uint64_t               total;
+    const char            *sep;
     ngx_http_wsel_hist_t  *hist = s->up->metrics.hist;
 
 #define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
@@ -333,12 +342,15 @@ ngx_http_wsel_json_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 
 #define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
     for (total = 0, r = 0; r < (count); r++) {                                \
-        total += (value);                                                     \
+        total += ngx_http_wsel_reason_known(name) ? (value) : 0;              \
     }                                                                         \
     d = ngx_slprintf(d, last, ",\"" json "\":%uL,\"" object "\":{", total);   \
-    for (r = 0; r < (count); r++) {                                           \
-        d = ngx_slprintf(d, last, "%s\"%s\":%uL", r ? "," : "", (name),       \
-                         (uint64_t) (value));                                 \
+    for (sep = "", r = 0; r < (count); r++) {                                 \
+        if (ngx_http_wsel_reason_known(name)) {                               \
+            d = ngx_slprintf(d, last, "%s\"%s\":%uL", sep, (name),            \
+                             (uint64_t) (value));                             \
+            sep = ",";                                                        \
+        }                                                                     \
     }                                                                         \
     d = ngx_slprintf(d, last, "}");
     NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
@@ -499,9 +511,11 @@ ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, prom, help, prom,         \
                      "counter");                                              \
     for (r = 0; r < (count); r++) {                                           \
-        d = ngx_slprintf(d, last,                                             \
-                         "wsel_%s{upstream=\"%V\",reason=\"%s\"} %uL\n",      \
-                         prom, u, (name), (uint64_t) (value));                \
+        if (ngx_http_wsel_reason_known(name)) {                               \
+            d = ngx_slprintf(d, last,                                         \
+                             "wsel_%s{upstream=\"%V\",reason=\"%s\"} %uL\n",  \
+                             prom, u, (name), (uint64_t) (value));            \
+        }                                                                     \
     }
     NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
