@@ -192,8 +192,15 @@ ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
 void ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up);
 void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 
-/* ngx_http_wsel_status.c: the status and admin locations */
+/* ngx_http_wsel_status.c: the status location, and what the admin
+ * location's answer shares with it */
 ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);
+u_char *ngx_http_wsel_escape(u_char *d, u_char *last, const u_char *s,
+    size_t n);
+ngx_int_t ngx_http_wsel_send(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, ngx_buf_t *b);
+
+/* ngx_http_wsel_admin.c: the admin location */
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);
 
 
