@@ -121,6 +121,8 @@ def traffic(args):
         if st != 200:
             fail("prometheus status: %d" % st)
         if ng.get_status() == before:
+            if "the status was cut" in ng.log():
+                fail("the status outgrew its buffer:\n%s" % ng.log())
             return ng, before, prom.decode()
 
 
