@@ -35,8 +35,9 @@
  * The files: this one (directives, configuration, worker start and end),
  * ngx_http_wsel_prompt.c (the body and the prompt in it),
  * ngx_http_wsel_request.c (the phases above), ngx_http_wsel_balancer.c
- * (the peers) and ngx_http_wsel_status.c (the status and admin
- * locations); ngx_http_wsel_module.h is what they share.
+ * (the peers), ngx_http_wsel_status.c and ngx_http_wsel_metrics.[ch]
+ * (the status location and what it prints), ngx_http_wsel_admin.c (the
+ * admin location); ngx_http_wsel_module.h is what they share.
  *
  * Style: nginx's (the code is read next to nginx's own modules), built
  * with nginx's warning flags (nginx/CMakeLists.txt says which and why).
@@ -398,7 +399,7 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
     /* a server configured `down` is no choice for the policy either */
     ngx_http_wsel_init_peer_state(up);
 
-    return NGX_OK;
+    return ngx_http_wsel_metrics_init(&up->metrics, cycle->pool, up->router);
 }
 
 

@@ -19,6 +19,7 @@
 
 #include "wsel_router.h"
 #include "wsel_token_ids.h"
+#include "ngx_http_wsel_metrics.h"
 
 
 #define NGX_HTTP_WSEL_MAX_BODY      (64 * 1024 * 1024)
@@ -27,7 +28,6 @@
 /* most JSON values in an admin request: twice what a policy's config may
  * hold (host/config.c), so memory for its tokens stays under 200 KiB */
 #define NGX_HTTP_WSEL_ADMIN_VALUES  8192
-#define NGX_HTTP_WSEL_LAT_BUCKETS   24
 
 
 typedef struct {
@@ -93,8 +93,7 @@ typedef struct {
     uint64_t                        peers_marked_down;
     uint64_t                        admin_switches;
     uint64_t                        admin_refused;
-    uint64_t                        lat[NGX_HTTP_WSEL_LAT_BUCKETS];
-    uint64_t                        lat_sum_ns;
+    ngx_http_wsel_metrics_t         metrics;
 } ngx_http_wsel_upstream_t;
 
 
@@ -131,12 +130,15 @@ typedef struct {
     unsigned                        tried:1;     /* the balancer chose a peer */
     unsigned                        complete:1;  /* the response's last_buf went by */
     unsigned                        have_cached:1;
+    unsigned                        have_prompt:1;
     u_char                          rank_text[NGX_INT_T_LEN];
     size_t                          rank_len;
     /* the response's "usage" figures, scanned as it streams by */
     uint32_t                        output_tokens;
     uint32_t                        cached_tokens;
-    ngx_http_wsel_scan_t            scan[2];
+    uint32_t                        prompt_tokens;
+    uint64_t                        routed_ns;   /* the route's start */
+    ngx_http_wsel_scan_t            scan[3];
 } ngx_http_wsel_ctx_t;
 
 
@@ -190,8 +192,15 @@ ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
 void ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up);
 void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 
-/* ngx_http_wsel_status.c: the status and admin locations */
+/* ngx_http_wsel_status.c: the status location, and what the admin
+ * location's answer shares with it */
 ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);
+u_char *ngx_http_wsel_escape(u_char *d, u_char *last, const u_char *s,
+    size_t n);
+ngx_int_t ngx_http_wsel_send(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, ngx_buf_t *b);
+
+/* ngx_http_wsel_admin.c: the admin location */
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);
 
 

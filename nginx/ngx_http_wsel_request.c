@@ -18,6 +18,49 @@ ngx_http_output_body_filter_pt  ngx_http_wsel_next_body_filter;
 /* routing: precontent phase, variable, body filter, cleanup                */
 /* ------------------------------------------------------------------------ */
 
+static uint64_t
+ngx_http_wsel_now_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+
+/*
+ * The routed request's end in the module's figures: its rank's counters,
+ * the engine's prompt and cached tokens, the end-to-end time.
+ */
+static void
+ngx_http_wsel_count_finish(ngx_http_wsel_ctx_t *ctx, ngx_uint_t failed)
+{
+    ngx_http_wsel_rank_counters_t  *rc;
+
+    rc = ngx_http_wsel_rank_counters(&ctx->up->metrics, ctx->worker_id,
+                                     ctx->dp_rank);
+    if (rc == NULL) {
+        return;
+    }
+
+    rc->finished++;
+
+    if (failed) {
+        rc->failed++;
+        return;
+    }
+
+    if (ctx->have_cached && ctx->have_prompt) {
+        rc->prompt_tokens += ctx->prompt_tokens;
+        rc->cached_tokens += ngx_min(ctx->cached_tokens, ctx->prompt_tokens);
+    }
+
+    ngx_http_wsel_observe(&ctx->up->metrics, NGX_HTTP_WSEL_HIST_e2e,
+                          ngx_http_wsel_now_ns() - ctx->routed_ns);
+}
+
+
 /*
  * The routed request ends: its outcome goes to the policy through
  * libwsel-router, with the response's completion_tokens (0 if it had none)
@@ -59,6 +102,8 @@ ngx_http_wsel_finish(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
         ctx->up->failed_outcomes++;
     }
 
+    ngx_http_wsel_count_finish(ctx, fin.flags & WSEL_ROUTER_FINISH_FAILED);
+
     (void) wsel_router_finished_ex(ctx->up->router, ctx->request_id, &fin);
     ctx->routed = 0;
 }
@@ -88,30 +133,19 @@ ngx_http_wsel_cleanup(void *data)
 }
 
 
-static uint64_t
-ngx_http_wsel_now_ns(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
-
 static void
 ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
 {
-    u_char                    *body;
-    size_t                     len;
-    ngx_uint_t                 copied;
-    int32_t                    rc;
-    uint64_t                   t0, dt, us;
-    ngx_uint_t                 b;
-    wsel_route_request         q;
-    wsel_route_result          res;
-    ngx_http_wsel_prompt_t     prompt;
-    ngx_http_wsel_upstream_t  *up = ctx->up;
+    u_char                         *body;
+    size_t                          len;
+    ngx_uint_t                      copied;
+    int32_t                         rc;
+    uint64_t                        t0;
+    wsel_route_request              q;
+    wsel_route_result               res;
+    ngx_http_wsel_prompt_t          prompt;
+    ngx_http_wsel_rank_counters_t  *cn;
+    ngx_http_wsel_upstream_t       *up = ctx->up;
 
     if (up->router == NULL) {
         return;
@@ -175,14 +209,16 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
     ctx->rank_len = ngx_sprintf(ctx->rank_text, "%uD", res.dp_rank)
                     - ctx->rank_text;
 
-    dt = ngx_http_wsel_now_ns() - t0;
-    up->lat_sum_ns += dt;
+    ctx->routed_ns = t0;
 
-    for (b = 0, us = dt / 1000; us > 0 && b < NGX_HTTP_WSEL_LAT_BUCKETS - 1; b++) {
-        us >>= 1;
+    cn = ngx_http_wsel_rank_counters(&up->metrics, res.worker_id,
+                                     res.dp_rank);
+    if (cn) {
+        cn->routed++;
     }
 
-    up->lat[b]++;
+    ngx_http_wsel_observe(&up->metrics, NGX_HTTP_WSEL_HIST_route,
+                          ngx_http_wsel_now_ns() - t0);
 }
 
 
@@ -302,18 +338,42 @@ ngx_http_wsel_rank_variable(ngx_http_request_t *r,
 }
 
 
+/* Key k's value (keys[] below) read from the response. */
+static void
+ngx_http_wsel_usage_value(ngx_http_wsel_ctx_t *ctx, ngx_uint_t k,
+    uint64_t value)
+{
+    uint32_t  v;
+
+    v = value > 0xffffffffu ? 0xffffffffu : (uint32_t) value;
+
+    if (k == 0) {
+        ctx->output_tokens = v;
+
+    } else if (k == 1) {
+        ctx->cached_tokens = v;
+        ctx->have_cached = 1;
+
+    } else {
+        ctx->prompt_tokens = v;
+        ctx->have_prompt = 1;
+    }
+}
+
+
 /*
  * The usage figures of an OpenAI-style response ("completion_tokens": N,
- * "cached_tokens": N), wherever they are (a JSON body, the last SSE
+ * "cached_tokens": N, "prompt_tokens": N), wherever they are (a JSON body, the last SSE
  * chunk), matched byte by byte so a key or number split across buffers is
  * still read; the last value of each key wins.
  */
 static void
 ngx_http_wsel_scan_usage(ngx_http_wsel_ctx_t *ctx, u_char *p, u_char *e)
 {
-    static const ngx_str_t  keys[2] = {
+    static const ngx_str_t  keys[3] = {
         ngx_string("\"completion_tokens\":"),
-        ngx_string("\"cached_tokens\":")
+        ngx_string("\"cached_tokens\":"),
+        ngx_string("\"prompt_tokens\":")
     };
 
     u_char                 c;
@@ -323,7 +383,7 @@ ngx_http_wsel_scan_usage(ngx_http_wsel_ctx_t *ctx, u_char *p, u_char *e)
     for ( /* void */ ; p < e; p++) {
         c = *p;
 
-        for (k = 0; k < 2; k++) {
+        for (k = 0; k < 3; k++) {
             sc = &ctx->scan[k];
 
             if (sc->matched < keys[k].len) {
@@ -350,14 +410,7 @@ ngx_http_wsel_scan_usage(ngx_http_wsel_ctx_t *ctx, u_char *p, u_char *e)
             }
 
             if (sc->digits) {
-                if (k == 0) {
-                    ctx->output_tokens = sc->value > 0xffffffffu
-                                         ? 0xffffffffu : (uint32_t) sc->value;
-                } else {
-                    ctx->cached_tokens = sc->value > 0xffffffffu
-                                         ? 0xffffffffu : (uint32_t) sc->value;
-                    ctx->have_cached = 1;
-                }
+                ngx_http_wsel_usage_value(ctx, k, sc->value);
             }
 
             sc->matched = c == '"';
@@ -396,6 +449,10 @@ ngx_http_wsel_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
                     ctx->first = 1;
                     (void) wsel_router_first_token(ctx->up->router,
                                                    ctx->request_id);
+                    ngx_http_wsel_observe(&ctx->up->metrics,
+                                          NGX_HTTP_WSEL_HIST_ttft,
+                                          ngx_http_wsel_now_ns()
+                                          - ctx->routed_ns);
                 }
 
                 if (ngx_buf_in_memory(cl->buf)) {

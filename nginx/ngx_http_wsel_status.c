@@ -1,19 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /*
- * ngx_http_wsel_status.c -- the status location (JSON, Prometheus text)
- * and the admin location that switches the policy by path.
+ * ngx_http_wsel_status.c -- the status location: one snapshot of the
+ * upstream's figures printed as JSON or Prometheus text from the lists
+ * of ngx_http_wsel_metrics.h, into a buffer sized from what is printed.
  */
 
 #include "ngx_http_wsel_module.h"
-#include "wsel_json.h"
-
-/* ------------------------------------------------------------------------ */
-/* status and admin                                                         */
-/* ------------------------------------------------------------------------ */
 
 /* s as a JSON or Prometheus string body (quotes not included) */
-static u_char *
+u_char *
 ngx_http_wsel_escape(u_char *d, u_char *last, const u_char *s, size_t n)
 {
     size_t  i;
@@ -39,7 +35,7 @@ ngx_http_wsel_escape(u_char *d, u_char *last, const u_char *s, size_t n)
 }
 
 
-static ngx_int_t
+ngx_int_t
 ngx_http_wsel_send(ngx_http_request_t *r, ngx_uint_t status, const char *type,
     ngx_buf_t *b)
 {
@@ -67,31 +63,62 @@ ngx_http_wsel_send(ngx_http_request_t *r, ngx_uint_t status, const char *type,
 }
 
 
-static uint64_t
-ngx_http_wsel_latency_p50_us(ngx_http_wsel_upstream_t *up)
+/* Most bytes a number takes: 20 digits, or seconds with 9 decimals. */
+#define NGX_HTTP_WSEL_NUM_LEN  (NGX_INT64_LEN + 1)
+
+
+/* What the status prints, read once per request. */
+typedef struct {
+    ngx_http_wsel_upstream_t       *up;
+    const char                     *policy;
+    wsel_host_counters              hc;
+    wsel_router_counters            rcn;
+    wsel_router_kv_cpu              kc;
+    wsel_router_rank_info          *ri;
+    uint32_t                        nr;
+    ngx_http_wsel_rank_counters_t   engine;    /* the ranks' sums */
+} ngx_http_wsel_snap_t;
+
+
+static const ngx_http_wsel_rank_counters_t  ngx_http_wsel_no_counters;
+
+
+static ngx_int_t
+ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
+    ngx_http_wsel_snap_t *s)
 {
-    uint64_t    total, seen;
-    ngx_uint_t  b;
+    uint32_t                        i, nr;
+    ngx_http_wsel_rank_counters_t  *rc;
 
-    total = 0;
-    for (b = 0; b < NGX_HTTP_WSEL_LAT_BUCKETS; b++) {
-        total += up->lat[b];
+    ngx_memzero(s, sizeof(ngx_http_wsel_snap_t));
+    s->up = up;
+    s->policy = wsel_host_policy_name(up->host);
+
+    wsel_host_read_counters(up->host, &s->hc, sizeof(s->hc));
+    wsel_router_read_counters(up->router, &s->rcn);
+    s->kc.struct_size = sizeof(s->kc);
+    if (wsel_router_read_kv_cpu(up->router, &s->kc) != 0) {
+        ngx_memzero(&s->kc, sizeof(s->kc));
     }
 
-    if (total == 0) {
-        return 0;
+    nr = wsel_router_read_ranks(up->router, NULL, 0);
+    s->ri = ngx_palloc(pool, (nr + 1) * sizeof(wsel_router_rank_info));
+    if (s->ri == NULL) {
+        return NGX_ERROR;
     }
+    s->nr = wsel_router_read_ranks(up->router, s->ri, nr);
+    s->nr = ngx_min(s->nr, nr);
 
-    seen = 0;
-    for (b = 0; b < NGX_HTTP_WSEL_LAT_BUCKETS; b++) {
-        seen += up->lat[b];
-        if (seen * 2 >= total) {
-            break;
+    for (i = 0; i < s->nr; i++) {
+        rc = ngx_http_wsel_rank_counters(&up->metrics, s->ri[i].worker_id,
+                                         s->ri[i].dp_rank);
+        if (rc) {
+            s->engine.prompt_tokens += rc->prompt_tokens;
+            s->engine.cached_tokens += rc->cached_tokens;
         }
     }
 
-    /* bucket b holds [2^(b-1), 2^b) us; its upper bound */
-    return (uint64_t) 1 << b;
+    return NGX_OK;
 }
 
 
@@ -108,36 +135,499 @@ ngx_http_wsel_rank_server(ngx_http_wsel_upstream_t *up,
 }
 
 
-static uint64_t
-ngx_http_wsel_kv_skipped(const wsel_router_counters *rcn)
+/* The module's counters of a rank, zeros for one it does not know. */
+static const ngx_http_wsel_rank_counters_t *
+ngx_http_wsel_rank_of(ngx_http_wsel_snap_t *s, const wsel_router_rank_info *ri)
 {
-    uint64_t    n;
-    ngx_uint_t  i;
+    ngx_http_wsel_rank_counters_t  *rc;
 
-    n = 0;
-    for (i = 0; i < WSEL_KV_SKIP_REASONS; i++) {
-        n += rcn->kv_skipped[i];
+    rc = ngx_http_wsel_rank_counters(&s->up->metrics, ri->worker_id,
+                                     ri->dp_rank);
+
+    return rc ? rc : &ngx_http_wsel_no_counters;
+}
+
+
+static ngx_uint_t
+ngx_http_wsel_rank_down(ngx_http_wsel_snap_t *s,
+    const wsel_router_rank_info *ri)
+{
+    uint64_t  k;
+
+    k = ri->worker_id - 1;
+
+    return s->up->peer_down && k < s->up->npeers && s->up->peer_down[k];
+}
+
+
+/* A reason the library names (it names the others "unknown"). */
+static ngx_uint_t
+ngx_http_wsel_reason_known(const char *name)
+{
+    return ngx_strcmp(name, "unknown") != 0;
+}
+
+
+/* ns as seconds, without trailing zeros: 2500000 is "0.0025". */
+static u_char *
+ngx_http_wsel_seconds(u_char *d, u_char *last, uint64_t ns)
+{
+    u_char  *p;
+
+    p = ngx_slprintf(d, last, "%uL.%09uL", ns / 1000000000,
+                     ns % 1000000000);
+
+    while (p > d && p[-1] == '0') {
+        p--;
     }
 
-    return n;
+    return (p > d && p[-1] == '.') ? p - 1 : p;
+}
+
+
+/* The bucket holding the median's upper bound in microseconds, rounded
+ * up (the last finite bound for a median above them all); 0 if empty. */
+static uint64_t
+ngx_http_wsel_p50_us(ngx_http_wsel_hist_t *hist, ngx_uint_t h)
+{
+    uint64_t         total, seen;
+    ngx_uint_t       b, n;
+    const uint64_t  *bounds;
+
+    bounds = ngx_http_wsel_bounds(h, &n);
+
+    for (total = 0, b = 0; b <= n; b++) {
+        total += hist->count[b];
+    }
+
+    if (total == 0) {
+        return 0;
+    }
+
+    for (seen = 0, b = 0; b < n; b++) {
+        seen += hist->count[b];
+        if (seen * 2 >= total) {
+            break;
+        }
+    }
+
+    return (bounds[ngx_min(b, n - 1)] + 999) / 1000;
+}
+
+
+static uint64_t
+ngx_http_wsel_hist_total(ngx_http_wsel_hist_t *hist, ngx_uint_t h)
+{
+    uint64_t    total;
+    ngx_uint_t  b, n;
+
+    (void) ngx_http_wsel_bounds(h, &n);
+
+    for (total = 0, b = 0; b <= n; b++) {
+        total += hist->count[b];
+    }
+
+    return total;
+}
+
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/* The JSON's head with each choice at its longest (for its size). */
+#define NGX_HTTP_WSEL_JSON_HEAD                                               \
+    "{\"upstream\":\"%V\",\"policy\":\"\",\"policy_path\":\"\","              \
+    "\"last_switch_error\":\"\",\"isolated\":false,\"kv_source\":\"history\"," \
+    "\"kv_threads\":\"normal\",\"prompt\":\"tokens\","                        \
+    "\"token_reader\":\"avx512\",\"block_size\":%ui,\"worker_pid\":%P"
+
+
+static size_t
+ngx_http_wsel_json_size(ngx_http_wsel_snap_t *s)
+{
+    size_t    size;
+    uint32_t  r;
+
+    size = sizeof(NGX_HTTP_WSEL_JSON_HEAD) + s->up->name.len
+           + 2 * NGX_HTTP_WSEL_NUM_LEN
+           + 6 * (ngx_strlen(s->policy) + ngx_strlen(s->up->live_path)
+                  + ngx_strlen(s->up->last_error));
+
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    size += sizeof(",\"" json "\":") + NGX_HTTP_WSEL_NUM_LEN;
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
+    size += sizeof(",\"" json "\":,\"" object "\":{}") + NGX_HTTP_WSEL_NUM_LEN; \
+    for (r = 0; r < (count); r++) {                                           \
+        size += sizeof(",\"\":") + ngx_strlen(name) + NGX_HTTP_WSEL_NUM_LEN;  \
+    }
+    NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(field, json, prom, help)                              \
+    size += sizeof(",\"" json "_count\":,\"" json "_ns_sum\":,\""             \
+                   json "_us_p50\":") + 3 * NGX_HTTP_WSEL_NUM_LEN;
+    NGX_HTTP_WSEL_HISTOGRAMS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    size += sizeof(",\"ranks\":[]}\n");
+
+    for (r = 0; r < s->nr; r++) {
+        size += sizeof(",{\"server\":\"\",\"dp_rank\":}") + NGX_HTTP_WSEL_NUM_LEN
+                + ngx_http_wsel_rank_server(s->up, &s->ri[r])->len;
+
+#define NGX_HTTP_WSEL_X(json, prom, type, help, value)                        \
+        size += sizeof(",\"" json "\":") + NGX_HTTP_WSEL_NUM_LEN;
+        NGX_HTTP_WSEL_RANKS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+    }
+
+    return size;
+}
+
+
+static u_char *
+ngx_http_wsel_json_head(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
+{
+    ngx_http_wsel_upstream_t  *up = s->up;
+
+    d = ngx_slprintf(d, last, "{\"upstream\":\"%V\",\"policy\":\"",
+                     &up->name);
+    d = ngx_http_wsel_escape(d, last, (u_char *) s->policy,
+                             ngx_strlen(s->policy));
+    d = ngx_slprintf(d, last, "\",\"policy_path\":\"");
+    d = ngx_http_wsel_escape(d, last, up->live_path,
+                             ngx_strlen(up->live_path));
+    d = ngx_slprintf(d, last, "\",\"last_switch_error\":\"");
+    d = ngx_http_wsel_escape(d, last, up->last_error,
+                             ngx_strlen(up->last_error));
+
+    return ngx_slprintf(d, last,
+        "\",\"isolated\":%s,\"kv_source\":\"%s\",\"kv_threads\":\"%s\","
+        "\"prompt\":\"%s\",\"token_reader\":\"%s\",\"block_size\":%ui,"
+        "\"worker_pid\":%P",
+        up->isolated ? "true" : "false",
+        up->kv_events ? "events" : "history",
+        up->kv_threads == WSEL_ROUTER_KV_THREADS_NORMAL ? "normal" : "low",
+        up->text_mode ? "text" : "tokens",
+        up->token_reader == WSEL_TOKEN_IDS_AVX512 ? "avx512"
+        : up->token_reader == WSEL_TOKEN_IDS_SSE2 ? "sse2" : "bytes",
+        up->block_size, ngx_pid);
+}
+
+
+/* The scalars, the counters by reason and the histograms. */
+static u_char *
+ngx_http_wsel_json_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
+{
+    uint32_t               r;
+    uint64_t               total;
+    const char            *sep;
+    ngx_http_wsel_hist_t  *hist = s->up->metrics.hist;
+
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    d = ngx_slprintf(d, last, ",\"" json "\":%uL", (uint64_t) (value));
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
+    for (total = 0, r = 0; r < (count); r++) {                                \
+        total += ngx_http_wsel_reason_known(name) ? (value) : 0;              \
+    }                                                                         \
+    d = ngx_slprintf(d, last, ",\"" json "\":%uL,\"" object "\":{", total);   \
+    for (sep = "", r = 0; r < (count); r++) {                                 \
+        if (ngx_http_wsel_reason_known(name)) {                               \
+            d = ngx_slprintf(d, last, "%s\"%s\":%uL", sep, (name),            \
+                             (uint64_t) (value));                             \
+            sep = ",";                                                        \
+        }                                                                     \
+    }                                                                         \
+    d = ngx_slprintf(d, last, "}");
+    NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(field, json, prom, help)                              \
+    d = ngx_slprintf(d, last,                                                 \
+        ",\"" json "_count\":%uL,\"" json "_ns_sum\":%uL,\""                  \
+        json "_us_p50\":%uL",                                                 \
+        ngx_http_wsel_hist_total(&hist[NGX_HTTP_WSEL_HIST_##field],           \
+                                 NGX_HTTP_WSEL_HIST_##field),                 \
+        hist[NGX_HTTP_WSEL_HIST_##field].sum_ns,                              \
+        ngx_http_wsel_p50_us(&hist[NGX_HTTP_WSEL_HIST_##field],               \
+                             NGX_HTTP_WSEL_HIST_##field));
+    NGX_HTTP_WSEL_HISTOGRAMS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    return d;
+}
+
+
+static u_char *
+ngx_http_wsel_json_ranks(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
+{
+    uint32_t                              i;
+    ngx_uint_t                            down;
+    const wsel_router_rank_info          *ri;
+    const ngx_http_wsel_rank_counters_t  *rc;
+
+    d = ngx_slprintf(d, last, ",\"ranks\":[");
+
+    for (i = 0; i < s->nr; i++) {
+        ri = &s->ri[i];
+        rc = ngx_http_wsel_rank_of(s, ri);
+        down = ngx_http_wsel_rank_down(s, ri);
+
+        d = ngx_slprintf(d, last, "%s{\"server\":\"%V\",\"dp_rank\":%uD",
+                         i ? "," : "", ngx_http_wsel_rank_server(s->up, ri),
+                         ri->dp_rank);
+
+#define NGX_HTTP_WSEL_X(json, prom, type, help, value)                        \
+        d = ngx_slprintf(d, last, ",\"" json "\":%uL", (uint64_t) (value));
+        NGX_HTTP_WSEL_RANKS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+        d = ngx_slprintf(d, last, "}");
+    }
+
+    return ngx_slprintf(d, last, "]}\n");
+}
+
+
+/* ---- Prometheus text (exposition format 0.0.4) -------------------------- */
+
+#define NGX_HTTP_WSEL_FAMILY  "# HELP wsel_%s %s\n# TYPE wsel_%s %s\n"
+
+/* A family's HELP and TYPE lines, and a sample's line less its labels'
+ * values and its number. */
+#define NGX_HTTP_WSEL_FAMILY_LEN(name, type, help)                            \
+    (sizeof(NGX_HTTP_WSEL_FAMILY) + 2 * sizeof(name) + sizeof(type)           \
+     + sizeof(help))
+#define NGX_HTTP_WSEL_SAMPLE_LEN(name, labels)                                \
+    (sizeof("wsel_" name "_bucket{upstream=\"\"" labels "} \n")               \
+     + NGX_HTTP_WSEL_NUM_LEN)
+
+
+static size_t
+ngx_http_wsel_prom_size(ngx_http_wsel_snap_t *s)
+{
+    size_t      size, u;
+    uint32_t    r;
+    ngx_uint_t  n;
+
+    u = s->up->name.len;
+    size = sizeof("wsel_policy_info{upstream=\"\",policy=\"\",path=\"\"} 1\n")
+           + NGX_HTTP_WSEL_FAMILY_LEN("policy_info", "gauge",
+                                      "The live policy and its path.")
+           + u + 6 * (ngx_strlen(s->policy) + ngx_strlen(s->up->live_path));
+
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    size += NGX_HTTP_WSEL_FAMILY_LEN(prom, type, help)                        \
+            + NGX_HTTP_WSEL_SAMPLE_LEN(prom, "") + u;
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
+    size += NGX_HTTP_WSEL_FAMILY_LEN(prom, "counter", help);                  \
+    for (r = 0; r < (count); r++) {                                           \
+        size += NGX_HTTP_WSEL_SAMPLE_LEN(prom, ",reason=\"\"") + u            \
+                + ngx_strlen(name);                                           \
+    }
+    NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    /* buckets, +Inf, _sum and _count */
+#define NGX_HTTP_WSEL_X(field, json, prom, help)                              \
+    (void) ngx_http_wsel_bounds(NGX_HTTP_WSEL_HIST_##field, &n);              \
+    size += NGX_HTTP_WSEL_FAMILY_LEN(prom, "histogram", help)                 \
+            + (n + 3) * (NGX_HTTP_WSEL_SAMPLE_LEN(prom, ",le=\"\"") + u       \
+                         + NGX_HTTP_WSEL_NUM_LEN);
+    NGX_HTTP_WSEL_HISTOGRAMS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(json, prom, type, help, value)                        \
+    size += NGX_HTTP_WSEL_FAMILY_LEN(prom, type, help);                       \
+    for (r = 0; r < s->nr; r++) {                                             \
+        size += NGX_HTTP_WSEL_SAMPLE_LEN(prom, ",server=\"\",dp_rank=\"\"")   \
+                + u + ngx_http_wsel_rank_server(s->up, &s->ri[r])->len        \
+                + NGX_HTTP_WSEL_NUM_LEN;                                      \
+    }
+    NGX_HTTP_WSEL_RANKS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    return size;
+}
+
+
+/* A number as printed: as it is, or nanoseconds as seconds. */
+static u_char *
+ngx_http_wsel_prom_value(u_char *d, u_char *last, ngx_uint_t unit,
+    uint64_t v)
+{
+    if (unit == NGX_HTTP_WSEL_NS) {
+        d = ngx_http_wsel_seconds(d, last, v);
+        return ngx_slprintf(d, last, "\n");
+    }
+
+    return ngx_slprintf(d, last, "%uL\n", v);
+}
+
+
+/* The policy's info, the scalars and the counters by reason. */
+static u_char *
+ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
+{
+    uint32_t    r;
+    ngx_str_t  *u = &s->up->name;
+
+    d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY
+                     "wsel_policy_info{upstream=\"%V\",policy=\"",
+                     "policy_info", "The live policy and its path.",
+                     "policy_info", "gauge", u);
+    d = ngx_http_wsel_escape(d, last, (u_char *) s->policy,
+                             ngx_strlen(s->policy));
+    d = ngx_slprintf(d, last, "\",path=\"");
+    d = ngx_http_wsel_escape(d, last, s->up->live_path,
+                             ngx_strlen(s->up->live_path));
+    d = ngx_slprintf(d, last, "\"} 1\n");
+
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY "wsel_%s{upstream=\"%V\"} ",\
+                     prom, help, prom, type, prom, u);                        \
+    d = ngx_http_wsel_prom_value(d, last, unit, (uint64_t) (value));
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+#define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
+    d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, prom, help, prom,         \
+                     "counter");                                              \
+    for (r = 0; r < (count); r++) {                                           \
+        if (ngx_http_wsel_reason_known(name)) {                               \
+            d = ngx_slprintf(d, last,                                         \
+                             "wsel_%s{upstream=\"%V\",reason=\"%s\"} %uL\n",  \
+                             prom, u, (name), (uint64_t) (value));            \
+        }                                                                     \
+    }
+    NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    return d;
+}
+
+
+/* Histogram h as Prometheus's cumulative buckets, sum and count. */
+static u_char *
+ngx_http_wsel_prom_hist(u_char *d, u_char *last, ngx_http_wsel_snap_t *s,
+    ngx_uint_t h, const char *name, const char *help)
+{
+    uint64_t               seen;
+    ngx_uint_t             b, n;
+    const uint64_t        *bounds;
+    ngx_http_wsel_hist_t  *hist = &s->up->metrics.hist[h];
+
+    bounds = ngx_http_wsel_bounds(h, &n);
+
+    d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, name, help, name,
+                     "histogram");
+
+    for (seen = 0, b = 0; b <= n; b++) {
+        seen += hist->count[b];
+        d = ngx_slprintf(d, last, "wsel_%s_bucket{upstream=\"%V\",le=\"",
+                         name, &s->up->name);
+        d = b < n ? ngx_http_wsel_seconds(d, last, bounds[b])
+                  : ngx_slprintf(d, last, "+Inf");
+        d = ngx_slprintf(d, last, "\"} %uL\n", seen);
+    }
+
+    d = ngx_slprintf(d, last, "wsel_%s_sum{upstream=\"%V\"} ", name,
+                     &s->up->name);
+    d = ngx_http_wsel_prom_value(d, last, NGX_HTTP_WSEL_NS, hist->sum_ns);
+
+    return ngx_slprintf(d, last, "wsel_%s_count{upstream=\"%V\"} %uL\n",
+                        name, &s->up->name, seen);
+}
+
+
+static u_char *
+ngx_http_wsel_prom_ranks(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
+{
+    uint32_t                              i;
+    ngx_uint_t                            down;
+    const wsel_router_rank_info          *ri;
+    const ngx_http_wsel_rank_counters_t  *rc;
+
+#define NGX_HTTP_WSEL_X(json, prom, type, help, value)                        \
+    d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, prom, help, prom, type);  \
+    for (i = 0; i < s->nr; i++) {                                             \
+        ri = &s->ri[i];                                                       \
+        rc = ngx_http_wsel_rank_of(s, ri);                                    \
+        down = ngx_http_wsel_rank_down(s, ri);                                \
+        d = ngx_slprintf(d, last, "wsel_%s{upstream=\"%V\",server=\"%V\","    \
+                         "dp_rank=\"%uD\"} %uL\n", prom, &s->up->name,        \
+                         ngx_http_wsel_rank_server(s->up, ri), ri->dp_rank,   \
+                         (uint64_t) (value));                                 \
+    }
+    NGX_HTTP_WSEL_RANKS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    return d;
+}
+
+
+/* The status in a buffer of the size its format needs, or NULL. */
+static ngx_buf_t *
+ngx_http_wsel_status_write(ngx_pool_t *pool, ngx_log_t *log,
+    ngx_http_wsel_snap_t *s, ngx_uint_t prom)
+{
+    u_char     *d, *last;
+    ngx_buf_t  *b;
+
+    b = ngx_create_temp_buf(pool, prom ? ngx_http_wsel_prom_size(s)
+                                       : ngx_http_wsel_json_size(s));
+    if (b == NULL) {
+        return NULL;
+    }
+
+    d = b->pos;
+    last = b->end;
+
+    if (prom) {
+        d = ngx_http_wsel_prom_figures(d, last, s);
+
+#define NGX_HTTP_WSEL_X(field, json, name, help)                              \
+        d = ngx_http_wsel_prom_hist(d, last, s, NGX_HTTP_WSEL_HIST_##field,   \
+                                    name, help);
+        NGX_HTTP_WSEL_HISTOGRAMS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+        d = ngx_http_wsel_prom_ranks(d, last, s);
+
+    } else {
+        d = ngx_http_wsel_json_head(d, last, s);
+        d = ngx_http_wsel_json_figures(d, last, s);
+        d = ngx_http_wsel_json_ranks(d, last, s);
+    }
+
+    if (d == last) {
+        /* the size above is short of what was printed: a bug */
+        ngx_log_error(NGX_LOG_ALERT, log, 0, "wsel: the status was cut at "
+                      "%uz bytes", (size_t) (last - b->pos));
+    }
+
+    b->last = d;
+
+    return b;
 }
 
 
 ngx_int_t
 ngx_http_wsel_status_handler(ngx_http_request_t *r)
 {
-    u_char                     *d, *last;
-    size_t                      size;
-    uint32_t                    nr, i, reason;
     ngx_int_t                   rc;
     ngx_buf_t                  *b;
-    ngx_str_t                   fmt, *wn;
+    ngx_str_t                   fmt;
     ngx_uint_t                  prom;
-    const char                 *pol;
-    wsel_host_counters          hc;
-    wsel_router_counters        rcn;
-    wsel_router_kv_cpu          kc;
-    wsel_router_rank_info      *ri;
+    ngx_http_wsel_snap_t        s;
     ngx_http_wsel_loc_conf_t   *wlcf;
     ngx_http_wsel_upstream_t   *up;
 
@@ -159,463 +649,19 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
         return NGX_HTTP_NOT_FOUND;
     }
 
-    prom = 0;
-    if (ngx_http_arg(r, (u_char *) "format", 6, &fmt) == NGX_OK
-        && fmt.len == 10 && ngx_strncmp(fmt.data, "prometheus", 10) == 0)
-    {
-        prom = 1;
-    }
+    prom = ngx_http_arg(r, (u_char *) "format", 6, &fmt) == NGX_OK
+           && fmt.len == 10 && ngx_strncmp(fmt.data, "prometheus", 10) == 0;
 
-    ngx_memzero(&hc, sizeof(hc));
-    wsel_host_read_counters(up->host, &hc, sizeof(hc));
-    wsel_router_read_counters(up->router, &rcn);
-    kc.struct_size = sizeof(kc);
-    if (wsel_router_read_kv_cpu(up->router, &kc) != 0) {
-        ngx_memzero(&kc, sizeof(kc));
-    }
-
-    nr = wsel_router_read_ranks(up->router, NULL, 0);
-    ri = ngx_palloc(r->pool, (nr + 1) * sizeof(wsel_router_rank_info));
-    if (ri == NULL) {
+    if (ngx_http_wsel_snap_read(r->pool, up, &s) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    nr = wsel_router_read_ranks(up->router, ri, nr);
 
-    pol = wsel_host_policy_name(up->host);
-
-    /* the fixed text, each rank's line, and the three strings at their
-     * longest escaped (6 bytes a byte) */
-    size = 16384 + (size_t) nr * 1024
-           + 6 * (ngx_strlen(pol) + ngx_strlen(up->live_path)
-                  + ngx_strlen(up->last_error));
-    b = ngx_create_temp_buf(r->pool, size);
+    b = ngx_http_wsel_status_write(r->pool, r->connection->log, &s, prom);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    d = b->pos;
-    last = b->end;
-
-    if (!prom) {
-        d = ngx_slprintf(d, last, "{\"upstream\":\"%V\",\"policy\":\"",
-                         &up->name);
-        d = ngx_http_wsel_escape(d, last, (u_char *) pol, ngx_strlen(pol));
-        d = ngx_slprintf(d, last, "\",\"policy_path\":\"");
-        d = ngx_http_wsel_escape(d, last, up->live_path,
-                                 ngx_strlen(up->live_path));
-        d = ngx_slprintf(d, last, "\",\"last_switch_error\":\"");
-        d = ngx_http_wsel_escape(d, last, up->last_error,
-                                 ngx_strlen(up->last_error));
-        d = ngx_slprintf(d, last,
-            "\",\"isolated\":%s,\"kv_source\":\"%s\",\"kv_threads\":\"%s\","
-            "\"prompt\":\"%s\",\"token_reader\":\"%s\",\"block_size\":%ui,"
-            "\"worker_pid\":%P,",
-            up->isolated ? "true" : "false",
-            up->kv_events ? "events" : "history",
-            up->kv_threads == WSEL_ROUTER_KV_THREADS_NORMAL ? "normal" : "low",
-            up->text_mode ? "text" : "tokens",
-            up->token_reader == WSEL_TOKEN_IDS_AVX512 ? "avx512"
-            : up->token_reader == WSEL_TOKEN_IDS_SSE2 ? "sse2" : "bytes",
-            up->block_size, ngx_pid);
-        d = ngx_slprintf(d, last,
-            "\"selects\":%uL,\"plugin_answers\":%uL,\"fallbacks\":%uL,"
-            "\"ejections\":%uL,\"switches\":%uL,\"failed_switches\":%uL,"
-            "\"fallbacks_by_reason\":{",
-            hc.selects, hc.plugin_answers, hc.fallbacks, hc.ejections,
-            hc.switches, hc.failed_switches);
-
-        for (reason = 0; reason <= WSEL_FALLBACK_HOST_LIMIT; reason++) {
-            d = ngx_slprintf(d, last, "%s\"%s\":%uL", reason ? "," : "",
-                             wsel_fallback_reason_name(reason),
-                             reason < WSEL_FALLBACK_REASONS
-                             ? hc.fallback_by_reason[reason]
-                             : hc.fallback_by_reason_more[reason
-                                                   - WSEL_FALLBACK_REASONS]);
-        }
-
-        d = ngx_slprintf(d, last,
-            "},\"requests\":%uL,\"routes\":%uL,\"no_prompt\":%uL,"
-            "\"body_copies\":%uL,"
-            "\"builtin_routes\":%uL,\"route_errors\":%uL,\"retries\":%uL,"
-            "\"peer_unavailable\":%uL,\"upstream_failures\":%uL,"
-            "\"failed_outcomes\":%uL,\"responses_cut\":%uL,"
-            "\"peers_down\":%ui,\"peers_marked_down\":%uL,"
-            "\"admin_switches\":%uL,\"admin_refused\":%uL,"
-            "\"prompt_blocks\":%uL,\"overlap_blocks\":%uL,"
-            "\"kv_messages\":%uL,\"kv_blocks_stored\":%uL,"
-            "\"kv_blocks_removed\":%uL,\"kv_skipped\":%uL,"
-            "\"kv_cpu_messages\":%uL,\"kv_decode_ns\":%uL,"
-            "\"kv_apply_ns\":%uL,"
-            "\"index_blocks\":%uL,\"index_entries\":%uL,"
-            "\"route_time_us_p50\":%uL,\"route_time_ns_sum\":%uL,"
-            "\"ranks\":[",
-            up->requests, rcn.routes, up->no_prompt, up->body_copies,
-            rcn.builtin_routes,
-            up->route_errors, up->retries, up->peer_unavailable,
-            up->upstream_failures, up->failed_outcomes, up->responses_cut,
-            up->ndown, up->peers_marked_down,
-            up->admin_switches,
-            up->admin_refused,
-            rcn.prompt_blocks, rcn.overlap_blocks, rcn.kv_messages,
-            rcn.kv_blocks_stored, rcn.kv_blocks_removed,
-            ngx_http_wsel_kv_skipped(&rcn),
-            kc.messages, kc.decode_ns, kc.apply_ns,
-            rcn.index_blocks, rcn.index_entries,
-            ngx_http_wsel_latency_p50_us(up), up->lat_sum_ns);
-
-        for (i = 0; i < nr; i++) {
-            wn = ngx_http_wsel_rank_server(up, &ri[i]);
-            d = ngx_slprintf(d, last,
-                "%s{\"server\":\"%V\",\"dp_rank\":%uD,\"active_requests\":%uD,"
-                "\"active_prefill_tokens\":%uL,\"active_blocks\":%uL,"
-                "\"cached_blocks\":%uL,\"flags\":%uD}",
-                i ? "," : "", wn, ri[i].dp_rank, ri[i].active_requests,
-                ri[i].active_prefill_tokens, ri[i].active_blocks,
-                ri[i].cached_blocks, ri[i].flags);
-        }
-
-        d = ngx_slprintf(d, last, "]}\n");
-
-    } else {
-        d = ngx_slprintf(d, last,
-            "# TYPE wsel_policy_info gauge\n"
-            "wsel_policy_info{upstream=\"%V\",policy=\"", &up->name);
-        d = ngx_http_wsel_escape(d, last, (u_char *) pol, ngx_strlen(pol));
-        d = ngx_slprintf(d, last, "\",path=\"");
-        d = ngx_http_wsel_escape(d, last, up->live_path,
-                                 ngx_strlen(up->live_path));
-        d = ngx_slprintf(d, last, "\"} 1\n");
-
-#define WSEL_PROM(metric, kind, v)                                            \
-        d = ngx_slprintf(d, last, "# TYPE wsel_" metric " " kind "\n"         \
-                         "wsel_" metric "{upstream=\"%V\"} %uL\n",           \
-                         &up->name, (uint64_t) (v))
-
-        WSEL_PROM("selects_total", "counter", hc.selects);
-        WSEL_PROM("plugin_answers_total", "counter", hc.plugin_answers);
-        WSEL_PROM("ejections_total", "counter", hc.ejections);
-        WSEL_PROM("switches_total", "counter", hc.switches);
-        WSEL_PROM("failed_switches_total", "counter", hc.failed_switches);
-        WSEL_PROM("requests_total", "counter", up->requests);
-        WSEL_PROM("no_prompt_total", "counter", up->no_prompt);
-        WSEL_PROM("body_copies_total", "counter", up->body_copies);
-        WSEL_PROM("route_errors_total", "counter", up->route_errors);
-        WSEL_PROM("retries_total", "counter", up->retries);
-        WSEL_PROM("peer_unavailable_total", "counter", up->peer_unavailable);
-        WSEL_PROM("upstream_failures_total", "counter", up->upstream_failures);
-        WSEL_PROM("failed_outcomes_total", "counter", up->failed_outcomes);
-        WSEL_PROM("responses_cut_total", "counter", up->responses_cut);
-        WSEL_PROM("peers_down", "gauge", up->ndown);
-        WSEL_PROM("peers_marked_down_total", "counter", up->peers_marked_down);
-        WSEL_PROM("prompt_blocks_total", "counter", rcn.prompt_blocks);
-        WSEL_PROM("overlap_blocks_total", "counter", rcn.overlap_blocks);
-        WSEL_PROM("kv_messages_total", "counter", rcn.kv_messages);
-        WSEL_PROM("kv_decode_ns_total", "counter", kc.decode_ns);
-        WSEL_PROM("kv_apply_ns_total", "counter", kc.apply_ns);
-        WSEL_PROM("index_blocks", "gauge", rcn.index_blocks);
-        WSEL_PROM("route_time_ns_sum", "counter", up->lat_sum_ns);
-
-        d = ngx_slprintf(d, last, "# TYPE wsel_fallbacks_total counter\n");
-        for (reason = 0; reason <= WSEL_FALLBACK_HOST_LIMIT; reason++) {
-            d = ngx_slprintf(d, last,
-                "wsel_fallbacks_total{upstream=\"%V\",reason=\"%s\"} %uL\n",
-                &up->name, wsel_fallback_reason_name(reason),
-                reason < WSEL_FALLBACK_REASONS
-                ? hc.fallback_by_reason[reason]
-                : hc.fallback_by_reason_more[reason - WSEL_FALLBACK_REASONS]);
-        }
-
-        d = ngx_slprintf(d, last,
-                         "# TYPE wsel_rank_active_requests gauge\n"
-                         "# TYPE wsel_rank_prefill_tokens gauge\n"
-                         "# TYPE wsel_rank_active_blocks gauge\n"
-                         "# TYPE wsel_rank_cached_blocks gauge\n");
-
-        for (i = 0; i < nr; i++) {
-            wn = ngx_http_wsel_rank_server(up, &ri[i]);
-            d = ngx_slprintf(d, last,
-                "wsel_rank_active_requests{upstream=\"%V\",server=\"%V\","
-                "dp_rank=\"%uD\"} %uD\n"
-                "wsel_rank_prefill_tokens{upstream=\"%V\",server=\"%V\","
-                "dp_rank=\"%uD\"} %uL\n"
-                "wsel_rank_active_blocks{upstream=\"%V\",server=\"%V\","
-                "dp_rank=\"%uD\"} %uL\n"
-                "wsel_rank_cached_blocks{upstream=\"%V\",server=\"%V\","
-                "dp_rank=\"%uD\"} %uL\n",
-                &up->name, wn, ri[i].dp_rank, ri[i].active_requests,
-                &up->name, wn, ri[i].dp_rank, ri[i].active_prefill_tokens,
-                &up->name, wn, ri[i].dp_rank, ri[i].active_blocks,
-                &up->name, wn, ri[i].dp_rank, ri[i].cached_blocks);
-        }
-    }
-
-#undef WSEL_PROM
-
-    b->last = d;
 
     return ngx_http_wsel_send(r, NGX_HTTP_OK,
                               prom ? "text/plain; version=0.0.4"
                                    : "application/json", b);
-}
-
-
-/*
- * String token v of text decoded (JSON's escapes, \uXXXX to UTF-8) into the
- * pool, NUL-terminated; NULL with the reason in err when an escape is no
- * character (U+0000 or a lone surrogate: the value must stay one C string)
- * or memory ran out. Decoding never lengthens a string, so the raw length
- * is room enough.
- */
-static char *
-ngx_http_wsel_admin_string(ngx_pool_t *pool, const char *text,
-    const wsel_json_token *v, const char *name, char *err, size_t err_size)
-{
-    char    *s;
-    size_t   size;
-
-    size = (size_t) (v->end - v->start) + 1;
-
-    s = ngx_pnalloc(pool, size);
-    if (s == NULL) {
-        *ngx_snprintf((u_char *) err, err_size - 1, "no memory for %s",
-                      name) = '\0';
-        return NULL;
-    }
-
-    if (wsel_json_string(text, v, s, size) < 0) {
-        *ngx_snprintf((u_char *) err, err_size - 1, "%s has an escape that "
-                      "is not a character (U+0000 or a lone surrogate)",
-                      name) = '\0';
-        return NULL;
-    }
-
-    return s;
-}
-
-
-/*
- * The admin request's body, {"path": "...", "config": <object, or a string
- * holding one>}, read by wsel's JSON reader (host/json/wsel_json.c, the
- * one libwsel-host reads configs with, compiled into the module): strict
- * RFC 8259, nothing after the object, within the module's body limit, the
- * prompt scanner's depth below the object and NGX_HTTP_WSEL_ADMIN_VALUES
- * values. path and config (NULL when absent) NUL-terminated in the pool,
- * or NGX_ERROR with the reason in err. Other members are ignored, and so
- * is a "path" that is no string; of a member given twice, the last counts.
- */
-static ngx_int_t
-ngx_http_wsel_admin_read(ngx_pool_t *pool, u_char *body, size_t len,
-    char **path, char **config, char *err, size_t err_size)
-{
-    char                           why[256];
-    int32_t                        rc;
-    uint32_t                       i;
-    ngx_int_t                      ret;
-    const char                    *text;
-    wsel_json_doc                  doc;
-    wsel_json_token               *t, *pv, *cv;
-    static const wsel_json_limits  limits = {
-        NGX_HTTP_WSEL_MAX_BODY, 1 + NGX_HTTP_WSEL_JSON_DEPTH,
-        NGX_HTTP_WSEL_ADMIN_VALUES
-    };
-
-    text = (const char *) body;
-    ret = NGX_ERROR;
-    ngx_memzero(&doc, sizeof(doc));
-
-    rc = wsel_json_parse(&doc, text, len, &limits, why, sizeof(why));
-    if (rc != 0) {
-        *ngx_snprintf((u_char *) err, err_size - 1, "%s: %s",
-                      rc == WSEL_ERANGE ? "the body is over a limit"
-                      : rc == WSEL_ENOMEM ? "no memory to read the body"
-                      : "the body is not JSON", why) = '\0';
-        goto out_free_doc;
-    }
-
-    t = doc.tokens;
-    if (t[0].type != WSEL_JSON_OBJECT) {
-        ngx_cpystrn((u_char *) err, (u_char *) "the body is not a JSON object",
-                    err_size);
-        goto out_free_doc;
-    }
-
-    /* the object's members: a key at i, its value at i + 1 */
-    pv = NULL;
-    cv = NULL;
-    for (i = 1; i < doc.count; i = t[i + 1].next) {
-        if (wsel_json_string_is(text, &t[i], "path")) {
-            if (t[i + 1].type == WSEL_JSON_STRING) {
-                pv = &t[i + 1];
-            }
-
-        } else if (wsel_json_string_is(text, &t[i], "config")) {
-            cv = &t[i + 1];
-        }
-    }
-
-    if (pv == NULL) {
-        ngx_cpystrn((u_char *) err, (u_char *) "\"path\" (a string) is "
-                    "missing", err_size);
-        goto out_free_doc;
-    }
-
-    *path = ngx_http_wsel_admin_string(pool, text, pv, "\"path\"", err,
-                                       err_size);
-    if (*path == NULL) {
-        goto out_free_doc;
-    }
-
-    if ((*path)[0] == '\0') {
-        ngx_cpystrn((u_char *) err, (u_char *) "\"path\" is empty", err_size);
-        goto out_free_doc;
-    }
-
-    if (cv == NULL) {
-        *config = NULL;
-
-    } else if (cv->type == WSEL_JSON_STRING) {
-        /* never "{}" in its place: the policy would run on its defaults,
-         * not on the config sent */
-        *config = ngx_http_wsel_admin_string(pool, text, cv,
-                                             "\"config\" (a string)", err,
-                                             err_size);
-        if (*config == NULL) {
-            goto out_free_doc;
-        }
-
-    } else {
-        /* an object (or what the host refuses as a config) as sent */
-        *config = ngx_pnalloc(pool, (size_t) (cv->end - cv->start) + 1);
-        if (*config == NULL) {
-            ngx_cpystrn((u_char *) err, (u_char *) "no memory for \"config\"",
-                        err_size);
-            goto out_free_doc;
-        }
-        ngx_memcpy(*config, text + cv->start, cv->end - cv->start);
-        (*config)[cv->end - cv->start] = '\0';
-    }
-
-    ret = NGX_OK;
-
-out_free_doc:
-
-    wsel_json_doc_free(&doc);
-    return ret;
-}
-
-
-static void
-ngx_http_wsel_admin_body(ngx_http_request_t *r)
-{
-    u_char                     *body, *d;
-    char                       *path, *config, err[NGX_HTTP_WSEL_ERR];
-    size_t                      len;
-    int32_t                     rc;
-    ngx_buf_t                  *b;
-    ngx_uint_t                  status, copied;
-    const char                 *pol;
-    ngx_http_wsel_loc_conf_t   *wlcf;
-    ngx_http_wsel_upstream_t   *up;
-
-    wlcf = ngx_http_get_module_loc_conf(r, ngx_http_upstream_wsel_module);
-    up = ngx_http_wsel_find(
-        ngx_http_get_module_main_conf(r, ngx_http_upstream_wsel_module),
-        &wlcf->admin);
-
-    if (up == NULL || up->host == NULL) {
-        ngx_http_finalize_request(r, NGX_HTTP_NOT_FOUND);
-        return;
-    }
-
-    path = NULL;
-    config = NULL;
-    err[0] = '\0';
-
-    body = ngx_http_wsel_body(r, NULL, &len, &copied);
-    if (body == NULL) {
-        ngx_cpystrn((u_char *) err, (u_char *)
-                    (r->headers_in.content_length_n > NGX_HTTP_WSEL_MAX_BODY
-                     ? "the body is over the module's 64 MiB limit"
-                     : "no body; expected "
-                       "{\"path\": \"/x.so\", \"config\": {...}}"),
-                    sizeof(err));
-        goto answer;
-    }
-
-    if (ngx_http_wsel_admin_read(r->pool, body, len, &path, &config, err,
-                                 sizeof(err))
-        != NGX_OK)
-    {
-        goto answer;
-    }
-
-    rc = wsel_host_switch(up->host, path, config ? config : "{}", err,
-                          sizeof(err));
-
-    if (rc == 0) {
-        err[0] = '\0';
-        up->admin_switches++;
-        ngx_cpystrn(up->live_path, (u_char *) path, sizeof(up->live_path));
-        up->last_error[0] = '\0';
-        ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
-                      "wsel: upstream \"%V\" switched to \"%s\"", &up->name,
-                      path);
-
-    } else if (err[0] == '\0') {
-        ngx_cpystrn((u_char *) err, (u_char *) wsel_strerror(rc), sizeof(err));
-    }
-
-answer:
-
-    if (err[0]) {
-        up->admin_refused++;
-        ngx_cpystrn(up->last_error, (u_char *) err, sizeof(up->last_error));
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "wsel: upstream \"%V\": switch refused, the old policy "
-                      "serves: %s", &up->name, err);
-    }
-
-    status = err[0] ? NGX_HTTP_CONFLICT : NGX_HTTP_OK;
-    pol = wsel_host_policy_name(up->host);
-
-    b = ngx_create_temp_buf(r->pool, 256 + 6 * (ngx_strlen(pol)
-                                                + ngx_strlen(up->live_path)
-                                                + ngx_strlen(err)));
-    if (b == NULL) {
-        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    d = ngx_slprintf(b->pos, b->end, "{\"ok\":%s,\"policy\":\"",
-                     err[0] ? "false" : "true");
-    d = ngx_http_wsel_escape(d, b->end, (u_char *) pol, ngx_strlen(pol));
-    d = ngx_slprintf(d, b->end, "\",\"path\":\"");
-    d = ngx_http_wsel_escape(d, b->end, up->live_path,
-                             ngx_strlen(up->live_path));
-    d = ngx_slprintf(d, b->end, "\",\"worker_pid\":%P,\"error\":\"", ngx_pid);
-    d = ngx_http_wsel_escape(d, b->end, (u_char *) err, ngx_strlen(err));
-    d = ngx_slprintf(d, b->end, "\"}\n");
-    b->last = d;
-
-    ngx_http_finalize_request(r, ngx_http_wsel_send(r, status,
-                                                    "application/json", b));
-}
-
-
-ngx_int_t
-ngx_http_wsel_admin_handler(ngx_http_request_t *r)
-{
-    ngx_int_t  rc;
-
-    if (!(r->method & NGX_HTTP_POST)) {
-        return NGX_HTTP_NOT_ALLOWED;
-    }
-
-    rc = ngx_http_read_client_request_body(r, ngx_http_wsel_admin_body);
-
-    if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
-        return rc;
-    }
-
-    return NGX_DONE;
 }

@@ -16,6 +16,7 @@ packages=(
   libzmq3-dev libmsgpack-dev                    # wsel-engine: KV events
   libxxhash-dev                                 # libwsel-router: XXH3 block hashes
   nginx nginx-dev                               # nginx/ (issue 16): the upstream module
+  prometheus                                    # promtool: tests/nginx only, skipped without (~96 MB)
 )
 # The Rust host example needs cargo; take Debian's only when none is installed.
 command -v cargo >/dev/null 2>&1 || packages+=(cargo)
