@@ -167,21 +167,6 @@ static int32_t api_child_open(const wsel_host_api *api, const char *path,
     return 0;
 }
 
-static void lock_child(wsel_generation *c, int exclusive)
-{
-    if (c->lock_mode == WSEL_LOCK_EXCLUSIVE ||
-        (exclusive && c->lock_mode != WSEL_LOCK_NONE))
-        pthread_rwlock_wrlock(&c->lock);
-    else if (c->lock_mode == WSEL_LOCK_SHARED)
-        pthread_rwlock_rdlock(&c->lock);
-}
-
-static void unlock_child(wsel_generation *c)
-{
-    if (c->lock_mode != WSEL_LOCK_NONE)
-        pthread_rwlock_unlock(&c->lock);
-}
-
 static int child_usable(const wsel_generation *c)
 {
     return c != NULL && !c->closed &&
@@ -195,9 +180,9 @@ static void api_child_finished(const wsel_host_api *api, wsel_child *child,
     wsel_generation *c = (wsel_generation *)child;
     if (!child_usable(c) || c->plugin->on_request_finished == NULL)
         return;
-    lock_child(c, 0);
+    wsel__instance_lock(c, 0);
     c->plugin->on_request_finished(c->instance, request_id, worker_id, dp_rank);
-    unlock_child(c);
+    wsel__instance_unlock(c);
 }
 
 static void api_child_outcome(const wsel_host_api *api, wsel_child *child,
@@ -213,9 +198,9 @@ static void api_child_outcome(const wsel_host_api *api, wsel_child *child,
     size_t n = outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o);
     memcpy(&o, outcome, n);
     o.struct_size = sizeof(o);
-    lock_child(c, 0);
+    wsel__instance_lock(c, 0);
     c->plugin->on_request_outcome(c->instance, &o);
-    unlock_child(c);
+    wsel__instance_unlock(c);
 }
 
 static void api_child_topology_changed(const wsel_host_api *api, wsel_child *child,
@@ -225,9 +210,9 @@ static void api_child_topology_changed(const wsel_host_api *api, wsel_child *chi
     wsel_generation *c = (wsel_generation *)child;
     if (c == NULL || c->closed || table == NULL || c->plugin->on_topology_changed == NULL)
         return;
-    lock_child(c, 1);
+    wsel__instance_lock(c, 1);
     c->plugin->on_topology_changed(c->instance, table);
-    unlock_child(c);
+    wsel__instance_unlock(c);
 }
 
 /* Destroy a child's instance, then its own children. */
@@ -279,8 +264,8 @@ void wsel_child_api_init(wsel_host_api *api)
 {
     api->param_json = api_param_json;
     api->child_open = api_child_open;
-    api->child_score = wsel_child_score_checked;
-    api->child_select = wsel_child_select_checked;
+    api->child_score = wsel__child_score_checked;
+    api->child_select = wsel__child_select_checked;
     api->child_finished = api_child_finished;
     api->child_outcome = api_child_outcome;
     api->child_topology_changed = api_child_topology_changed;
@@ -314,11 +299,12 @@ static int32_t read_child(wsel_generation *gen, uint32_t index, wsel_child_count
     k.struct_size = sizeof(k);
     k.depth = c->depth;
     snprintf(k.name, sizeof(k.name), "%s", c->plugin->name);
-    k.scores = atomic_load_explicit(&c->child_scores, memory_order_relaxed);
-    k.answers = atomic_load_explicit(&c->child_answers, memory_order_relaxed);
+    wsel_answer_counters *a = &c->child_counters;
+    k.scores = atomic_load_explicit(&a->scores.n, memory_order_relaxed);
+    k.answers = atomic_load_explicit(&a->answers.n, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS_MAX; r++) {
         k.fallback_by_reason[r] =
-            atomic_load_explicit(&c->child_fallbacks[r], memory_order_relaxed);
+            atomic_load_explicit(&a->fallback_by_reason[r].n, memory_order_relaxed);
         k.fallbacks += k.fallback_by_reason[r];
     }
     k.ejected = atomic_load_explicit(&c->ejected, memory_order_relaxed);

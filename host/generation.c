@@ -161,6 +161,14 @@ static int32_t create_instance(wsel_host *host, wsel_generation *gen,
     return 0;
 }
 
+wsel_generation *wsel__generation_alloc(void)
+{
+    wsel_generation *gen = aligned_alloc(WSEL_CACHE_LINE, sizeof(*gen));
+    if (gen != NULL)
+        memset(gen, 0, sizeof(*gen));
+    return gen;
+}
+
 /* Free what a generation owns besides its instance and lock. */
 static void generation_free(wsel_generation *gen)
 {
@@ -180,7 +188,7 @@ int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed
 {
     const char *path = wsel_library_path(lib);
     const wsel_plugin *p = wsel_library_plugin(lib);
-    wsel_generation *gen = calloc(1, sizeof(*gen));
+    wsel_generation *gen = wsel__generation_alloc();
     char **texts = p->num_params ? calloc(p->num_params, sizeof(char *)) : NULL;
     if (gen == NULL || (p->num_params && texts == NULL)) {
         free(gen);

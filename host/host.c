@@ -295,10 +295,11 @@ void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
     wsel_host *h = (wsel_host *)host; /* atomics are read only */
     wsel_host_counters c;
     memset(&c, 0, sizeof(c));
-    c.plugin_answers = atomic_load_explicit(&h->plugin_answers.n, memory_order_relaxed);
+    const wsel_answer_counters *k = &h->policy_counters;
+    c.plugin_answers = atomic_load_explicit(&k->answers.n, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS_MAX; r++) {
         uint64_t n =
-            atomic_load_explicit(&h->fallback_by_reason[r].n, memory_order_relaxed);
+            atomic_load_explicit(&k->fallback_by_reason[r].n, memory_order_relaxed);
         if (r < WSEL_FALLBACK_REASONS)
             c.fallback_by_reason[r] = n;
         else
@@ -312,7 +313,7 @@ void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
     c.log_dropped = atomic_load_explicit(&h->log_dropped, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_HOST_REASON_SLOTS; r++)
         c.answers_by_reason[r] =
-            atomic_load_explicit(&h->answers_by_reason[r].n, memory_order_relaxed);
+            atomic_load_explicit(&k->answers_by_reason[r].n, memory_order_relaxed);
     memcpy(out, &c, out_size < sizeof(c) ? out_size : sizeof(c));
 }
 

@@ -52,6 +52,25 @@ const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i);
 #define WSEL_LOCK_SHARED    1u
 #define WSEL_LOCK_EXCLUSIVE 2u
 
+#define WSEL_CACHE_LINE 64
+
+/* A counter alone on its cache line, so threads bumping one do not slow
+ * threads bumping another. */
+typedef struct wsel_padded_counter {
+    _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t n;
+} wsel_padded_counter;
+
+/* What one asker's answers came to, relaxed: the host's for every policy
+ * it served (wsel_host_counters), a child's own (wsel_child_counters).
+ * select.c counts; host.c and child.c read. A struct holding it must be
+ * allocated WSEL_CACHE_LINE-aligned (wsel__generation_alloc). */
+typedef struct wsel_answer_counters {
+    wsel_padded_counter answers; /* selects the plugin answered */
+    wsel_padded_counter scores;  /* scores a child answered */
+    wsel_padded_counter answers_by_reason[WSEL_HOST_REASON_SLOTS];
+    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
+} wsel_answer_counters;
+
 /* Per-instance log rate limit (host.c): a fixed one-second window. */
 typedef struct wsel_log_limit {
     _Atomic uint64_t window;  /* CLOCK_MONOTONIC second of the current window */
@@ -99,19 +118,9 @@ typedef struct wsel_generation {
     uint32_t closed;
     /* 1 when lib is not this generation's to close (a plugin context). */
     uint32_t borrowed_lib;
-    /* As a child: its answers and fallbacks by reason (relaxed). */
-    _Atomic uint64_t child_answers;
-    _Atomic uint64_t child_scores;
-    _Atomic uint64_t child_fallbacks[WSEL_FALLBACK_REASONS_MAX];
+    /* As a child: its answers and fallbacks (wsel_child_counters). */
+    wsel_answer_counters child_counters;
 } wsel_generation;
-
-#define WSEL_CACHE_LINE 64
-
-/* A counter alone on its cache line, so threads bumping one do not slow
- * threads bumping another. */
-typedef struct wsel_padded_counter {
-    _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t n;
-} wsel_padded_counter;
 
 struct wsel_host {
     /* The table handed to every plugin instance; host_ctx = this host. */
@@ -141,9 +150,7 @@ struct wsel_host {
     uint32_t grace_counter;
 
     /* Counters, relaxed. selects is derived (plugin + fallbacks). */
-    wsel_padded_counter plugin_answers;
-    wsel_padded_counter answers_by_reason[WSEL_HOST_REASON_SLOTS];
-    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
+    wsel_answer_counters policy_counters;
     _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t switches;
     _Atomic uint64_t failed_switches;
     _Atomic uint64_t ejections;
@@ -177,12 +184,12 @@ void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char 
 void wsel_child_api_init(wsel_host_api *api);
 void wsel_children_destroy(wsel_generation *gen);
 /* select.c: a child's checked score and select (wsel_host_api). */
-int32_t wsel_child_score_checked(const wsel_host_api *api, wsel_child *child,
-                                 const wsel_request *request, const wsel_table *table,
-                                 double *scores);
-int32_t wsel_child_select_checked(const wsel_host_api *api, wsel_child *child,
+int32_t wsel__child_score_checked(const wsel_host_api *api, wsel_child *child,
                                   const wsel_request *request, const wsel_table *table,
-                                  wsel_choice *choice);
+                                  double *scores);
+int32_t wsel__child_select_checked(const wsel_host_api *api, wsel_child *child,
+                                   const wsel_request *request, const wsel_table *table,
+                                   wsel_choice *choice);
 /* config.c: parse like wsel_config_parse, also copying each
  * WSEL_PARAM_JSON value's text into texts[k] (num_params entries, zeroed
  * by the caller; free with wsel_config_texts_free). texts may be NULL. */
@@ -216,6 +223,24 @@ static inline wsel_generation *wsel_host_live(wsel_host *host)
     return atomic_load(&host->live);
 }
 
+/* Take gen's instance lock as its lock_mode says (WSEL_LOCK_*), or
+ * exclusively when `exclusive` (on_topology_changed, which never runs
+ * with a select) and the plugin has a lock to take. [any thread] */
+static inline void wsel__instance_lock(wsel_generation *gen, int exclusive)
+{
+    if (gen->lock_mode == WSEL_LOCK_EXCLUSIVE ||
+        (exclusive && gen->lock_mode != WSEL_LOCK_NONE))
+        pthread_rwlock_wrlock(&gen->lock);
+    else if (gen->lock_mode == WSEL_LOCK_SHARED)
+        pthread_rwlock_rdlock(&gen->lock);
+}
+
+static inline void wsel__instance_unlock(wsel_generation *gen)
+{
+    if (gen->lock_mode != WSEL_LOCK_NONE)
+        pthread_rwlock_unlock(&gen->lock);
+}
+
 /* Hand a generation that is no longer live to deferred reclamation and
  * advance the grace period without waiting. [control thread, with
  * host->control held] */
@@ -246,6 +271,9 @@ int32_t wsel_generation_open(wsel_host *host, wsel_generation *parent, const cha
 int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
                                 const char *config, double *values,
                                 wsel_generation **out, char *err, size_t err_size);
+/* A zeroed generation, WSEL_CACHE_LINE-aligned for its counters; NULL
+ * when out of memory. Freed with free(). */
+wsel_generation *wsel__generation_alloc(void);
 /* Destroy the instance and free the generation; NULL is a no-op. No
  * select may still be inside it. */
 void wsel_generation_destroy(wsel_generation *gen);

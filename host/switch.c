@@ -66,9 +66,9 @@ void wsel_host_topology_changed(wsel_host *host, const wsel_table *table)
         !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
         /* Exclusive: the ABI promises this hook never runs concurrently
          * with select on the instance. */
-        pthread_rwlock_wrlock(&gen->lock);
+        wsel__instance_lock(gen, 1);
         gen->plugin->on_topology_changed(gen->instance, table);
-        pthread_rwlock_unlock(&gen->lock);
+        wsel__instance_unlock(gen);
     }
     pthread_mutex_unlock(&host->control);
 }

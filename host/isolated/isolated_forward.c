@@ -172,7 +172,7 @@ int32_t wsel_isolated_generation_create(wsel_host *host, const char *path,
                                         const char *config, wsel_generation **out,
                                         char *err, size_t err_size)
 {
-    wsel_generation *gen = calloc(1, sizeof(*gen));
+    wsel_generation *gen = wsel__generation_alloc();
     wsel_isolated_channel *ch = calloc(1, sizeof(*ch));
     int32_t rc = WSEL_ENOMEM;
     if (gen == NULL || ch == NULL) {
