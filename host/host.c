@@ -36,7 +36,7 @@ static void host_log_message(const wsel_host *host, int32_t level, const char *m
                 msg);
 }
 
-void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
+void wsel__host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -85,9 +85,9 @@ static int log_admit(wsel_host *host, wsel_generation *gen)
         uint32_t dropped = atomic_exchange(&l->dropped, 0);
         atomic_store(&l->used, 0);
         if (dropped != 0)
-            wsel_host_log(host, WSEL_LOG_WARN,
-                          "plugin %s: %u log messages dropped (at most %u a second)",
-                          gen->name, dropped, WSEL_HOST_LOG_PER_SECOND);
+            wsel__host_log(host, WSEL_LOG_WARN,
+                           "plugin %s: %u log messages dropped (at most %u a second)",
+                           gen->name, dropped, WSEL_HOST_LOG_PER_SECOND);
     }
     if (atomic_fetch_add_explicit(&l->used, 1, memory_order_relaxed) <
         WSEL_HOST_LOG_PER_SECOND)
@@ -113,10 +113,10 @@ static void plugin_log(const wsel_host_api *api, int32_t level, const char *msg)
     host_log_message(gen->host, level, msg);
 }
 
-void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
+void wsel__generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
 {
     wsel_host_api_init(&gen->api, gen, plugin_log);
-    wsel_child_api_init(&gen->api);
+    wsel__child_api_init(&gen->api);
     gen->host = host;
     gen->name = name;
 }
@@ -245,7 +245,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
 
 out_free_dirs:
     free(host->isolated.helper_path);
-    wsel_child_libs_free(host);
+    wsel__child_libs_free(host);
     free_allowed_dirs(host);
     free(host);
     return rc;
@@ -256,12 +256,12 @@ void wsel_host_destroy(wsel_host *host)
     if (host == NULL)
         return;
     pthread_mutex_lock(&host->control);
-    wsel_host_reclaim_all(host);
+    wsel__host_reclaim_all(host);
     pthread_mutex_unlock(&host->control);
-    wsel_generation_destroy(atomic_load(&host->live));
+    wsel__generation_destroy(atomic_load(&host->live));
     pthread_mutex_destroy(&host->control);
     free(host->isolated.helper_path);
-    wsel_child_libs_free(host);
+    wsel__child_libs_free(host);
     free_allowed_dirs(host);
     free(host);
 }

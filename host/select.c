@@ -146,20 +146,20 @@ static void note_failure(wsel_host *host, wsel_generation *gen, int reason)
     if (!atomic_compare_exchange_strong(&gen->ejected, &expected, 1))
         return;
     if (gen->parent != NULL) {
-        wsel_host_log(host, WSEL_LOG_WARN,
-                      "%s: child %s of plugin %s ejected after %u consecutive failed "
-                      "answers; the built-in answer stands in for it until the next "
-                      "switch",
-                      wsel_library_path(gen->lib), gen->plugin->name,
-                      gen->parent->plugin->name, n);
+        wsel__host_log(host, WSEL_LOG_WARN,
+                       "%s: child %s of plugin %s ejected after %u consecutive failed "
+                       "answers; the built-in answer stands in for it until the next "
+                       "switch",
+                       wsel_library_path(gen->lib), gen->plugin->name,
+                       gen->parent->plugin->name, n);
         return;
     }
     atomic_fetch_add_explicit(&host->ejections, 1, memory_order_relaxed);
-    wsel_host_log(host, WSEL_LOG_WARN,
-                  "%s: plugin %s ejected after %u consecutive failed answers; the "
-                  "built-in policy serves until the next switch",
-                  gen->lib != NULL ? wsel_library_path(gen->lib) : "isolated",
-                  gen->plugin->name, n);
+    wsel__host_log(host, WSEL_LOG_WARN,
+                   "%s: plugin %s ejected after %u consecutive failed answers; the "
+                   "built-in policy serves until the next switch",
+                   gen->lib != NULL ? wsel_library_path(gen->lib) : "isolated",
+                   gen->plugin->name, n);
 }
 
 /* A usable answer: the failure streak ends; counted in `counter`. */
@@ -242,7 +242,7 @@ static int check_answer(const guarded_choice *g, int32_t rc, int isolated, int w
     if (written)
         return WSEL_FALLBACK_TABLE_WRITTEN;
     if (rc < 0 && isolated)
-        return wsel_isolated_reason(rc);
+        return wsel__isolated_reason(rc);
     if (rc != 0) /* only 0 is success */
         return WSEL_FALLBACK_ERROR;
     if (g->c.row >= n)
@@ -265,7 +265,7 @@ static int ask_select(wsel_generation *gen, const wsel_request *request,
     int reason = unavailable(gen);
     if (reason >= 0)
         return reason;
-    int isolated = gen->plugin->select == wsel_isolated_select;
+    int isolated = gen->plugin->select == wsel__isolated_select;
     if (snap != NULL)
         snapshot_take(snap, table, isolated);
     guarded_choice g;
@@ -318,8 +318,8 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
     snapshot snap;
     snap.flags = table->flags;
     snap.cost = table->cost;
-    uint32_t idx = wsel_host_read_lock(host);
-    wsel_generation *gen = wsel_host_live(host);
+    uint32_t idx = wsel__host_read_lock(host);
+    wsel_generation *gen = wsel__host_live(host);
     int reason = WSEL_FALLBACK_NO_POLICY;
     wsel_choice answer = {0}; /* written by ask_select on success only */
     if (gen != NULL) {
@@ -331,7 +331,7 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
         else
             note_failure(host, gen, reason);
     }
-    wsel_host_read_unlock(host, idx);
+    wsel__host_read_unlock(host, idx);
     if (reason < 0) {
         pass_answer(k, &answer, choice);
         return WSEL_ANSWER_PLUGIN;
@@ -352,8 +352,8 @@ void wsel_host_request_outcome(wsel_host *host, const wsel_outcome *outcome)
     memcpy(&o, outcome,
            outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o));
     o.struct_size = sizeof(o);
-    uint32_t idx = wsel_host_read_lock(host);
-    wsel_generation *gen = wsel_host_live(host);
+    uint32_t idx = wsel__host_read_lock(host);
+    wsel_generation *gen = wsel__host_live(host);
     if (gen != NULL && !atomic_load_explicit(&gen->ejected, memory_order_relaxed) &&
         (gen->plugin->on_request_finished != NULL ||
          gen->plugin->on_request_outcome != NULL)) {
@@ -365,7 +365,7 @@ void wsel_host_request_outcome(wsel_host *host, const wsel_outcome *outcome)
             gen->plugin->on_request_outcome(gen->instance, &o);
         wsel__instance_unlock(gen);
     }
-    wsel_host_read_unlock(host, idx);
+    wsel__host_read_unlock(host, idx);
 }
 
 void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t worker_id,
@@ -373,15 +373,15 @@ void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t w
 {
     if (host == NULL)
         return;
-    uint32_t idx = wsel_host_read_lock(host);
-    wsel_generation *gen = wsel_host_live(host);
+    uint32_t idx = wsel__host_read_lock(host);
+    wsel_generation *gen = wsel__host_live(host);
     if (gen != NULL && gen->plugin->on_request_finished != NULL &&
         !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
         wsel__instance_lock(gen, 0);
         gen->plugin->on_request_finished(gen->instance, request_id, worker_id, dp_rank);
         wsel__instance_unlock(gen);
     }
-    wsel_host_read_unlock(host, idx);
+    wsel__host_read_unlock(host, idx);
 }
 
 /* --- children (ABI 1.1, wsel_host_api.child_score / child_select) ------- */
