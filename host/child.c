@@ -169,8 +169,7 @@ static int32_t api_child_open(const wsel_host_api *api, const char *path,
 
 static int child_usable(const wsel_generation *c)
 {
-    return c != NULL && !c->closed &&
-           !atomic_load_explicit(&c->ejected, memory_order_relaxed);
+    return c != NULL && wsel__unavailable(c) < 0;
 }
 
 static void api_child_finished(const wsel_host_api *api, wsel_child *child,
@@ -192,12 +191,8 @@ static void api_child_outcome(const wsel_host_api *api, wsel_child *child,
     wsel_generation *c = (wsel_generation *)child;
     if (!child_usable(c) || outcome == NULL || c->plugin->on_request_outcome == NULL)
         return;
-    /* The child gets a full-size copy, as the host gives a policy. */
     wsel_outcome o;
-    memset(&o, 0, sizeof(o));
-    size_t n = outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o);
-    memcpy(&o, outcome, n);
-    o.struct_size = sizeof(o);
+    wsel__outcome_copy(&o, outcome);
     wsel__instance_lock(c, 0);
     c->plugin->on_request_outcome(c->instance, &o);
     wsel__instance_unlock(c);

@@ -46,17 +46,21 @@ void wsel__host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
     host_log_message(host, level, msg);
 }
 
+/* A plugin's log level, clamped to the levels the sink knows. */
+static int32_t known_level(int32_t level)
+{
+    if (level < WSEL_LOG_ERROR)
+        return WSEL_LOG_ERROR;
+    return level > WSEL_LOG_DEBUG ? WSEL_LOG_DEBUG : level;
+}
+
 /* wsel_host_api.log of the host's own table (host_ctx = the host): kept
  * for callers of host->api; plugins get their generation's table. */
 static void api_log(const wsel_host_api *api, int32_t level, const char *msg)
 {
     if (api == NULL || api->host_ctx == NULL || msg == NULL)
         return;
-    if (level < WSEL_LOG_ERROR)
-        level = WSEL_LOG_ERROR;
-    if (level > WSEL_LOG_DEBUG)
-        level = WSEL_LOG_DEBUG;
-    host_log_message(api->host_ctx, level, msg);
+    host_log_message(api->host_ctx, known_level(level), msg);
 }
 
 static uint64_t monotonic_s(void)
@@ -106,11 +110,7 @@ static void plugin_log(const wsel_host_api *api, int32_t level, const char *msg)
     wsel_generation *gen = api->host_ctx;
     if (!log_admit(gen->host, gen))
         return;
-    if (level < WSEL_LOG_ERROR)
-        level = WSEL_LOG_ERROR;
-    if (level > WSEL_LOG_DEBUG)
-        level = WSEL_LOG_DEBUG;
-    host_log_message(gen->host, level, msg);
+    host_log_message(gen->host, known_level(level), msg);
 }
 
 void wsel__generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
@@ -327,7 +327,7 @@ const char *wsel_host_policy_name(const wsel_host *host)
     if (host == NULL)
         return "builtin";
     wsel_generation *gen = atomic_load(&((wsel_host *)host)->live);
-    if (gen == NULL || atomic_load_explicit(&gen->ejected, memory_order_relaxed))
+    if (gen == NULL || wsel__unavailable(gen) >= 0)
         return "builtin";
     /* The name lives in the plugin's read-only data, which is never
      * unmapped (no dlclose). */

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "isolated_options.h"
 #include "wsel_host.h"
@@ -222,6 +223,27 @@ static inline void wsel__host_read_unlock(wsel_host *host, uint32_t idx)
 static inline wsel_generation *wsel__host_live(wsel_host *host)
 {
     return atomic_load(&host->live);
+}
+
+/* Why gen's plugin must not be called (WSEL_FALLBACK_NO_POLICY: a child
+ * its parent closed; WSEL_FALLBACK_EJECTED), or -1 when it may be.
+ * [any thread] */
+static inline int wsel__unavailable(const wsel_generation *gen)
+{
+    if (gen->closed)
+        return WSEL_FALLBACK_NO_POLICY;
+    if (atomic_load_explicit(&gen->ejected, memory_order_relaxed))
+        return WSEL_FALLBACK_EJECTED;
+    return -1;
+}
+
+/* The full-size outcome a plugin gets: the caller's `in` up to its
+ * struct_size, zero past it. */
+static inline void wsel__outcome_copy(wsel_outcome *o, const wsel_outcome *in)
+{
+    memset(o, 0, sizeof(*o));
+    memcpy(o, in, in->struct_size < sizeof(*o) ? in->struct_size : sizeof(*o));
+    o->struct_size = sizeof(*o);
 }
 
 /* Take gen's instance lock as its lock_mode says (WSEL_LOCK_*), or

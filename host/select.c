@@ -219,17 +219,6 @@ static int busy_while_free(const uint8_t *flags, uint32_t n, uint32_t row)
     return 0;
 }
 
-/* Why `gen` cannot be asked at all (closed: a child its parent closed;
- * ejected), or -1. */
-static int unavailable(const wsel_generation *gen)
-{
-    if (gen->closed)
-        return WSEL_FALLBACK_NO_POLICY;
-    if (atomic_load_explicit(&gen->ejected, memory_order_relaxed))
-        return WSEL_FALLBACK_EJECTED;
-    return -1;
-}
-
 /* The one check of a select's answer, a policy's or a child's, in this
  * order: the fallback reason, or -1 when g->c.row is usable. `flags` are
  * the n rows' flags as handed in; `written` says the plugin wrote the
@@ -262,7 +251,7 @@ static int check_answer(const guarded_choice *g, int32_t rc, int isolated, int w
 static int ask_select(wsel_generation *gen, const wsel_request *request,
                       const wsel_table *table, snapshot *snap, wsel_choice *out)
 {
-    int reason = unavailable(gen);
+    int reason = wsel__unavailable(gen);
     if (reason >= 0)
         return reason;
     int isolated = gen->plugin->select == wsel__isolated_select;
@@ -346,15 +335,11 @@ void wsel_host_request_outcome(wsel_host *host, const wsel_outcome *outcome)
     if (host == NULL || outcome == NULL ||
         outcome->struct_size < offsetof(wsel_outcome, ttft_us))
         return;
-    /* The plugin gets a full-size copy: a shorter caller's tail reads 0. */
     wsel_outcome o;
-    memset(&o, 0, sizeof(o));
-    memcpy(&o, outcome,
-           outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o));
-    o.struct_size = sizeof(o);
+    wsel__outcome_copy(&o, outcome);
     uint32_t idx = wsel__host_read_lock(host);
     wsel_generation *gen = wsel__host_live(host);
-    if (gen != NULL && !atomic_load_explicit(&gen->ejected, memory_order_relaxed) &&
+    if (gen != NULL && wsel__unavailable(gen) < 0 &&
         (gen->plugin->on_request_finished != NULL ||
          gen->plugin->on_request_outcome != NULL)) {
         wsel__instance_lock(gen, 0);
@@ -376,7 +361,7 @@ void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t w
     uint32_t idx = wsel__host_read_lock(host);
     wsel_generation *gen = wsel__host_live(host);
     if (gen != NULL && gen->plugin->on_request_finished != NULL &&
-        !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
+        wsel__unavailable(gen) < 0) {
         wsel__instance_lock(gen, 0);
         gen->plugin->on_request_finished(gen->instance, request_id, worker_id, dp_rank);
         wsel__instance_unlock(gen);
@@ -390,7 +375,7 @@ void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t w
 static int ask_score(wsel_generation *c, const wsel_request *request,
                      const wsel_table *table, double *scores)
 {
-    int reason = unavailable(c);
+    int reason = wsel__unavailable(c);
     if (reason >= 0)
         return reason;
     if (c->plugin->score == NULL)

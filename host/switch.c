@@ -63,7 +63,7 @@ void wsel_host_topology_changed(wsel_host *host, const wsel_table *table)
      * holds it too, could destroy it. */
     wsel_generation *gen = atomic_load(&host->live);
     if (gen != NULL && gen->plugin->on_topology_changed != NULL &&
-        !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
+        wsel__unavailable(gen) < 0) {
         /* Exclusive: the ABI promises this hook never runs concurrently
          * with select on the instance. */
         wsel__instance_lock(gen, 1);
