@@ -422,70 +422,97 @@ static unsigned read_hex4(const char *s)
                       hex_value(s[2]) << 4 | hex_value(s[3]));
 }
 
+/* UTF-8 of code point cp into buf; returns its length (1 to 4). */
+static size_t put_utf8(unsigned cp, unsigned char *buf)
+{
+    if (cp < 0x80) {
+        buf[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        buf[0] = (unsigned char)(0xc0 | cp >> 6);
+        buf[1] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        buf[0] = (unsigned char)(0xe0 | cp >> 12);
+        buf[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        buf[2] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    buf[0] = (unsigned char)(0xf0 | cp >> 18);
+    buf[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+    buf[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+    buf[3] = (unsigned char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* The \uXXXX escape at text[*i] (past the "\u"), a surrogate pair taken
+ * whole, as UTF-8 into buf; advances *i. Returns its length, or 0 for a
+ * lone surrogate or U+0000. */
+static size_t read_u_escape(const char *text, uint32_t *i, uint32_t end,
+                            unsigned char *buf)
+{
+    unsigned cp = read_hex4(text + *i);
+    *i += 4;
+    if (cp >= 0xdc00 && cp <= 0xdfff)
+        return 0; /* a lone low surrogate */
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+        if (*i + 6 > end || text[*i] != '\\' || text[*i + 1] != 'u')
+            return 0;
+        unsigned lo = read_hex4(text + *i + 2);
+        if (lo < 0xdc00 || lo > 0xdfff)
+            return 0;
+        *i += 6;
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    return cp == 0 ? 0 : put_utf8(cp, buf);
+}
+
+/* The escape at text[*i] (past the '\\') into buf; advances *i. Returns
+ * its length, or 0 when it cannot be decoded. */
+static size_t read_escape(const char *text, uint32_t *i, uint32_t end, unsigned char *buf)
+{
+    char e = text[(*i)++];
+    switch (e) {
+    case 'b':
+        buf[0] = '\b';
+        return 1;
+    case 'f':
+        buf[0] = '\f';
+        return 1;
+    case 'n':
+        buf[0] = '\n';
+        return 1;
+    case 'r':
+        buf[0] = '\r';
+        return 1;
+    case 't':
+        buf[0] = '\t';
+        return 1;
+    case 'u':
+        return read_u_escape(text, i, end, buf);
+    default: /* '"', '\\', '/' */
+        buf[0] = (unsigned char)e;
+        return 1;
+    }
+}
+
 long wsel_json_string(const char *text, const wsel_json_token *t, char *out,
                       size_t out_size)
 {
     size_t k = 0;
     for (uint32_t i = t->start; i < t->end;) {
         unsigned char buf[4];
-        size_t n = 0;
+        size_t n;
         if (text[i] != '\\') {
-            buf[n++] = (unsigned char)text[i++];
+            buf[0] = (unsigned char)text[i++];
+            n = 1;
         } else {
-            char e = text[i + 1];
-            i += 2;
-            switch (e) {
-            case 'b':
-                buf[n++] = '\b';
-                break;
-            case 'f':
-                buf[n++] = '\f';
-                break;
-            case 'n':
-                buf[n++] = '\n';
-                break;
-            case 'r':
-                buf[n++] = '\r';
-                break;
-            case 't':
-                buf[n++] = '\t';
-                break;
-            case 'u': {
-                unsigned cp = read_hex4(text + i);
-                i += 4;
-                if (cp >= 0xdc00 && cp <= 0xdfff)
-                    return -1; /* a lone low surrogate */
-                if (cp >= 0xd800 && cp <= 0xdbff) {
-                    if (i + 6 > t->end || text[i] != '\\' || text[i + 1] != 'u')
-                        return -1;
-                    unsigned lo = read_hex4(text + i + 2);
-                    if (lo < 0xdc00 || lo > 0xdfff)
-                        return -1;
-                    i += 6;
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                }
-                if (cp == 0)
-                    return -1;
-                if (cp < 0x80) {
-                    buf[n++] = (unsigned char)cp;
-                } else if (cp < 0x800) {
-                    buf[n++] = (unsigned char)(0xc0 | cp >> 6);
-                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
-                } else if (cp < 0x10000) {
-                    buf[n++] = (unsigned char)(0xe0 | cp >> 12);
-                    buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
-                } else {
-                    buf[n++] = (unsigned char)(0xf0 | cp >> 18);
-                    buf[n++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-                    buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
-                }
-                break;
-            }
-            default: /* '"', '\\', '/' */
-                buf[n++] = (unsigned char)e;
-            }
+            i++;
+            n = read_escape(text, &i, t->end, buf);
+            if (n == 0)
+                return -1;
         }
         if (k + n + 1 > out_size)
             return -1;
