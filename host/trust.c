@@ -276,6 +276,86 @@ static int32_t follow_link(walk *w, const char *name, const struct stat *lst, ch
  * component ends a folder walk successfully). */
 enum { WALK_FILE, WALK_DIR };
 
+/* The component starting at p into name (NAME_MAX at most); *after is
+ * its end, *last says only '/' follows it. */
+static int32_t take_name(walk *w, char *p, char *name, char **after, int *last, char *err,
+                         size_t err_size)
+{
+    char *end = strchr(p, '/');
+    *after = end != NULL ? end : p + strlen(p);
+    size_t n = (size_t)(*after - p);
+    if (n > NAME_MAX)
+        return too_long(w, err, err_size);
+    memcpy(name, p, n);
+    name[n] = '\0';
+    const char *q = *after;
+    while (*q == '/')
+        q++;
+    *last = *q == '\0';
+    return 0;
+}
+
+/* The walk's last component, opened relative to its folder into *file_fd
+ * with *file_st. */
+static int32_t open_last(walk *w, const char *name, int *file_fd, struct stat *file_st,
+                         char *err, size_t err_size)
+{
+    int fd = openat(w->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return open_error(w->label, errno, err, err_size);
+    if (fstat(fd, file_st) != 0) {
+        wsel__set_error(err, err_size, "%s: cannot stat: %s", w->label, strerror(errno));
+        close(fd);
+        return WSEL_EIO;
+    }
+    int32_t rc = push_name(w, name, err, err_size);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *file_fd = fd;
+    return 0;
+}
+
+/* What one step of the walk leads to. */
+enum { STEP_NEXT, STEP_LINK, STEP_END };
+
+/* One folder component: ".", "..", a link (rewritten into rest, which
+ * the walk then reads from its start) or a folder entered. STEP_END when
+ * a folder walk meets a missing component. */
+static int32_t step(walk *w, const char *name, const char *path, int mode, char *rest,
+                    size_t rest_size, const char *after, char *err, size_t err_size)
+{
+    if (strcmp(name, ".") == 0)
+        return STEP_NEXT;
+    if (strcmp(name, "..") == 0) {
+        int32_t rc = walk_up(w, err, err_size);
+        return rc < 0 ? rc : STEP_NEXT;
+    }
+    struct stat lst;
+    if (fstatat(w->fd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (mode == WALK_DIR && errno == ENOENT)
+            return STEP_END;
+        return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
+    }
+    if (S_ISLNK(lst.st_mode)) {
+        int32_t rc = follow_link(w, name, &lst, rest, rest_size, after, err, err_size);
+        return rc < 0 ? rc : STEP_LINK;
+    }
+    int fd = openat(w->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (mode == WALK_DIR && errno == ENOENT)
+            return STEP_END;
+        return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
+    }
+    int32_t rc = push_name(w, name, err, err_size);
+    if (rc == 0)
+        rc = enter_folder(w, fd, w->depth, err, err_size);
+    else
+        close(fd);
+    return rc < 0 ? rc : STEP_NEXT;
+}
+
 /*
  * Walk `path` (absolute). For WALK_FILE, opens the last component relative
  * to its folder into *file_fd and fills *file_st.
@@ -304,75 +384,20 @@ static int32_t walk_path(walk *w, const char *path, int mode, int *file_fd,
                             w->label, w->what);
             return WSEL_EPERM;
         }
-        char *end = strchr(p, '/');
-        char *after = end != NULL ? end : p + strlen(p);
         char name[NAME_MAX + 1];
-        size_t n = (size_t)(after - p);
-        if (n > NAME_MAX)
-            return too_long(w, err, err_size);
-        memcpy(name, p, n);
-        name[n] = '\0';
-        const char *q = after;
-        while (*q == '/')
-            q++;
-        int last = *q == '\0';
-
-        if (last && mode == WALK_FILE) {
-            int fd = openat(w->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            if (fd < 0)
-                return open_error(w->label, errno, err, err_size);
-            if (fstat(fd, file_st) != 0) {
-                wsel__set_error(err, err_size, "%s: cannot stat: %s", w->label,
-                                strerror(errno));
-                close(fd);
-                return WSEL_EIO;
-            }
-            rc = push_name(w, name, err, err_size);
-            if (rc < 0) {
-                close(fd);
-                return rc;
-            }
-            *file_fd = fd;
-            return 0;
-        }
-        if (strcmp(name, ".") == 0) {
-            p = after;
-            continue;
-        }
-        if (strcmp(name, "..") == 0) {
-            rc = walk_up(w, err, err_size);
-            if (rc < 0)
-                return rc;
-            p = after;
-            continue;
-        }
-        struct stat lst;
-        if (fstatat(w->fd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
-            if (mode == WALK_DIR && errno == ENOENT)
-                return 0;
-            return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
-        }
-        if (S_ISLNK(lst.st_mode)) {
-            rc = follow_link(w, name, &lst, rest, sizeof(rest), after, err, err_size);
-            if (rc < 0)
-                return rc;
-            p = rest;
-            continue;
-        }
-        int fd = openat(w->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            if (mode == WALK_DIR && errno == ENOENT)
-                return 0;
-            return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
-        }
-        rc = push_name(w, name, err, err_size);
-        if (rc == 0)
-            rc = enter_folder(w, fd, w->depth, err, err_size);
-        else
-            close(fd);
+        char *after;
+        int last;
+        rc = take_name(w, p, name, &after, &last, err, err_size);
         if (rc < 0)
             return rc;
-        p = after;
+        if (last && mode == WALK_FILE)
+            return open_last(w, name, file_fd, file_st, err, err_size);
+        rc = step(w, name, path, mode, rest, sizeof(rest), after, err, err_size);
+        if (rc < 0)
+            return rc;
+        if (rc == STEP_END)
+            return 0;
+        p = rc == STEP_LINK ? rest : after;
     }
 }
 
