@@ -308,6 +308,80 @@ static int32_t check_needed(const char *path, const char *needed, char *err,
     return 0;
 }
 
+/* The dynamic string table dyn[0..count) names (DT_STRTAB, DT_STRSZ),
+ * read NUL-terminated into *out (str_size bytes and the NUL; free it).
+ * 0 with *out NULL when there is none. */
+static int32_t read_strtab(int fd, const phdr_t *ph, unsigned n, uint64_t size,
+                           const dyn_t *dyn, uint64_t count, const char *path, char **out,
+                           uint64_t *out_size, char *err, size_t err_size)
+{
+    *out = NULL;
+    uint64_t str_addr = UINT64_MAX, str_size = 0;
+    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
+        if (dyn[i].d_tag == DT_STRTAB)
+            str_addr = dyn[i].d_un.d_ptr;
+        else if (dyn[i].d_tag == DT_STRSZ)
+            str_size = dyn[i].d_un.d_val;
+    }
+    if (str_addr == UINT64_MAX)
+        return 0;
+    uint64_t str_off = file_offset(ph, n, str_addr);
+    if (str_off == UINT64_MAX || str_size == 0 || !in_file(str_off, str_size, size)) {
+        wsel__set_error(err, err_size,
+                        "%s: truncated or malformed: the dynamic string table lies "
+                        "outside the file",
+                        path);
+        return WSEL_ELOAD;
+    }
+    char *strtab = malloc(str_size + 1);
+    if (strtab == NULL) {
+        wsel__set_error(err, err_size, "%s: out of memory", path);
+        return WSEL_ENOMEM;
+    }
+    if (read_at(fd, strtab, str_size, str_off) != 0) {
+        wsel__set_error(err, err_size, "%s: cannot read the dynamic string table", path);
+        free(strtab);
+        return WSEL_ELOAD;
+    }
+    strtab[str_size] = '\0';
+    *out = strtab;
+    *out_size = str_size;
+    return 0;
+}
+
+/* Check each RPATH, RUNPATH and DT_NEEDED entry of dyn[0..count). An
+ * entry pointing outside the string table writes err but returns the
+ * previous entry's result: WSEL_ELOAD when it is the first, 0 after a
+ * checked one (a known gap, kept as it was). */
+static int32_t check_entries(const dyn_t *dyn, uint64_t count, const char *strtab,
+                             uint64_t str_size, const char *path, const char *origin,
+                             char *err, size_t err_size)
+{
+    int32_t rc = WSEL_ELOAD;
+    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
+        const char *tag = dyn[i].d_tag == DT_RPATH     ? "RPATH"
+                          : dyn[i].d_tag == DT_RUNPATH ? "RUNPATH"
+                          : dyn[i].d_tag == DT_NEEDED  ? "DT_NEEDED"
+                                                       : NULL;
+        if (tag == NULL)
+            continue;
+        if (dyn[i].d_un.d_val >= str_size) {
+            wsel__set_error(err, err_size,
+                            "%s: malformed: %s points outside the string "
+                            "table",
+                            path, tag);
+            return rc;
+        }
+        const char *s = strtab + dyn[i].d_un.d_val;
+        rc = dyn[i].d_tag == DT_NEEDED
+                 ? check_needed(path, s, err, err_size)
+                 : check_search_path(path, tag, s, origin, err, err_size);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int32_t check_dynamic(int fd, const phdr_t *ph, unsigned n, uint64_t size,
                              const char *path, const char *origin, char *err,
                              size_t err_size)
@@ -327,6 +401,7 @@ static int32_t check_dynamic(int fd, const phdr_t *ph, unsigned n, uint64_t size
     }
     int32_t rc = WSEL_ELOAD;
     char *strtab = NULL;
+    uint64_t str_size = 0;
     dyn_t *dyn = calloc(count + 1, sizeof(*dyn));
     if (dyn == NULL) {
         wsel__set_error(err, err_size, "%s: out of memory", path);
@@ -336,60 +411,10 @@ static int32_t check_dynamic(int fd, const phdr_t *ph, unsigned n, uint64_t size
         wsel__set_error(err, err_size, "%s: cannot read the dynamic section", path);
         goto out_free_dyn;
     }
-    uint64_t str_addr = UINT64_MAX, str_size = 0;
-    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
-        if (dyn[i].d_tag == DT_STRTAB)
-            str_addr = dyn[i].d_un.d_ptr;
-        else if (dyn[i].d_tag == DT_STRSZ)
-            str_size = dyn[i].d_un.d_val;
-    }
-    if (str_addr == UINT64_MAX) {
-        rc = 0;
-        goto out_free_dyn;
-    }
-    uint64_t str_off = file_offset(ph, n, str_addr);
-    if (str_off == UINT64_MAX || str_size == 0 || !in_file(str_off, str_size, size)) {
-        wsel__set_error(err, err_size,
-                        "%s: truncated or malformed: the dynamic string table lies "
-                        "outside the file",
-                        path);
-        goto out_free_dyn;
-    }
-    strtab = malloc(str_size + 1);
-    if (strtab == NULL) {
-        wsel__set_error(err, err_size, "%s: out of memory", path);
-        rc = WSEL_ENOMEM;
-        goto out_free_dyn;
-    }
-    if (read_at(fd, strtab, str_size, str_off) != 0) {
-        wsel__set_error(err, err_size, "%s: cannot read the dynamic string table", path);
-        goto out_free_strtab;
-    }
-    strtab[str_size] = '\0';
-    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
-        const char *tag = dyn[i].d_tag == DT_RPATH     ? "RPATH"
-                          : dyn[i].d_tag == DT_RUNPATH ? "RUNPATH"
-                          : dyn[i].d_tag == DT_NEEDED  ? "DT_NEEDED"
-                                                       : NULL;
-        if (tag == NULL)
-            continue;
-        if (dyn[i].d_un.d_val >= str_size) {
-            wsel__set_error(err, err_size,
-                            "%s: malformed: %s points outside the string "
-                            "table",
-                            path, tag);
-            goto out_free_strtab;
-        }
-        const char *s = strtab + dyn[i].d_un.d_val;
-        rc = dyn[i].d_tag == DT_NEEDED
-                 ? check_needed(path, s, err, err_size)
-                 : check_search_path(path, tag, s, origin, err, err_size);
-        if (rc < 0)
-            goto out_free_strtab;
-    }
-    rc = 0;
-
-out_free_strtab:
+    rc =
+        read_strtab(fd, ph, n, size, dyn, count, path, &strtab, &str_size, err, err_size);
+    if (rc == 0 && strtab != NULL)
+        rc = check_entries(dyn, count, strtab, str_size, path, origin, err, err_size);
     free(strtab);
 out_free_dyn:
     free(dyn);
