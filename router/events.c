@@ -382,39 +382,19 @@ static inline int uint16_run(const unsigned char *p)
            (p[12] == 0xcd) & (p[15] == 0xcd) & (p[18] == 0xcd) & (p[21] == 0xcd);
 }
 
-/* What the msgpack header of type t declares: *items objects and
- * *payload bytes after it. Its bytes past the type byte start at b[*pos],
- * and *pos moves past them. 0, or -1 when t is invalid or the header is
- * cut short. */
-static int header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
-                         uint64_t *items, uint64_t *payload)
+/* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
+ * what follows it is decided by long_header_counts. */
+static const signed char header_extra[32] = {
+    0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8, /* c0..cf */
+    1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
+};
+
+/* header_counts for types 0xc0..0xdf, whose lengths and counts follow
+ * the type byte. */
+static int long_header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
+                              uint64_t *items, uint64_t *payload)
 {
-    /* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
-     * what follows it is decided below. */
-    static const signed char extra[32] = {
-        0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8, /* c0..cf */
-        1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
-    };
-    *items = *payload = 0;
-    if (t <= 0x7f || t >= 0xe0)
-        return 0;
-    if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: hashes, ids the runs left */
-        *payload = (uint64_t)1 << (t - 0xcc);
-        return 0;
-    }
-    if (t <= 0x8f) {
-        *items = 2u * (t & 0x0f);
-        return 0;
-    }
-    if (t <= 0x9f) {
-        *items = t & 0x0f;
-        return 0;
-    }
-    if (t <= 0xbf) {
-        *payload = t & 0x1f;
-        return 0;
-    }
-    int n = extra[t - 0xc0];
+    int n = header_extra[t - 0xc0];
     if (n < 0 || (size_t)n > len - *pos)
         return -1;
     const unsigned char *h = b + *pos;
@@ -451,6 +431,31 @@ static int header_counts(unsigned t, const unsigned char *b, size_t len, size_t 
     default: /* nil, bool, numbers: the header is all */
         break;
     }
+    return 0;
+}
+
+/* What the msgpack header of type t declares: *items objects and
+ * *payload bytes after it. Its bytes past the type byte start at b[*pos],
+ * and *pos moves past them. 0, or -1 when t is invalid or the header is
+ * cut short. */
+static int header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
+                         uint64_t *items, uint64_t *payload)
+{
+    *items = *payload = 0;
+    if (t <= 0x7f || t >= 0xe0)
+        return 0;
+    if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: hashes, ids the runs left */
+        *payload = (uint64_t)1 << (t - 0xcc);
+        return 0;
+    }
+    if (t <= 0x8f)
+        *items = 2u * (t & 0x0f);
+    else if (t <= 0x9f)
+        *items = t & 0x0f;
+    else if (t <= 0xbf)
+        *payload = t & 0x1f;
+    else
+        return long_header_counts(t, b, len, pos, items, payload);
     return 0;
 }
 
