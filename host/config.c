@@ -111,21 +111,70 @@ static int32_t read_number(const char *json, const wsel_json_token *t, const cha
     return 0;
 }
 
+static int32_t wrong_type(const wsel_json_token *t, const wsel_param_def *d, char *err,
+                          size_t err_size)
+{
+    wsel__set_error(err, err_size, "config: key '%s': expected %s, got %s", d->name,
+                    type_name(d->type), token_kind(t));
+    return WSEL_ECONFIG;
+}
+
+/* The index of enum string t among d's choices into *v. */
+static int32_t read_choice(const char *json, const wsel_json_token *t,
+                           const wsel_param_def *d, double *v, char *err, size_t err_size)
+{
+    if (t->type != WSEL_JSON_STRING)
+        return wrong_type(t, d, err, err_size);
+    uint32_t c = 0;
+    while (d->choices[c] != NULL && !wsel_json_string_is(json, t, d->choices[c]))
+        c++;
+    if (d->choices[c] == NULL) {
+        char q[QUOTE_MAX + 4];
+        char list[256];
+        quote(q, sizeof(q), json, t);
+        list_choices(list, sizeof(list), d);
+        wsel__set_error(err, err_size, "config: key '%s': '%s' is not one of: %s",
+                        d->name, q, list);
+        return WSEL_ECONFIG;
+    }
+    *v = (double)c;
+    return 0;
+}
+
+/* v (read from token t) within d's bounds, or WSEL_ECONFIG said. */
+static int32_t check_bounds(const char *json, const wsel_json_token *t,
+                            const wsel_param_def *d, double v, char *err, size_t err_size)
+{
+    if (!(v < d->min_value || v > d->max_value))
+        return 0;
+    if (d->type == WSEL_PARAM_ENUM) {
+        wsel__set_error(err, err_size,
+                        "config: key '%s': '%s' is not allowed (choices %g to %g)",
+                        d->name, d->choices[(uint32_t)v], d->min_value, d->max_value);
+    } else {
+        char q[QUOTE_MAX + 4];
+        quote(q, sizeof(q), json, t);
+        wsel__set_error(err, err_size, "config: key '%s': %s is out of range [%g, %g]",
+                        d->name, q, d->min_value, d->max_value);
+    }
+    return WSEL_ECONFIG;
+}
+
 /* Convert value token t for parameter d into *out. */
 static int32_t read_value(const char *json, const wsel_json_token *t,
                           const wsel_param_def *d, double *out, char *err,
                           size_t err_size)
 {
-    char q[QUOTE_MAX + 4];
-    double v;
+    double v = 0.0;
     switch (d->type) {
     case WSEL_PARAM_DOUBLE:
     case WSEL_PARAM_INT:
         if (t->type != WSEL_JSON_NUMBER)
-            goto out_wrong_type;
+            return wrong_type(t, d, err, err_size);
         if (read_number(json, t, d->name, &v, err, err_size) < 0)
             return WSEL_ECONFIG;
         if (d->type == WSEL_PARAM_INT && v != floor(v)) {
+            char q[QUOTE_MAX + 4];
             quote(q, sizeof(q), json, t);
             wsel__set_error(err, err_size, "config: key '%s': %s is not an integer",
                             d->name, q);
@@ -133,58 +182,26 @@ static int32_t read_value(const char *json, const wsel_json_token *t,
         }
         break;
     case WSEL_PARAM_BOOL:
-        if (t->type == WSEL_JSON_TRUE)
-            v = 1.0;
-        else if (t->type == WSEL_JSON_FALSE)
-            v = 0.0;
-        else
-            goto out_wrong_type;
+        if (t->type != WSEL_JSON_TRUE && t->type != WSEL_JSON_FALSE)
+            return wrong_type(t, d, err, err_size);
+        v = t->type == WSEL_JSON_TRUE ? 1.0 : 0.0;
         break;
-    case WSEL_PARAM_ENUM: {
-        if (t->type != WSEL_JSON_STRING)
-            goto out_wrong_type;
-        uint32_t c = 0;
-        while (d->choices[c] != NULL && !wsel_json_string_is(json, t, d->choices[c]))
-            c++;
-        if (d->choices[c] == NULL) {
-            char list[256];
-            quote(q, sizeof(q), json, t);
-            list_choices(list, sizeof(list), d);
-            wsel__set_error(err, err_size, "config: key '%s': '%s' is not one of: %s",
-                            d->name, q, list);
+    case WSEL_PARAM_ENUM:
+        if (read_choice(json, t, d, &v, err, err_size) < 0)
             return WSEL_ECONFIG;
-        }
-        v = (double)c;
         break;
-    }
     case WSEL_PARAM_JSON: /* the text is kept aside by parse_object */
         if (t->type != WSEL_JSON_OBJECT && t->type != WSEL_JSON_ARRAY)
-            goto out_wrong_type;
+            return wrong_type(t, d, err, err_size);
         *out = 1.0; /* present; create() reads the text with param_json */
         return 0;
     default:
         return WSEL_ECONFIG; /* unreachable: the descriptor was checked */
     }
-    if (v < d->min_value || v > d->max_value) {
-        if (d->type == WSEL_PARAM_ENUM) {
-            wsel__set_error(err, err_size,
-                            "config: key '%s': '%s' is not allowed (choices %g to %g)",
-                            d->name, d->choices[(uint32_t)v], d->min_value, d->max_value);
-        } else {
-            quote(q, sizeof(q), json, t);
-            wsel__set_error(err, err_size,
-                            "config: key '%s': %s is out of range [%g, %g]", d->name, q,
-                            d->min_value, d->max_value);
-        }
+    if (check_bounds(json, t, d, v, err, err_size) < 0)
         return WSEL_ECONFIG;
-    }
     *out = v;
     return 0;
-
-out_wrong_type:
-    wsel__set_error(err, err_size, "config: key '%s': expected %s, got %s", d->name,
-                    type_name(d->type), token_kind(t));
-    return WSEL_ECONFIG;
 }
 
 static int32_t unknown_key(const wsel_plugin *p, const char *json,
