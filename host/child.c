@@ -33,8 +33,8 @@ struct wsel_child_lib {
     wsel_library *lib;
 };
 
-int32_t wsel_child_library(wsel_host *host, const char *path, wsel_library **out,
-                           char *err, size_t err_size)
+int32_t wsel__child_library(wsel_host *host, const char *path, wsel_library **out,
+                            char *err, size_t err_size)
 {
     /* The trust rules run on every open, cached or not. */
     int fd = wsel_trust_open(path, &host->trust, err, err_size);
@@ -44,7 +44,7 @@ int32_t wsel_child_library(wsel_host *host, const char *path, wsel_library **out
     int ok = fstat(fd, &st) == 0;
     close(fd);
     if (!ok) {
-        wsel_set_error(err, err_size, "%s: cannot stat", path);
+        wsel__set_error(err, err_size, "%s: cannot stat", path);
         return WSEL_EIO;
     }
     for (struct wsel_child_lib *c = host->child_libs; c != NULL; c = c->next) {
@@ -57,7 +57,7 @@ int32_t wsel_child_library(wsel_host *host, const char *path, wsel_library **out
     }
     struct wsel_child_lib *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         return WSEL_ENOMEM;
     }
     int32_t rc = wsel_library_open(path, &host->trust, &c->lib, err, err_size);
@@ -75,7 +75,7 @@ int32_t wsel_child_library(wsel_host *host, const char *path, wsel_library **out
     return 0;
 }
 
-void wsel_child_libs_free(wsel_host *host)
+void wsel__child_libs_free(wsel_host *host)
 {
     struct wsel_child_lib *c = host->child_libs;
     host->child_libs = NULL;
@@ -101,7 +101,7 @@ static const char *api_param_json(const wsel_host_api *api, uint32_t index)
     wsel_generation *gen = api_gen(api);
     if (gen == NULL || gen->param_texts == NULL || index >= gen->num_param_texts)
         return NULL;
-    const wsel_param_def *d = wsel_descriptor_param(gen->plugin, index);
+    const wsel_param_def *d = wsel__descriptor_param(gen->plugin, index);
     if (d == NULL || d->type != WSEL_PARAM_JSON)
         return NULL;
     return gen->param_texts[index];
@@ -132,22 +132,22 @@ static int32_t api_child_open(const wsel_host_api *api, const char *path,
 {
     wsel_generation *parent = api_gen(api);
     if (parent == NULL || path == NULL || out_child == NULL || path[0] == '\0') {
-        wsel_set_error(err, err_size, "child_open: NULL or empty argument");
+        wsel__set_error(err, err_size, "child_open: NULL or empty argument");
         return WSEL_EINVAL;
     }
     if (parent->depth + 1 > WSEL_CHILD_MAX_DEPTH) {
-        wsel_set_error(err, err_size, "%s: children nest at most %u deep", path,
-                       WSEL_CHILD_MAX_DEPTH);
+        wsel__set_error(err, err_size, "%s: children nest at most %u deep", path,
+                        WSEL_CHILD_MAX_DEPTH);
         return WSEL_ECONFIG;
     }
     char full[4096];
     if (child_path(parent, path, full, sizeof(full)) < 0) {
-        wsel_set_error(err, err_size, "child_open: path too long");
+        wsel__set_error(err, err_size, "child_open: path too long");
         return WSEL_ERANGE;
     }
     wsel_generation *child = NULL;
-    int32_t rc = wsel_generation_open(parent->host, parent, full, config_json, &child,
-                                      err, err_size);
+    int32_t rc = wsel__generation_open(parent->host, parent, full, config_json, &child,
+                                       err, err_size);
     if (rc < 0)
         return rc;
     /* Append: counters list children in the order they were opened. */
@@ -167,25 +167,9 @@ static int32_t api_child_open(const wsel_host_api *api, const char *path,
     return 0;
 }
 
-static void lock_child(wsel_generation *c, int exclusive)
-{
-    if (c->lock_mode == WSEL_LOCK_EXCLUSIVE ||
-        (exclusive && c->lock_mode != WSEL_LOCK_NONE))
-        pthread_rwlock_wrlock(&c->lock);
-    else if (c->lock_mode == WSEL_LOCK_SHARED)
-        pthread_rwlock_rdlock(&c->lock);
-}
-
-static void unlock_child(wsel_generation *c)
-{
-    if (c->lock_mode != WSEL_LOCK_NONE)
-        pthread_rwlock_unlock(&c->lock);
-}
-
 static int child_usable(const wsel_generation *c)
 {
-    return c != NULL && !c->closed &&
-           !atomic_load_explicit(&c->ejected, memory_order_relaxed);
+    return c != NULL && wsel__unavailable(c) < 0;
 }
 
 static void api_child_finished(const wsel_host_api *api, wsel_child *child,
@@ -195,9 +179,9 @@ static void api_child_finished(const wsel_host_api *api, wsel_child *child,
     wsel_generation *c = (wsel_generation *)child;
     if (!child_usable(c) || c->plugin->on_request_finished == NULL)
         return;
-    lock_child(c, 0);
+    wsel__instance_lock(c, 0);
     c->plugin->on_request_finished(c->instance, request_id, worker_id, dp_rank);
-    unlock_child(c);
+    wsel__instance_unlock(c);
 }
 
 static void api_child_outcome(const wsel_host_api *api, wsel_child *child,
@@ -207,15 +191,11 @@ static void api_child_outcome(const wsel_host_api *api, wsel_child *child,
     wsel_generation *c = (wsel_generation *)child;
     if (!child_usable(c) || outcome == NULL || c->plugin->on_request_outcome == NULL)
         return;
-    /* The child gets a full-size copy, as the host gives a policy. */
     wsel_outcome o;
-    memset(&o, 0, sizeof(o));
-    size_t n = outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o);
-    memcpy(&o, outcome, n);
-    o.struct_size = sizeof(o);
-    lock_child(c, 0);
+    wsel__outcome_copy(&o, outcome);
+    wsel__instance_lock(c, 0);
     c->plugin->on_request_outcome(c->instance, &o);
-    unlock_child(c);
+    wsel__instance_unlock(c);
 }
 
 static void api_child_topology_changed(const wsel_host_api *api, wsel_child *child,
@@ -225,9 +205,9 @@ static void api_child_topology_changed(const wsel_host_api *api, wsel_child *chi
     wsel_generation *c = (wsel_generation *)child;
     if (c == NULL || c->closed || table == NULL || c->plugin->on_topology_changed == NULL)
         return;
-    lock_child(c, 1);
+    wsel__instance_lock(c, 1);
     c->plugin->on_topology_changed(c->instance, table);
-    unlock_child(c);
+    wsel__instance_unlock(c);
 }
 
 /* Destroy a child's instance, then its own children. */
@@ -238,7 +218,7 @@ static void close_child(wsel_generation *c)
     c->plugin->destroy(c->instance);
     c->instance = NULL;
     c->closed = 1;
-    wsel_children_destroy(c);
+    wsel__children_destroy(c);
 }
 
 /* Unlink a child from its parent's list and free it entirely: a pipeline
@@ -259,10 +239,10 @@ static void api_child_close(const wsel_host_api *api, wsel_child *child)
     }
     close_child(c);
     c->next_child = NULL;
-    wsel_generation_destroy(c);
+    wsel__generation_destroy(c);
 }
 
-void wsel_children_destroy(wsel_generation *gen)
+void wsel__children_destroy(wsel_generation *gen)
 {
     wsel_generation *c = gen->first_child;
     gen->first_child = NULL;
@@ -270,17 +250,17 @@ void wsel_children_destroy(wsel_generation *gen)
         wsel_generation *next = c->next_child;
         close_child(c);
         c->next_child = NULL;
-        wsel_generation_destroy(c); /* closed: frees without destroy() */
+        wsel__generation_destroy(c); /* closed: frees without destroy() */
         c = next;
     }
 }
 
-void wsel_child_api_init(wsel_host_api *api)
+void wsel__child_api_init(wsel_host_api *api)
 {
     api->param_json = api_param_json;
     api->child_open = api_child_open;
-    api->child_score = wsel_child_score_checked;
-    api->child_select = wsel_child_select_checked;
+    api->child_score = wsel__child_score_checked;
+    api->child_select = wsel__child_select_checked;
     api->child_finished = api_child_finished;
     api->child_outcome = api_child_outcome;
     api->child_topology_changed = api_child_topology_changed;
@@ -314,11 +294,12 @@ static int32_t read_child(wsel_generation *gen, uint32_t index, wsel_child_count
     k.struct_size = sizeof(k);
     k.depth = c->depth;
     snprintf(k.name, sizeof(k.name), "%s", c->plugin->name);
-    k.scores = atomic_load_explicit(&c->child_scores, memory_order_relaxed);
-    k.answers = atomic_load_explicit(&c->child_answers, memory_order_relaxed);
+    wsel_answer_counters *a = &c->child_counters;
+    k.scores = atomic_load_explicit(&a->scores.n, memory_order_relaxed);
+    k.answers = atomic_load_explicit(&a->answers.n, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS_MAX; r++) {
         k.fallback_by_reason[r] =
-            atomic_load_explicit(&c->child_fallbacks[r], memory_order_relaxed);
+            atomic_load_explicit(&a->fallback_by_reason[r].n, memory_order_relaxed);
         k.fallbacks += k.fallback_by_reason[r];
     }
     k.ejected = atomic_load_explicit(&c->ejected, memory_order_relaxed);
@@ -331,9 +312,9 @@ int32_t wsel_host_read_child_counters(wsel_host *host, uint32_t index,
 {
     if (host == NULL || out == NULL || out_size == 0)
         return WSEL_EINVAL;
-    uint32_t idx = wsel_host_read_lock(host);
-    int32_t rc = read_child(wsel_host_live(host), index, out, out_size);
-    wsel_host_read_unlock(host, idx);
+    uint32_t idx = wsel__host_read_lock(host);
+    int32_t rc = read_child(wsel__host_live(host), index, out, out_size);
+    wsel__host_read_unlock(host, idx);
     return rc;
 }
 
@@ -345,16 +326,16 @@ int32_t wsel_plugin_context_open(wsel_host *host, wsel_library *lib, const char 
 {
     if (host == NULL || lib == NULL || out == NULL ||
         (values == NULL && wsel_library_plugin(lib)->num_params > 0)) {
-        wsel_set_error(err, err_size, "plugin context: NULL argument");
+        wsel__set_error(err, err_size, "plugin context: NULL argument");
         return WSEL_EINVAL;
     }
     wsel_plugin_context *ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL) {
-        wsel_set_error(err, err_size, "plugin context: out of memory");
+        wsel__set_error(err, err_size, "plugin context: out of memory");
         return WSEL_ENOMEM;
     }
     int32_t rc =
-        wsel_generation_prepare(host, lib, 1, config, values, &ctx->gen, err, err_size);
+        wsel__generation_prepare(host, lib, 1, config, values, &ctx->gen, err, err_size);
     if (rc < 0) {
         free(ctx);
         return rc;
@@ -383,8 +364,8 @@ void wsel_plugin_context_close(wsel_plugin_context *ctx)
         return;
     /* closed, no lock initialised: free what it owns without destroy(). */
     wsel_generation *gen = ctx->gen;
-    wsel_children_destroy(gen);
-    wsel_config_texts_free(gen->param_texts, gen->num_param_texts);
+    wsel__children_destroy(gen);
+    wsel__config_texts_free(gen->param_texts, gen->num_param_texts);
     free(gen->param_texts);
     free(gen);
     free(ctx);

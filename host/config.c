@@ -95,20 +95,69 @@ static int32_t read_number(const char *json, const wsel_json_token *t, const cha
     size_t n = (size_t)(t->end - t->start);
     if (n > NUMBER_MAX) {
         quote(q, sizeof(q), json, t);
-        wsel_set_error(err, err_size,
-                       "config: key '%s': '%s' is longer than %u characters (limit)", key,
-                       q, NUMBER_MAX);
+        wsel__set_error(err, err_size,
+                        "config: key '%s': '%s' is longer than %u characters (limit)",
+                        key, q, NUMBER_MAX);
         return WSEL_ECONFIG;
     }
     memcpy(text, json + t->start, n);
     text[n] = '\0';
     double v = strtod(text, NULL);
     if (!isfinite(v)) {
-        wsel_set_error(err, err_size, "config: key '%s': %s is not finite", key, text);
+        wsel__set_error(err, err_size, "config: key '%s': %s is not finite", key, text);
         return WSEL_ECONFIG;
     }
     *out = v;
     return 0;
+}
+
+static int32_t wrong_type(const wsel_json_token *t, const wsel_param_def *d, char *err,
+                          size_t err_size)
+{
+    wsel__set_error(err, err_size, "config: key '%s': expected %s, got %s", d->name,
+                    type_name(d->type), token_kind(t));
+    return WSEL_ECONFIG;
+}
+
+/* The index of enum string t among d's choices into *v. */
+static int32_t read_choice(const char *json, const wsel_json_token *t,
+                           const wsel_param_def *d, double *v, char *err, size_t err_size)
+{
+    if (t->type != WSEL_JSON_STRING)
+        return wrong_type(t, d, err, err_size);
+    uint32_t c = 0;
+    while (d->choices[c] != NULL && !wsel_json_string_is(json, t, d->choices[c]))
+        c++;
+    if (d->choices[c] == NULL) {
+        char q[QUOTE_MAX + 4];
+        char list[256];
+        quote(q, sizeof(q), json, t);
+        list_choices(list, sizeof(list), d);
+        wsel__set_error(err, err_size, "config: key '%s': '%s' is not one of: %s",
+                        d->name, q, list);
+        return WSEL_ECONFIG;
+    }
+    *v = (double)c;
+    return 0;
+}
+
+/* v (read from token t) within d's bounds, or WSEL_ECONFIG said. */
+static int32_t check_bounds(const char *json, const wsel_json_token *t,
+                            const wsel_param_def *d, double v, char *err, size_t err_size)
+{
+    if (!(v < d->min_value || v > d->max_value))
+        return 0;
+    if (d->type == WSEL_PARAM_ENUM) {
+        wsel__set_error(err, err_size,
+                        "config: key '%s': '%s' is not allowed (choices %g to %g)",
+                        d->name, d->choices[(uint32_t)v], d->min_value, d->max_value);
+    } else {
+        char q[QUOTE_MAX + 4];
+        quote(q, sizeof(q), json, t);
+        wsel__set_error(err, err_size, "config: key '%s': %s is out of range [%g, %g]",
+                        d->name, q, d->min_value, d->max_value);
+    }
+    return WSEL_ECONFIG;
 }
 
 /* Convert value token t for parameter d into *out. */
@@ -116,74 +165,43 @@ static int32_t read_value(const char *json, const wsel_json_token *t,
                           const wsel_param_def *d, double *out, char *err,
                           size_t err_size)
 {
-    char q[QUOTE_MAX + 4];
-    double v;
+    double v = 0.0;
     switch (d->type) {
     case WSEL_PARAM_DOUBLE:
     case WSEL_PARAM_INT:
         if (t->type != WSEL_JSON_NUMBER)
-            goto out_wrong_type;
+            return wrong_type(t, d, err, err_size);
         if (read_number(json, t, d->name, &v, err, err_size) < 0)
             return WSEL_ECONFIG;
         if (d->type == WSEL_PARAM_INT && v != floor(v)) {
+            char q[QUOTE_MAX + 4];
             quote(q, sizeof(q), json, t);
-            wsel_set_error(err, err_size, "config: key '%s': %s is not an integer",
-                           d->name, q);
+            wsel__set_error(err, err_size, "config: key '%s': %s is not an integer",
+                            d->name, q);
             return WSEL_ECONFIG;
         }
         break;
     case WSEL_PARAM_BOOL:
-        if (t->type == WSEL_JSON_TRUE)
-            v = 1.0;
-        else if (t->type == WSEL_JSON_FALSE)
-            v = 0.0;
-        else
-            goto out_wrong_type;
+        if (t->type != WSEL_JSON_TRUE && t->type != WSEL_JSON_FALSE)
+            return wrong_type(t, d, err, err_size);
+        v = t->type == WSEL_JSON_TRUE ? 1.0 : 0.0;
         break;
-    case WSEL_PARAM_ENUM: {
-        if (t->type != WSEL_JSON_STRING)
-            goto out_wrong_type;
-        uint32_t c = 0;
-        while (d->choices[c] != NULL && !wsel_json_string_is(json, t, d->choices[c]))
-            c++;
-        if (d->choices[c] == NULL) {
-            char list[256];
-            quote(q, sizeof(q), json, t);
-            list_choices(list, sizeof(list), d);
-            wsel_set_error(err, err_size, "config: key '%s': '%s' is not one of: %s",
-                           d->name, q, list);
+    case WSEL_PARAM_ENUM:
+        if (read_choice(json, t, d, &v, err, err_size) < 0)
             return WSEL_ECONFIG;
-        }
-        v = (double)c;
         break;
-    }
     case WSEL_PARAM_JSON: /* the text is kept aside by parse_object */
         if (t->type != WSEL_JSON_OBJECT && t->type != WSEL_JSON_ARRAY)
-            goto out_wrong_type;
+            return wrong_type(t, d, err, err_size);
         *out = 1.0; /* present; create() reads the text with param_json */
         return 0;
     default:
         return WSEL_ECONFIG; /* unreachable: the descriptor was checked */
     }
-    if (v < d->min_value || v > d->max_value) {
-        if (d->type == WSEL_PARAM_ENUM) {
-            wsel_set_error(err, err_size,
-                           "config: key '%s': '%s' is not allowed (choices %g to %g)",
-                           d->name, d->choices[(uint32_t)v], d->min_value, d->max_value);
-        } else {
-            quote(q, sizeof(q), json, t);
-            wsel_set_error(err, err_size, "config: key '%s': %s is out of range [%g, %g]",
-                           d->name, q, d->min_value, d->max_value);
-        }
+    if (check_bounds(json, t, d, v, err, err_size) < 0)
         return WSEL_ECONFIG;
-    }
     *out = v;
     return 0;
-
-out_wrong_type:
-    wsel_set_error(err, err_size, "config: key '%s': expected %s, got %s", d->name,
-                   type_name(d->type), token_kind(t));
-    return WSEL_ECONFIG;
 }
 
 static int32_t unknown_key(const wsel_plugin *p, const char *json,
@@ -194,15 +212,15 @@ static int32_t unknown_key(const wsel_plugin *p, const char *json,
     list[0] = '\0';
     for (uint32_t i = 0; i < p->num_params && k < sizeof(list); i++)
         k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "",
-                              wsel_descriptor_param(p, i)->name);
+                              wsel__descriptor_param(p, i)->name);
     quote(q, sizeof(q), json, t);
     if (p->num_params == 0)
-        wsel_set_error(err, err_size,
-                       "config: unknown key '%s' (plugin %s accepts no parameters)", q,
-                       p->name);
+        wsel__set_error(err, err_size,
+                        "config: unknown key '%s' (plugin %s accepts no parameters)", q,
+                        p->name);
     else
-        wsel_set_error(err, err_size, "config: unknown key '%s' (plugin %s accepts: %s)",
-                       q, p->name, list);
+        wsel__set_error(err, err_size, "config: unknown key '%s' (plugin %s accepts: %s)",
+                        q, p->name, list);
     return WSEL_ECONFIG;
 }
 
@@ -213,7 +231,7 @@ static int32_t keep_text(const char *json, const wsel_json_token *t, char **text
     size_t n = (size_t)(t->end - t->start);
     char *copy = malloc(n + 1);
     if (copy == NULL) {
-        wsel_set_error(err, err_size, "config: out of memory");
+        wsel__set_error(err, err_size, "config: out of memory");
         return WSEL_ENOMEM;
     }
     memcpy(copy, json + t->start, n);
@@ -230,8 +248,8 @@ static int32_t parse_object(const wsel_plugin *p, const char *json,
     uint8_t seen[WSEL_MAX_PARAMS] = {0};
     const wsel_json_token *tok = doc->tokens;
     if (tok[0].type != WSEL_JSON_OBJECT) {
-        wsel_set_error(err, err_size, "config: expected a JSON object, got %s",
-                       token_kind(&tok[0]));
+        wsel__set_error(err, err_size, "config: expected a JSON object, got %s",
+                        token_kind(&tok[0]));
         return WSEL_ECONFIG;
     }
     uint32_t i = 1;
@@ -239,13 +257,13 @@ static int32_t parse_object(const wsel_plugin *p, const char *json,
         const wsel_json_token *key = &tok[i], *value = &tok[i + 1];
         uint32_t k = 0;
         while (k < p->num_params &&
-               !wsel_json_string_is(json, key, wsel_descriptor_param(p, k)->name))
+               !wsel_json_string_is(json, key, wsel__descriptor_param(p, k)->name))
             k++;
         if (k == p->num_params)
             return unknown_key(p, json, key, err, err_size);
-        const wsel_param_def *d = wsel_descriptor_param(p, k);
+        const wsel_param_def *d = wsel__descriptor_param(p, k);
         if (seen[k]) {
-            wsel_set_error(err, err_size, "config: duplicate key '%s'", d->name);
+            wsel__set_error(err, err_size, "config: duplicate key '%s'", d->name);
             return WSEL_ECONFIG;
         }
         seen[k] = 1;
@@ -268,7 +286,7 @@ static int only_space(const char *s)
     return 1;
 }
 
-void wsel_config_texts_free(char **texts, uint32_t n)
+void wsel__config_texts_free(char **texts, uint32_t n)
 {
     if (texts == NULL)
         return;
@@ -281,21 +299,21 @@ void wsel_config_texts_free(char **texts, uint32_t n)
 int32_t wsel_config_parse(const wsel_library *lib, const char *json, double *values,
                           char *err, size_t err_size)
 {
-    return wsel_config_parse_texts(lib, json, values, NULL, err, err_size);
+    return wsel__config_parse_texts(lib, json, values, NULL, err, err_size);
 }
 
-int32_t wsel_config_parse_texts(const wsel_library *lib, const char *json, double *values,
-                                char **texts, char *err, size_t err_size)
+int32_t wsel__config_parse_texts(const wsel_library *lib, const char *json,
+                                 double *values, char **texts, char *err, size_t err_size)
 {
     if (lib == NULL || (values == NULL && wsel_library_plugin(lib)->num_params > 0)) {
-        wsel_set_error(err, err_size, "config: NULL %s",
-                       lib == NULL ? "library" : "values");
+        wsel__set_error(err, err_size, "config: NULL %s",
+                        lib == NULL ? "library" : "values");
         return WSEL_EINVAL;
     }
     const wsel_plugin *p = wsel_library_plugin(lib);
     double vals[WSEL_MAX_PARAMS];
     for (uint32_t k = 0; k < p->num_params; k++)
-        vals[k] = wsel_descriptor_param(p, k)->default_value;
+        vals[k] = wsel__descriptor_param(p, k)->default_value;
 
     int32_t rc = 0;
     if (json != NULL && !only_space(json)) {
@@ -305,12 +323,12 @@ int32_t wsel_config_parse_texts(const wsel_library *lib, const char *json, doubl
         char why[256];
         rc = wsel_json_parse(&doc, json, strlen(json), &limits, why, sizeof(why));
         if (rc == WSEL_ENOMEM) {
-            wsel_set_error(err, err_size, "config: %s", why);
+            wsel__set_error(err, err_size, "config: %s", why);
         } else if (rc == WSEL_ERANGE) {
-            wsel_set_error(err, err_size, "config: refused: %s", why);
+            wsel__set_error(err, err_size, "config: refused: %s", why);
             rc = WSEL_ECONFIG;
         } else if (rc < 0) {
-            wsel_set_error(err, err_size, "config: malformed JSON (%s)", why);
+            wsel__set_error(err, err_size, "config: malformed JSON (%s)", why);
             rc = WSEL_ECONFIG;
         } else {
             rc = parse_object(p, json, &doc, vals, texts, err, err_size);
@@ -318,7 +336,7 @@ int32_t wsel_config_parse_texts(const wsel_library *lib, const char *json, doubl
         wsel_json_doc_free(&doc);
     }
     if (rc < 0)
-        wsel_config_texts_free(texts, p->num_params);
+        wsel__config_texts_free(texts, p->num_params);
     if (rc == 0 && p->num_params > 0)
         memcpy(values, vals, p->num_params * sizeof(double));
     return rc;

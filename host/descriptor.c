@@ -31,7 +31,7 @@ static int valid_name(const char *s, int allow_dash)
     return n > 0;
 }
 
-const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i)
+const wsel_param_def *wsel__descriptor_param(const wsel_plugin *p, uint32_t i)
 {
     if (p == NULL || p->params == NULL || i >= p->num_params)
         return NULL;
@@ -44,35 +44,36 @@ static int32_t check_choices(const char *path, const wsel_param_def *d, uint32_t
                              uint32_t *out_count, char *err, size_t err_size)
 {
     if (d->choices == NULL) {
-        wsel_set_error(err, err_size, "%s: parameter %u ('%s'): enum without choices",
-                       path, i, d->name);
+        wsel__set_error(err, err_size, "%s: parameter %u ('%s'): enum without choices",
+                        path, i, d->name);
         return WSEL_EABI;
     }
     uint32_t n = 0;
     for (; d->choices[n] != NULL; n++) {
         if (n >= WSEL_MAX_CHOICES) {
-            wsel_set_error(err, err_size, "%s: parameter %u ('%s'): more than %u choices",
-                           path, i, d->name, WSEL_MAX_CHOICES);
+            wsel__set_error(err, err_size,
+                            "%s: parameter %u ('%s'): more than %u choices", path, i,
+                            d->name, WSEL_MAX_CHOICES);
             return WSEL_EABI;
         }
         if (!valid_name(d->choices[n], 1)) {
-            wsel_set_error(err, err_size,
-                           "%s: parameter %u ('%s'): choice %u is not [a-z0-9_-]+", path,
-                           i, d->name, n);
+            wsel__set_error(err, err_size,
+                            "%s: parameter %u ('%s'): choice %u is not [a-z0-9_-]+", path,
+                            i, d->name, n);
             return WSEL_EABI;
         }
         for (uint32_t k = 0; k < n; k++) {
             if (strcmp(d->choices[k], d->choices[n]) == 0) {
-                wsel_set_error(err, err_size,
-                               "%s: parameter %u ('%s'): choice '%s' listed twice", path,
-                               i, d->name, d->choices[n]);
+                wsel__set_error(err, err_size,
+                                "%s: parameter %u ('%s'): choice '%s' listed twice", path,
+                                i, d->name, d->choices[n]);
                 return WSEL_EABI;
             }
         }
     }
     if (n == 0) {
-        wsel_set_error(err, err_size, "%s: parameter %u ('%s'): enum without choices",
-                       path, i, d->name);
+        wsel__set_error(err, err_size, "%s: parameter %u ('%s'): enum without choices",
+                        path, i, d->name);
         return WSEL_EABI;
     }
     *out_count = n;
@@ -92,10 +93,10 @@ static int32_t check_type_bounds(const char *path, const wsel_param_def *d, uint
     case WSEL_PARAM_JSON: /* ABI 1.1: the text reaches create() aside */
         if (d->min_value != 0.0 || d->default_value != 0.0 || d->max_value != 0.0 ||
             d->choices != NULL) {
-            wsel_set_error(err, err_size,
-                           "%s: parameter %u ('%s'): a JSON parameter has min, default "
-                           "and max 0 and no choices",
-                           path, i, d->name);
+            wsel__set_error(err, err_size,
+                            "%s: parameter %u ('%s'): a JSON parameter has min, default "
+                            "and max 0 and no choices",
+                            path, i, d->name);
             return WSEL_EABI;
         }
         return 0;
@@ -114,21 +115,21 @@ static int32_t check_type_bounds(const char *path, const wsel_param_def *d, uint
         break;
     }
     default:
-        wsel_set_error(err, err_size, "%s: parameter %u ('%s'): unknown type %u", path, i,
-                       d->name, d->type);
+        wsel__set_error(err, err_size, "%s: parameter %u ('%s'): unknown type %u", path,
+                        i, d->name, d->type);
         return WSEL_EABI;
     }
     const double v[3] = {d->min_value, d->default_value, d->max_value};
     static const char *const what[3] = {"min", "default", "max"};
     for (int k = 0; k < 3; k++) {
         if (integral && v[k] != floor(v[k])) {
-            wsel_set_error(err, err_size,
-                           "%s: parameter %u ('%s'): %s %g is not an integer", path, i,
-                           d->name, what[k], v[k]);
+            wsel__set_error(err, err_size,
+                            "%s: parameter %u ('%s'): %s %g is not an integer", path, i,
+                            d->name, what[k], v[k]);
             return WSEL_EABI;
         }
         if (v[k] < lo || v[k] > hi) {
-            wsel_set_error(
+            wsel__set_error(
                 err, err_size,
                 "%s: parameter %u ('%s'): %s %g is outside [%g, %g] for its type", path,
                 i, d->name, what[k], v[k], lo, hi);
@@ -141,33 +142,33 @@ static int32_t check_type_bounds(const char *path, const wsel_param_def *d, uint
 static int32_t check_param(const char *path, const wsel_plugin *p, uint32_t i, char *err,
                            size_t err_size)
 {
-    const wsel_param_def *d = wsel_descriptor_param(p, i);
+    const wsel_param_def *d = wsel__descriptor_param(p, i);
     if (d->name == NULL || !valid_name(d->name, 0)) {
-        wsel_set_error(err, err_size, "%s: parameter %u: name %s", path, i,
-                       d->name == NULL ? "is NULL" : "is not [a-z0-9_]+ (64 at most)");
+        wsel__set_error(err, err_size, "%s: parameter %u: name %s", path, i,
+                        d->name == NULL ? "is NULL" : "is not [a-z0-9_]+ (64 at most)");
         return WSEL_EABI;
     }
     for (uint32_t k = 0; k < i; k++) {
-        if (strcmp(wsel_descriptor_param(p, k)->name, d->name) == 0) {
-            wsel_set_error(err, err_size, "%s: parameter %u: name '%s' declared twice",
-                           path, i, d->name);
+        if (strcmp(wsel__descriptor_param(p, k)->name, d->name) == 0) {
+            wsel__set_error(err, err_size, "%s: parameter %u: name '%s' declared twice",
+                            path, i, d->name);
             return WSEL_EABI;
         }
     }
     if (d->doc == NULL || d->doc[0] == '\0') {
-        wsel_set_error(err, err_size, "%s: parameter %u ('%s'): no doc string", path, i,
-                       d->name);
+        wsel__set_error(err, err_size, "%s: parameter %u ('%s'): no doc string", path, i,
+                        d->name);
         return WSEL_EABI;
     }
     if (!isfinite(d->min_value) || !isfinite(d->default_value) ||
         !isfinite(d->max_value)) {
-        wsel_set_error(err, err_size,
-                       "%s: parameter %u ('%s'): min, default and max must be finite",
-                       path, i, d->name);
+        wsel__set_error(err, err_size,
+                        "%s: parameter %u ('%s'): min, default and max must be finite",
+                        path, i, d->name);
         return WSEL_EABI;
     }
     if (!(d->min_value <= d->default_value && d->default_value <= d->max_value)) {
-        wsel_set_error(
+        wsel__set_error(
             err, err_size,
             "%s: parameter %u ('%s'): needs min <= default <= max, got %g, %g, "
             "%g",
@@ -183,19 +184,19 @@ static int32_t check_params(const char *path, const wsel_plugin *p, char *err,
     if (p->num_params == 0)
         return 0;
     if (p->num_params > WSEL_MAX_PARAMS) {
-        wsel_set_error(err, err_size, "%s: %u parameters, at most %u are supported", path,
-                       p->num_params, WSEL_MAX_PARAMS);
+        wsel__set_error(err, err_size, "%s: %u parameters, at most %u are supported",
+                        path, p->num_params, WSEL_MAX_PARAMS);
         return WSEL_EABI;
     }
     if (p->params == NULL) {
-        wsel_set_error(err, err_size, "%s: %u parameters declared but the table is NULL",
-                       path, p->num_params);
+        wsel__set_error(err, err_size, "%s: %u parameters declared but the table is NULL",
+                        path, p->num_params);
         return WSEL_EABI;
     }
     if (p->param_def_size < WSEL_PARAM_DEF_SIZE_1_0) {
-        wsel_set_error(err, err_size,
-                       "%s: param_def_size is %u bytes, ABI 1.0 needs at least %u", path,
-                       p->param_def_size, WSEL_PARAM_DEF_SIZE_1_0);
+        wsel__set_error(err, err_size,
+                        "%s: param_def_size is %u bytes, ABI 1.0 needs at least %u", path,
+                        p->param_def_size, WSEL_PARAM_DEF_SIZE_1_0);
         return WSEL_EABI;
     }
     for (uint32_t i = 0; i < p->num_params; i++) {
@@ -206,29 +207,29 @@ static int32_t check_params(const char *path, const wsel_plugin *p, char *err,
     return 0;
 }
 
-int32_t wsel_descriptor_check(const char *path, const wsel_plugin *p, char *err,
-                              size_t err_size)
+int32_t wsel__descriptor_check(const char *path, const wsel_plugin *p, char *err,
+                               size_t err_size)
 {
     static const char *const text_field[3] = {"name", "version", "description"};
     const char *const text[3] = {p->name, p->version, p->description};
     for (int k = 0; k < 3; k++) {
         if (text[k] == NULL) {
-            wsel_set_error(err, err_size, "%s: descriptor has no %s", path,
-                           text_field[k]);
+            wsel__set_error(err, err_size, "%s: descriptor has no %s", path,
+                            text_field[k]);
             return WSEL_EABI;
         }
     }
     if (!valid_name(p->name, 1)) {
-        wsel_set_error(err, err_size, "%s: plugin name is not [a-z0-9_-]+ (64 at most)",
-                       path);
+        wsel__set_error(err, err_size, "%s: plugin name is not [a-z0-9_-]+ (64 at most)",
+                        path);
         return WSEL_EABI;
     }
     static const char *const fn_field[3] = {"create", "select", "destroy"};
     const int missing[3] = {p->create == NULL, p->select == NULL, p->destroy == NULL};
     for (int k = 0; k < 3; k++) {
         if (missing[k]) {
-            wsel_set_error(err, err_size, "%s: plugin %s has no %s function", path,
-                           p->name, fn_field[k]);
+            wsel__set_error(err, err_size, "%s: plugin %s has no %s function", path,
+                            p->name, fn_field[k]);
             return WSEL_EABI;
         }
     }

@@ -119,24 +119,24 @@ static int32_t check_header(const ehdr_t *eh, uint64_t size, const char *path, c
                             size_t err_size)
 {
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) {
-        wsel_set_error(err, err_size, "%s: not an ELF file (no \\177ELF magic)", path);
+        wsel__set_error(err, err_size, "%s: not an ELF file (no \\177ELF magic)", path);
         return WSEL_ELOAD;
     }
     if (eh->e_ident[EI_CLASS] != HOST_CLASS) {
-        wsel_set_error(err, err_size, "%s: built for %s-bit code; this host is %s-bit",
-                       path, eh->e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64",
-                       HOST_CLASS == ELFCLASS32 ? "32" : "64");
+        wsel__set_error(err, err_size, "%s: built for %s-bit code; this host is %s-bit",
+                        path, eh->e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64",
+                        HOST_CLASS == ELFCLASS32 ? "32" : "64");
         return WSEL_ELOAD;
     }
     if (eh->e_ident[EI_DATA] != HOST_DATA) {
-        wsel_set_error(
+        wsel__set_error(
             err, err_size, "%s: built for %s byte order; this host is %s", path,
             eh->e_ident[EI_DATA] == ELFDATA2MSB ? "big-endian" : "little-endian",
             HOST_DATA == ELFDATA2MSB ? "big-endian" : "little-endian");
         return WSEL_ELOAD;
     }
     if (HOST_MACHINE != 0 && eh->e_machine != HOST_MACHINE) {
-        wsel_set_error(
+        wsel__set_error(
             err, err_size,
             "%s: built for %s (ELF machine %u); this host runs %s (machine %u)", path,
             machine_name(eh->e_machine), (unsigned)eh->e_machine,
@@ -144,19 +144,20 @@ static int32_t check_header(const ehdr_t *eh, uint64_t size, const char *path, c
         return WSEL_ELOAD;
     }
     if (eh->e_type != ET_DYN) {
-        wsel_set_error(err, err_size,
-                       "%s: not a shared object (ELF type %u); build it with -shared",
-                       path, (unsigned)eh->e_type);
+        wsel__set_error(err, err_size,
+                        "%s: not a shared object (ELF type %u); build it with -shared",
+                        path, (unsigned)eh->e_type);
         return WSEL_ELOAD;
     }
     if (eh->e_phentsize != sizeof(phdr_t) || eh->e_phnum == 0 ||
         eh->e_phnum > MAX_PHDRS ||
         !in_file(eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(phdr_t), size)) {
-        wsel_set_error(err, err_size,
-                       "%s: truncated or malformed: %u program headers at offset %llu do "
-                       "not fit a %llu-byte file (limit %u headers)",
-                       path, (unsigned)eh->e_phnum, (unsigned long long)eh->e_phoff,
-                       (unsigned long long)size, MAX_PHDRS);
+        wsel__set_error(
+            err, err_size,
+            "%s: truncated or malformed: %u program headers at offset %llu do "
+            "not fit a %llu-byte file (limit %u headers)",
+            path, (unsigned)eh->e_phnum, (unsigned long long)eh->e_phoff,
+            (unsigned long long)size, MAX_PHDRS);
         return WSEL_ELOAD;
     }
     return 0;
@@ -174,18 +175,18 @@ static int32_t check_segments(const phdr_t *ph, unsigned n, uint64_t size,
         loads += ph[i].p_type == PT_LOAD;
         if (!in_file(ph[i].p_offset, ph[i].p_filesz, size) ||
             (ph[i].p_type == PT_LOAD && ph[i].p_filesz > ph[i].p_memsz)) {
-            wsel_set_error(err, err_size,
-                           "%s: truncated: segment %u needs bytes %llu to %llu, the file "
-                           "has %llu",
-                           path, i, (unsigned long long)ph[i].p_offset,
-                           (unsigned long long)ph[i].p_offset +
-                               (unsigned long long)ph[i].p_filesz,
-                           (unsigned long long)size);
+            wsel__set_error(
+                err, err_size,
+                "%s: truncated: segment %u needs bytes %llu to %llu, the file "
+                "has %llu",
+                path, i, (unsigned long long)ph[i].p_offset,
+                (unsigned long long)ph[i].p_offset + (unsigned long long)ph[i].p_filesz,
+                (unsigned long long)size);
             return WSEL_ELOAD;
         }
     }
     if (loads == 0) {
-        wsel_set_error(err, err_size, "%s: malformed: no loadable segment", path);
+        wsel__set_error(err, err_size, "%s: malformed: no loadable segment", path);
         return WSEL_ELOAD;
     }
     return 0;
@@ -210,10 +211,10 @@ static int32_t check_search_entry(const char *path, const char *tag, const char 
     char dir[PATH_MAX], shown[PATH_MAX];
     snprintf(shown, sizeof(shown), "%.*s", (int)(len < 1024 ? len : 1024), entry);
     if (len == 0) {
-        wsel_set_error(err, err_size,
-                       "%s: refused: %s has an empty entry (the working folder); "
-                       "libraries a plugin needs must come from trusted folders",
-                       path, tag);
+        wsel__set_error(err, err_size,
+                        "%s: refused: %s has an empty entry (the working folder); "
+                        "libraries a plugin needs must come from trusted folders",
+                        path, tag);
         return WSEL_EPERM;
     }
     size_t k = 0;
@@ -225,10 +226,10 @@ static int32_t check_search_entry(const char *path, const char *tag, const char 
         else if (len - i >= 9 && memcmp(entry + i, "${ORIGIN}", 9) == 0)
             tok = origin, skip = 9;
         else if (entry[i] == '$') {
-            wsel_set_error(err, err_size,
-                           "%s: refused: %s entry '%s' uses a substitution other than "
-                           "$ORIGIN, which the trust rules cannot check",
-                           path, tag, shown);
+            wsel__set_error(err, err_size,
+                            "%s: refused: %s entry '%s' uses a substitution other than "
+                            "$ORIGIN, which the trust rules cannot check",
+                            path, tag, shown);
             return WSEL_EPERM;
         }
         if (tok != NULL) {
@@ -246,23 +247,23 @@ static int32_t check_search_entry(const char *path, const char *tag, const char 
     }
     dir[k] = '\0';
     if (dir[0] != '/') {
-        wsel_set_error(err, err_size,
-                       "%s: refused: %s entry '%s' is relative to the working folder; "
-                       "libraries a plugin needs must come from trusted folders",
-                       path, tag, shown);
+        wsel__set_error(err, err_size,
+                        "%s: refused: %s entry '%s' is relative to the working folder; "
+                        "libraries a plugin needs must come from trusted folders",
+                        path, tag, shown);
         return WSEL_EPERM;
     }
     char why[1024];
-    int32_t rc = wsel_trust_check_dir(dir, why, sizeof(why));
+    int32_t rc = wsel__trust_check_dir(dir, why, sizeof(why));
     if (rc < 0) {
-        wsel_set_error(err, err_size, "%s: %s entry '%s': %s", path, tag, shown, why);
+        wsel__set_error(err, err_size, "%s: %s entry '%s': %s", path, tag, shown, why);
         return rc;
     }
     return 0;
 
 out_too_long:
-    wsel_set_error(err, err_size, "%s: refused: %s entry '%s' is too long", path, tag,
-                   shown);
+    wsel__set_error(err, err_size, "%s: refused: %s entry '%s' is too long", path, tag,
+                    shown);
     return WSEL_EPERM;
 }
 
@@ -288,22 +289,96 @@ static int32_t check_needed(const char *path, const char *needed, char *err,
     if (strchr(needed, '/') == NULL)
         return 0; /* a name: found through the checked search path or the system's */
     if (needed[0] != '/') {
-        wsel_set_error(err, err_size,
-                       "%s: refused: DT_NEEDED '%s' is relative to the working folder; "
-                       "libraries a plugin needs must come from trusted folders",
-                       path, needed);
+        wsel__set_error(err, err_size,
+                        "%s: refused: DT_NEEDED '%s' is relative to the working folder; "
+                        "libraries a plugin needs must come from trusted folders",
+                        path, needed);
         return WSEL_EPERM;
     }
     wsel_trust_found found;
     char why[1024];
-    int32_t rc = wsel_trust_walk_file(needed, "library", NULL, &found, why, sizeof(why));
+    int32_t rc = wsel__trust_walk_file(needed, "library", NULL, &found, why, sizeof(why));
     if (rc == WSEL_ENOENT)
         return 0; /* the loader will fail on it by itself */
     if (rc < 0) {
-        wsel_set_error(err, err_size, "%s: DT_NEEDED %s", path, why);
+        wsel__set_error(err, err_size, "%s: DT_NEEDED %s", path, why);
         return rc;
     }
     close(found.fd);
+    return 0;
+}
+
+/* The dynamic string table dyn[0..count) names (DT_STRTAB, DT_STRSZ),
+ * read NUL-terminated into *out (str_size bytes and the NUL; free it).
+ * 0 with *out NULL when there is none. */
+static int32_t read_strtab(int fd, const phdr_t *ph, unsigned n, uint64_t size,
+                           const dyn_t *dyn, uint64_t count, const char *path, char **out,
+                           uint64_t *out_size, char *err, size_t err_size)
+{
+    *out = NULL;
+    uint64_t str_addr = UINT64_MAX, str_size = 0;
+    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
+        if (dyn[i].d_tag == DT_STRTAB)
+            str_addr = dyn[i].d_un.d_ptr;
+        else if (dyn[i].d_tag == DT_STRSZ)
+            str_size = dyn[i].d_un.d_val;
+    }
+    if (str_addr == UINT64_MAX)
+        return 0;
+    uint64_t str_off = file_offset(ph, n, str_addr);
+    if (str_off == UINT64_MAX || str_size == 0 || !in_file(str_off, str_size, size)) {
+        wsel__set_error(err, err_size,
+                        "%s: truncated or malformed: the dynamic string table lies "
+                        "outside the file",
+                        path);
+        return WSEL_ELOAD;
+    }
+    char *strtab = malloc(str_size + 1);
+    if (strtab == NULL) {
+        wsel__set_error(err, err_size, "%s: out of memory", path);
+        return WSEL_ENOMEM;
+    }
+    if (read_at(fd, strtab, str_size, str_off) != 0) {
+        wsel__set_error(err, err_size, "%s: cannot read the dynamic string table", path);
+        free(strtab);
+        return WSEL_ELOAD;
+    }
+    strtab[str_size] = '\0';
+    *out = strtab;
+    *out_size = str_size;
+    return 0;
+}
+
+/* Check each RPATH, RUNPATH and DT_NEEDED entry of dyn[0..count). An
+ * entry pointing outside the string table writes err but returns the
+ * previous entry's result: WSEL_ELOAD when it is the first, 0 after a
+ * checked one (a known gap, kept as it was). */
+static int32_t check_entries(const dyn_t *dyn, uint64_t count, const char *strtab,
+                             uint64_t str_size, const char *path, const char *origin,
+                             char *err, size_t err_size)
+{
+    int32_t rc = WSEL_ELOAD;
+    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
+        const char *tag = dyn[i].d_tag == DT_RPATH     ? "RPATH"
+                          : dyn[i].d_tag == DT_RUNPATH ? "RUNPATH"
+                          : dyn[i].d_tag == DT_NEEDED  ? "DT_NEEDED"
+                                                       : NULL;
+        if (tag == NULL)
+            continue;
+        if (dyn[i].d_un.d_val >= str_size) {
+            wsel__set_error(err, err_size,
+                            "%s: malformed: %s points outside the string "
+                            "table",
+                            path, tag);
+            return rc;
+        }
+        const char *s = strtab + dyn[i].d_un.d_val;
+        rc = dyn[i].d_tag == DT_NEEDED
+                 ? check_needed(path, s, err, err_size)
+                 : check_search_path(path, tag, s, origin, err, err_size);
+        if (rc < 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -320,87 +395,38 @@ static int32_t check_dynamic(int fd, const phdr_t *ph, unsigned n, uint64_t size
         return 0; /* nothing to resolve */
     uint64_t count = dynamic->p_filesz / sizeof(dyn_t);
     if (count > MAX_DYNAMIC) {
-        wsel_set_error(err, err_size, "%s: malformed: %llu dynamic entries (limit %u)",
-                       path, (unsigned long long)count, MAX_DYNAMIC);
+        wsel__set_error(err, err_size, "%s: malformed: %llu dynamic entries (limit %u)",
+                        path, (unsigned long long)count, MAX_DYNAMIC);
         return WSEL_ELOAD;
     }
     int32_t rc = WSEL_ELOAD;
     char *strtab = NULL;
+    uint64_t str_size = 0;
     dyn_t *dyn = calloc(count + 1, sizeof(*dyn));
     if (dyn == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         return WSEL_ENOMEM;
     }
     if (read_at(fd, dyn, count * sizeof(*dyn), dynamic->p_offset) != 0) {
-        wsel_set_error(err, err_size, "%s: cannot read the dynamic section", path);
+        wsel__set_error(err, err_size, "%s: cannot read the dynamic section", path);
         goto out_free_dyn;
     }
-    uint64_t str_addr = UINT64_MAX, str_size = 0;
-    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
-        if (dyn[i].d_tag == DT_STRTAB)
-            str_addr = dyn[i].d_un.d_ptr;
-        else if (dyn[i].d_tag == DT_STRSZ)
-            str_size = dyn[i].d_un.d_val;
-    }
-    if (str_addr == UINT64_MAX) {
-        rc = 0;
-        goto out_free_dyn;
-    }
-    uint64_t str_off = file_offset(ph, n, str_addr);
-    if (str_off == UINT64_MAX || str_size == 0 || !in_file(str_off, str_size, size)) {
-        wsel_set_error(err, err_size,
-                       "%s: truncated or malformed: the dynamic string table lies "
-                       "outside the file",
-                       path);
-        goto out_free_dyn;
-    }
-    strtab = malloc(str_size + 1);
-    if (strtab == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
-        rc = WSEL_ENOMEM;
-        goto out_free_dyn;
-    }
-    if (read_at(fd, strtab, str_size, str_off) != 0) {
-        wsel_set_error(err, err_size, "%s: cannot read the dynamic string table", path);
-        goto out_free_strtab;
-    }
-    strtab[str_size] = '\0';
-    for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
-        const char *tag = dyn[i].d_tag == DT_RPATH     ? "RPATH"
-                          : dyn[i].d_tag == DT_RUNPATH ? "RUNPATH"
-                          : dyn[i].d_tag == DT_NEEDED  ? "DT_NEEDED"
-                                                       : NULL;
-        if (tag == NULL)
-            continue;
-        if (dyn[i].d_un.d_val >= str_size) {
-            wsel_set_error(err, err_size,
-                           "%s: malformed: %s points outside the string "
-                           "table",
-                           path, tag);
-            goto out_free_strtab;
-        }
-        const char *s = strtab + dyn[i].d_un.d_val;
-        rc = dyn[i].d_tag == DT_NEEDED
-                 ? check_needed(path, s, err, err_size)
-                 : check_search_path(path, tag, s, origin, err, err_size);
-        if (rc < 0)
-            goto out_free_strtab;
-    }
-    rc = 0;
-
-out_free_strtab:
+    rc =
+        read_strtab(fd, ph, n, size, dyn, count, path, &strtab, &str_size, err, err_size);
+    if (rc == 0 && strtab != NULL)
+        rc = check_entries(dyn, count, strtab, str_size, path, origin, err, err_size);
     free(strtab);
 out_free_dyn:
     free(dyn);
     return rc;
 }
 
-int32_t wsel_elf_check(int fd, const char *path, const char *origin, char *err,
-                       size_t err_size)
+int32_t wsel__elf_check(int fd, const char *path, const char *origin, char *err,
+                        size_t err_size)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        wsel_set_error(err, err_size, "%s: cannot stat: %s", path, strerror(errno));
+        wsel__set_error(err, err_size, "%s: cannot stat: %s", path, strerror(errno));
         return WSEL_EIO;
     }
     uint64_t size = (uint64_t)st.st_size;
@@ -408,12 +434,12 @@ int32_t wsel_elf_check(int fd, const char *path, const char *origin, char *err,
     if (size < sizeof(eh) || read_at(fd, &eh, sizeof(eh), 0) != 0) {
         if (size >= SELFMAG && read_at(fd, &eh, SELFMAG, 0) == 0 &&
             memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0)
-            wsel_set_error(err, err_size,
-                           "%s: truncated: %llu bytes, shorter than an ELF header", path,
-                           (unsigned long long)size);
+            wsel__set_error(err, err_size,
+                            "%s: truncated: %llu bytes, shorter than an ELF header", path,
+                            (unsigned long long)size);
         else
-            wsel_set_error(err, err_size, "%s: not an ELF file (no \\177ELF magic)",
-                           path);
+            wsel__set_error(err, err_size, "%s: not an ELF file (no \\177ELF magic)",
+                            path);
         return WSEL_ELOAD;
     }
     int32_t rc = check_header(&eh, size, path, err, err_size);
@@ -421,7 +447,7 @@ int32_t wsel_elf_check(int fd, const char *path, const char *origin, char *err,
         return rc;
     phdr_t ph[MAX_PHDRS];
     if (read_at(fd, ph, (size_t)eh.e_phnum * sizeof(phdr_t), eh.e_phoff) != 0) {
-        wsel_set_error(err, err_size, "%s: cannot read the program headers", path);
+        wsel__set_error(err, err_size, "%s: cannot read the program headers", path);
         return WSEL_ELOAD;
     }
     rc = check_segments(ph, eh.e_phnum, size, path, err, err_size);

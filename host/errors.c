@@ -56,7 +56,7 @@ const char *wsel_fallback_reason_name(uint32_t reason)
     return names[reason];
 }
 
-void wsel_set_error(char *err, size_t err_size, const char *fmt, ...)
+void wsel__set_error(char *err, size_t err_size, const char *fmt, ...)
 {
     if (err == NULL || err_size == 0)
         return;

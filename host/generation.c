@@ -38,7 +38,7 @@ static void destroy_list(wsel_generation *gen)
 {
     while (gen != NULL) {
         wsel_generation *next = gen->next_retired;
-        wsel_generation_destroy(gen);
+        wsel__generation_destroy(gen);
         gen = next;
     }
 }
@@ -51,7 +51,7 @@ static uint32_t count_list(const wsel_generation *gen)
     return n;
 }
 
-uint32_t wsel_host_poll_grace(wsel_host *host)
+uint32_t wsel__host_poll_grace(wsel_host *host)
 {
     for (;;) {
         if (host->grace_phase == 0) {
@@ -76,18 +76,18 @@ uint32_t wsel_host_poll_grace(wsel_host *host)
     return count_list(host->retired) + count_list(host->in_grace);
 }
 
-void wsel_host_retire(wsel_host *host, wsel_generation *gen)
+void wsel__host_retire(wsel_host *host, wsel_generation *gen)
 {
     if (gen != NULL) {
         gen->next_retired = host->retired;
         host->retired = gen;
     }
-    wsel_host_poll_grace(host);
+    wsel__host_poll_grace(host);
 }
 
-void wsel_host_reclaim_all(wsel_host *host)
+void wsel__host_reclaim_all(wsel_host *host)
 {
-    while (wsel_host_poll_grace(host) != 0)
+    while (wsel__host_poll_grace(host) != 0)
         wait_drained(&host->readers[host->grace_counter]);
 }
 
@@ -96,23 +96,31 @@ static int32_t create_instance(wsel_host *host, wsel_generation *gen,
 {
     const wsel_plugin *p = gen->plugin;
     void *instance = NULL;
-    wsel_generation_api_init(host, gen, p->name);
+    wsel__generation_api_init(host, gen, p->name);
     int32_t rc = p->create(&gen->api, values, p->num_params, &instance);
     if (rc != 0) {
-        wsel_set_error(err, err_size, "%s: plugin %s create failed: %s (%d)",
-                       wsel_library_path(gen->lib), p->name, wsel_strerror(rc), (int)rc);
+        wsel__set_error(err, err_size, "%s: plugin %s create failed: %s (%d)",
+                        wsel_library_path(gen->lib), p->name, wsel_strerror(rc), (int)rc);
         return rc < 0 ? rc : WSEL_EPLUGIN;
     }
     gen->instance = instance;
     return 0;
 }
 
+wsel_generation *wsel__generation_alloc(void)
+{
+    wsel_generation *gen = aligned_alloc(WSEL_CACHE_LINE, sizeof(*gen));
+    if (gen != NULL)
+        memset(gen, 0, sizeof(*gen));
+    return gen;
+}
+
 /* Free what a generation owns besides its instance and lock. */
 static void generation_free(wsel_generation *gen)
 {
-    wsel_children_destroy(gen);
+    wsel__children_destroy(gen);
     if (gen->param_texts != NULL) {
-        wsel_config_texts_free(gen->param_texts, gen->num_param_texts);
+        wsel__config_texts_free(gen->param_texts, gen->num_param_texts);
         free(gen->param_texts);
     }
     if (gen->lib != NULL && !gen->borrowed_lib)
@@ -120,18 +128,18 @@ static void generation_free(wsel_generation *gen)
     free(gen);
 }
 
-int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
-                                const char *config, double *values,
-                                wsel_generation **out, char *err, size_t err_size)
+int32_t wsel__generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
+                                 const char *config, double *values,
+                                 wsel_generation **out, char *err, size_t err_size)
 {
     const char *path = wsel_library_path(lib);
     const wsel_plugin *p = wsel_library_plugin(lib);
-    wsel_generation *gen = calloc(1, sizeof(*gen));
+    wsel_generation *gen = wsel__generation_alloc();
     char **texts = p->num_params ? calloc(p->num_params, sizeof(char *)) : NULL;
     if (gen == NULL || (p->num_params && texts == NULL)) {
         free(gen);
         free(texts);
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         if (!borrowed)
             wsel_library_close(lib);
         return WSEL_ENOMEM;
@@ -141,30 +149,31 @@ int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed
     gen->plugin = p;
     gen->param_texts = texts;
     gen->num_param_texts = p->num_params;
-    int32_t rc = wsel_config_parse_texts(lib, config, values, texts, err, err_size);
+    int32_t rc = wsel__config_parse_texts(lib, config, values, texts, err, err_size);
     if (rc < 0) {
         generation_free(gen);
         return rc;
     }
-    wsel_generation_api_init(host, gen, p->name);
+    wsel__generation_api_init(host, gen, p->name);
     *out = gen;
     return 0;
 }
 
-int32_t wsel_generation_open(wsel_host *host, wsel_generation *parent, const char *path,
-                             const char *config, wsel_generation **out, char *err,
-                             size_t err_size)
+int32_t wsel__generation_open(wsel_host *host, wsel_generation *parent, const char *path,
+                              const char *config, wsel_generation **out, char *err,
+                              size_t err_size)
 {
     double values[WSEL_MAX_PARAMS];
     wsel_library *lib = NULL;
     /* A child's library comes from the host's cache (child.c). */
-    int32_t rc = parent != NULL ? wsel_child_library(host, path, &lib, err, err_size)
-                                : wsel_library_open(path, &host->trust, &lib, err, err_size);
+    int32_t rc = parent != NULL
+                     ? wsel__child_library(host, path, &lib, err, err_size)
+                     : wsel_library_open(path, &host->trust, &lib, err, err_size);
     if (rc < 0)
         return rc;
     wsel_generation *gen = NULL;
-    rc = wsel_generation_prepare(host, lib, parent != NULL, config, values, &gen, err,
-                                 err_size);
+    rc = wsel__generation_prepare(host, lib, parent != NULL, config, values, &gen, err,
+                                  err_size);
     if (rc < 0)
         return rc;
     if (parent != NULL) {
@@ -186,7 +195,7 @@ int32_t wsel_generation_open(wsel_host *host, wsel_generation *parent, const cha
     int prc = pthread_rwlock_init(&gen->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     if (prc != 0) {
-        wsel_set_error(err, err_size, "%s: cannot create the instance lock", path);
+        wsel__set_error(err, err_size, "%s: cannot create the instance lock", path);
         rc = WSEL_ENOMEM;
         goto out_free_gen;
     }
@@ -203,16 +212,16 @@ out_free_gen:
     return rc;
 }
 
-int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
-                               wsel_generation **out, char *err, size_t err_size)
+int32_t wsel__generation_create(wsel_host *host, const char *path, const char *config,
+                                wsel_generation **out, char *err, size_t err_size)
 {
     /* Isolated mode: the plugin loads in a helper process (isolated.h). */
     if (host->isolated.enabled)
-        return wsel_isolated_generation_create(host, path, config, out, err, err_size);
-    return wsel_generation_open(host, NULL, path, config, out, err, err_size);
+        return wsel__isolated_generation_create(host, path, config, out, err, err_size);
+    return wsel__generation_open(host, NULL, path, config, out, err, err_size);
 }
 
-void wsel_generation_destroy(wsel_generation *gen)
+void wsel__generation_destroy(wsel_generation *gen)
 {
     if (gen == NULL)
         return;

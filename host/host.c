@@ -36,7 +36,7 @@ static void host_log_message(const wsel_host *host, int32_t level, const char *m
                 msg);
 }
 
-void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
+void wsel__host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -46,17 +46,21 @@ void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
     host_log_message(host, level, msg);
 }
 
+/* A plugin's log level, clamped to the levels the sink knows. */
+static int32_t known_level(int32_t level)
+{
+    if (level < WSEL_LOG_ERROR)
+        return WSEL_LOG_ERROR;
+    return level > WSEL_LOG_DEBUG ? WSEL_LOG_DEBUG : level;
+}
+
 /* wsel_host_api.log of the host's own table (host_ctx = the host): kept
  * for callers of host->api; plugins get their generation's table. */
 static void api_log(const wsel_host_api *api, int32_t level, const char *msg)
 {
     if (api == NULL || api->host_ctx == NULL || msg == NULL)
         return;
-    if (level < WSEL_LOG_ERROR)
-        level = WSEL_LOG_ERROR;
-    if (level > WSEL_LOG_DEBUG)
-        level = WSEL_LOG_DEBUG;
-    host_log_message(api->host_ctx, level, msg);
+    host_log_message(api->host_ctx, known_level(level), msg);
 }
 
 static uint64_t monotonic_s(void)
@@ -85,9 +89,9 @@ static int log_admit(wsel_host *host, wsel_generation *gen)
         uint32_t dropped = atomic_exchange(&l->dropped, 0);
         atomic_store(&l->used, 0);
         if (dropped != 0)
-            wsel_host_log(host, WSEL_LOG_WARN,
-                          "plugin %s: %u log messages dropped (at most %u a second)",
-                          gen->name, dropped, WSEL_HOST_LOG_PER_SECOND);
+            wsel__host_log(host, WSEL_LOG_WARN,
+                           "plugin %s: %u log messages dropped (at most %u a second)",
+                           gen->name, dropped, WSEL_HOST_LOG_PER_SECOND);
     }
     if (atomic_fetch_add_explicit(&l->used, 1, memory_order_relaxed) <
         WSEL_HOST_LOG_PER_SECOND)
@@ -106,17 +110,13 @@ static void plugin_log(const wsel_host_api *api, int32_t level, const char *msg)
     wsel_generation *gen = api->host_ctx;
     if (!log_admit(gen->host, gen))
         return;
-    if (level < WSEL_LOG_ERROR)
-        level = WSEL_LOG_ERROR;
-    if (level > WSEL_LOG_DEBUG)
-        level = WSEL_LOG_DEBUG;
-    host_log_message(gen->host, level, msg);
+    host_log_message(gen->host, known_level(level), msg);
 }
 
-void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
+void wsel__generation_api_init(wsel_host *host, wsel_generation *gen, const char *name)
 {
     wsel_host_api_init(&gen->api, gen, plugin_log);
-    wsel_child_api_init(&gen->api);
+    wsel__child_api_init(&gen->api);
     gen->host = host;
     gen->name = name;
 }
@@ -245,7 +245,7 @@ int32_t wsel_host_create(const wsel_host_options *opts, wsel_host **out)
 
 out_free_dirs:
     free(host->isolated.helper_path);
-    wsel_child_libs_free(host);
+    wsel__child_libs_free(host);
     free_allowed_dirs(host);
     free(host);
     return rc;
@@ -256,12 +256,12 @@ void wsel_host_destroy(wsel_host *host)
     if (host == NULL)
         return;
     pthread_mutex_lock(&host->control);
-    wsel_host_reclaim_all(host);
+    wsel__host_reclaim_all(host);
     pthread_mutex_unlock(&host->control);
-    wsel_generation_destroy(atomic_load(&host->live));
+    wsel__generation_destroy(atomic_load(&host->live));
     pthread_mutex_destroy(&host->control);
     free(host->isolated.helper_path);
-    wsel_child_libs_free(host);
+    wsel__child_libs_free(host);
     free_allowed_dirs(host);
     free(host);
 }
@@ -295,10 +295,11 @@ void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
     wsel_host *h = (wsel_host *)host; /* atomics are read only */
     wsel_host_counters c;
     memset(&c, 0, sizeof(c));
-    c.plugin_answers = atomic_load_explicit(&h->plugin_answers.n, memory_order_relaxed);
+    const wsel_answer_counters *k = &h->policy_counters;
+    c.plugin_answers = atomic_load_explicit(&k->answers.n, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_FALLBACK_REASONS_MAX; r++) {
         uint64_t n =
-            atomic_load_explicit(&h->fallback_by_reason[r].n, memory_order_relaxed);
+            atomic_load_explicit(&k->fallback_by_reason[r].n, memory_order_relaxed);
         if (r < WSEL_FALLBACK_REASONS)
             c.fallback_by_reason[r] = n;
         else
@@ -312,7 +313,7 @@ void wsel_host_read_counters(const wsel_host *host, wsel_host_counters *out,
     c.log_dropped = atomic_load_explicit(&h->log_dropped, memory_order_relaxed);
     for (uint32_t r = 0; r < WSEL_HOST_REASON_SLOTS; r++)
         c.answers_by_reason[r] =
-            atomic_load_explicit(&h->answers_by_reason[r].n, memory_order_relaxed);
+            atomic_load_explicit(&k->answers_by_reason[r].n, memory_order_relaxed);
     memcpy(out, &c, out_size < sizeof(c) ? out_size : sizeof(c));
 }
 
@@ -326,7 +327,7 @@ const char *wsel_host_policy_name(const wsel_host *host)
     if (host == NULL)
         return "builtin";
     wsel_generation *gen = atomic_load(&((wsel_host *)host)->live);
-    if (gen == NULL || atomic_load_explicit(&gen->ejected, memory_order_relaxed))
+    if (gen == NULL || wsel__unavailable(gen) >= 0)
         return "builtin";
     /* The name lives in the plugin's read-only data, which is never
      * unmapped (no dlclose). */

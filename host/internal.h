@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "isolated_options.h"
 #include "wsel_host.h"
@@ -28,16 +29,16 @@
 
 /* printf into the caller's error buffer; a harmless no-op when err is NULL
  * or err_size is 0. Always NUL-terminates (truncating if needed). */
-void wsel_set_error(char *err, size_t err_size, const char *fmt, ...)
+void wsel__set_error(char *err, size_t err_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Check a descriptor (host-sized copy `p`) and its parameter table; on
  * refusal write "PATH: ..." to err and return WSEL_EABI. */
-int32_t wsel_descriptor_check(const char *path, const wsel_plugin *p, char *err,
-                              size_t err_size);
+int32_t wsel__descriptor_check(const char *path, const wsel_plugin *p, char *err,
+                               size_t err_size);
 
 /* Parameter i of descriptor `p` read through its stride, or NULL. */
-const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i);
+const wsel_param_def *wsel__descriptor_param(const wsel_plugin *p, uint32_t i);
 
 /* ===================================================================== */
 /* The host object (host.c, generation.c, select.c, switch.c)             */
@@ -46,11 +47,30 @@ const wsel_param_def *wsel_descriptor_param(const wsel_plugin *p, uint32_t i);
 /*
  * One generation: a loaded library, its descriptor and one live instance.
  * Created and destroyed by the control thread; read by select threads
- * between wsel_host_read_lock and wsel_host_read_unlock.
+ * between wsel__host_read_lock and wsel__host_read_unlock.
  */
 #define WSEL_LOCK_NONE      0u
 #define WSEL_LOCK_SHARED    1u
 #define WSEL_LOCK_EXCLUSIVE 2u
+
+#define WSEL_CACHE_LINE 64
+
+/* A counter alone on its cache line, so threads bumping one do not slow
+ * threads bumping another. */
+typedef struct wsel_padded_counter {
+    _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t n;
+} wsel_padded_counter;
+
+/* What one asker's answers came to, relaxed: the host's for every policy
+ * it served (wsel_host_counters), a child's own (wsel_child_counters).
+ * select.c counts; host.c and child.c read. A struct holding it must be
+ * allocated WSEL_CACHE_LINE-aligned (wsel__generation_alloc). */
+typedef struct wsel_answer_counters {
+    wsel_padded_counter answers; /* selects the plugin answered */
+    wsel_padded_counter scores;  /* scores a child answered */
+    wsel_padded_counter answers_by_reason[WSEL_HOST_REASON_SLOTS];
+    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
+} wsel_answer_counters;
 
 /* Per-instance log rate limit (host.c): a fixed one-second window. */
 typedef struct wsel_log_limit {
@@ -99,19 +119,9 @@ typedef struct wsel_generation {
     uint32_t closed;
     /* 1 when lib is not this generation's to close (a plugin context). */
     uint32_t borrowed_lib;
-    /* As a child: its answers and fallbacks by reason (relaxed). */
-    _Atomic uint64_t child_answers;
-    _Atomic uint64_t child_scores;
-    _Atomic uint64_t child_fallbacks[WSEL_FALLBACK_REASONS_MAX];
+    /* As a child: its answers and fallbacks (wsel_child_counters). */
+    wsel_answer_counters child_counters;
 } wsel_generation;
-
-#define WSEL_CACHE_LINE 64
-
-/* A counter alone on its cache line, so threads bumping one do not slow
- * threads bumping another. */
-typedef struct wsel_padded_counter {
-    _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t n;
-} wsel_padded_counter;
 
 struct wsel_host {
     /* The table handed to every plugin instance; host_ctx = this host. */
@@ -141,9 +151,7 @@ struct wsel_host {
     uint32_t grace_counter;
 
     /* Counters, relaxed. selects is derived (plugin + fallbacks). */
-    wsel_padded_counter plugin_answers;
-    wsel_padded_counter answers_by_reason[WSEL_HOST_REASON_SLOTS];
-    wsel_padded_counter fallback_by_reason[WSEL_FALLBACK_REASONS_MAX];
+    wsel_answer_counters policy_counters;
     _Alignas(WSEL_CACHE_LINE) _Atomic uint64_t switches;
     _Atomic uint64_t failed_switches;
     _Atomic uint64_t ejections;
@@ -161,93 +169,136 @@ struct wsel_host {
 };
 
 /* child.c: release the host's child library cache. [control thread] */
-void wsel_child_libs_free(wsel_host *host);
+void wsel__child_libs_free(wsel_host *host);
 /* child.c: the library for a child at `path`: trust-checked on every
  * call, loaded once per file. OWNERSHIP: the host's (borrowed). */
-int32_t wsel_child_library(wsel_host *host, const char *path, wsel_library **out,
-                           char *err, size_t err_size);
+int32_t wsel__child_library(wsel_host *host, const char *path, wsel_library **out,
+                            char *err, size_t err_size);
 
 /* Fill gen->api (host_ctx = gen, log = the rate-limited plugin log, the
  * param_json and child_* functions of child.c) and gen->host before the
  * instance is created. */
-void wsel_generation_api_init(wsel_host *host, wsel_generation *gen, const char *name);
+void wsel__generation_api_init(wsel_host *host, wsel_generation *gen, const char *name);
 
 /* child.c: the 1.1 functions of a generation's table, and closing every
  * child of `gen` still open (generation destroy). */
-void wsel_child_api_init(wsel_host_api *api);
-void wsel_children_destroy(wsel_generation *gen);
+void wsel__child_api_init(wsel_host_api *api);
+void wsel__children_destroy(wsel_generation *gen);
 /* select.c: a child's checked score and select (wsel_host_api). */
-int32_t wsel_child_score_checked(const wsel_host_api *api, wsel_child *child,
-                                 const wsel_request *request, const wsel_table *table,
-                                 double *scores);
-int32_t wsel_child_select_checked(const wsel_host_api *api, wsel_child *child,
+int32_t wsel__child_score_checked(const wsel_host_api *api, wsel_child *child,
                                   const wsel_request *request, const wsel_table *table,
-                                  wsel_choice *choice);
+                                  double *scores);
+int32_t wsel__child_select_checked(const wsel_host_api *api, wsel_child *child,
+                                   const wsel_request *request, const wsel_table *table,
+                                   wsel_choice *choice);
 /* config.c: parse like wsel_config_parse, also copying each
  * WSEL_PARAM_JSON value's text into texts[k] (num_params entries, zeroed
- * by the caller; free with wsel_config_texts_free). texts may be NULL. */
-int32_t wsel_config_parse_texts(const wsel_library *lib, const char *json, double *values,
-                                char **texts, char *err, size_t err_size);
-void wsel_config_texts_free(char **texts, uint32_t n);
+ * by the caller; free with wsel__config_texts_free). texts may be NULL. */
+int32_t wsel__config_parse_texts(const wsel_library *lib, const char *json,
+                                 double *values, char **texts, char *err,
+                                 size_t err_size);
+void wsel__config_texts_free(char **texts, uint32_t n);
 
 /* Log through the host's sink (or stderr). [any thread] */
-void wsel_host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
+void wsel__host_log(const wsel_host *host, int32_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /*
  * Enter / leave a read-side section; the generation loaded in between
- * (wsel_host_live) stays alive until the matching unlock. [any thread]
+ * (wsel__host_live) stays alive until the matching unlock. [any thread]
  * Why this is safe: ARCHITECTURE.md, "Concurrency".
  */
-static inline uint32_t wsel_host_read_lock(wsel_host *host)
+static inline uint32_t wsel__host_read_lock(wsel_host *host)
 {
     uint32_t idx = (uint32_t)(atomic_load(&host->epoch) & 1u);
     atomic_fetch_add(&host->readers[idx].n, 1);
     return idx;
 }
 
-static inline void wsel_host_read_unlock(wsel_host *host, uint32_t idx)
+static inline void wsel__host_read_unlock(wsel_host *host, uint32_t idx)
 {
     atomic_fetch_sub_explicit(&host->readers[idx].n, 1, memory_order_release);
 }
 
-static inline wsel_generation *wsel_host_live(wsel_host *host)
+static inline wsel_generation *wsel__host_live(wsel_host *host)
 {
     return atomic_load(&host->live);
+}
+
+/* Why gen's plugin must not be called (WSEL_FALLBACK_NO_POLICY: a child
+ * its parent closed; WSEL_FALLBACK_EJECTED), or -1 when it may be.
+ * [any thread] */
+static inline int wsel__unavailable(const wsel_generation *gen)
+{
+    if (gen->closed)
+        return WSEL_FALLBACK_NO_POLICY;
+    if (atomic_load_explicit(&gen->ejected, memory_order_relaxed))
+        return WSEL_FALLBACK_EJECTED;
+    return -1;
+}
+
+/* The full-size outcome a plugin gets: the caller's `in` up to its
+ * struct_size, zero past it. */
+static inline void wsel__outcome_copy(wsel_outcome *o, const wsel_outcome *in)
+{
+    memset(o, 0, sizeof(*o));
+    memcpy(o, in, in->struct_size < sizeof(*o) ? in->struct_size : sizeof(*o));
+    o->struct_size = sizeof(*o);
+}
+
+/* Take gen's instance lock as its lock_mode says (WSEL_LOCK_*), or
+ * exclusively when `exclusive` (on_topology_changed, which never runs
+ * with a select) and the plugin has a lock to take. [any thread] */
+static inline void wsel__instance_lock(wsel_generation *gen, int exclusive)
+{
+    if (gen->lock_mode == WSEL_LOCK_EXCLUSIVE ||
+        (exclusive && gen->lock_mode != WSEL_LOCK_NONE))
+        pthread_rwlock_wrlock(&gen->lock);
+    else if (gen->lock_mode == WSEL_LOCK_SHARED)
+        pthread_rwlock_rdlock(&gen->lock);
+}
+
+static inline void wsel__instance_unlock(wsel_generation *gen)
+{
+    if (gen->lock_mode != WSEL_LOCK_NONE)
+        pthread_rwlock_unlock(&gen->lock);
 }
 
 /* Hand a generation that is no longer live to deferred reclamation and
  * advance the grace period without waiting. [control thread, with
  * host->control held] */
-void wsel_host_retire(wsel_host *host, wsel_generation *gen);
+void wsel__host_retire(wsel_host *host, wsel_generation *gen);
 
 /* Advance the grace period as far as it can go without waiting, destroying
  * the generations whose grace period has ended. Returns how many retired
  * generations are still alive. [control thread, with host->control held] */
-uint32_t wsel_host_poll_grace(wsel_host *host);
+uint32_t wsel__host_poll_grace(wsel_host *host);
 
 /* Wait out every grace period and destroy every retired generation.
  * [control thread, with host->control held] */
-void wsel_host_reclaim_all(wsel_host *host);
+void wsel__host_reclaim_all(wsel_host *host);
 
 /* Load, configure and create a generation; nothing is published. */
-int32_t wsel_generation_create(wsel_host *host, const char *path, const char *config,
-                               wsel_generation **out, char *err, size_t err_size);
-/* The non-isolated part of wsel_generation_create: load `path` through
+int32_t wsel__generation_create(wsel_host *host, const char *path, const char *config,
+                                wsel_generation **out, char *err, size_t err_size);
+/* The non-isolated part of wsel__generation_create: load `path` through
  * the host's trust rules, parse, create; `parent` (NULL for a policy) makes
  * it a child one level deeper. */
-int32_t wsel_generation_open(wsel_host *host, wsel_generation *parent, const char *path,
-                             const char *config, wsel_generation **out, char *err,
-                             size_t err_size);
+int32_t wsel__generation_open(wsel_host *host, wsel_generation *parent, const char *path,
+                              const char *config, wsel_generation **out, char *err,
+                              size_t err_size);
 /* A generation without an instance or lock: `lib` (closed with it unless
  * borrowed; closed on failure too unless borrowed), its configuration
  * parsed into values (num_params doubles) and its JSON texts kept, the
  * table initialised. What a plugin context is (child.c). */
-int32_t wsel_generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
-                                const char *config, double *values,
-                                wsel_generation **out, char *err, size_t err_size);
+int32_t wsel__generation_prepare(wsel_host *host, wsel_library *lib, int borrowed,
+                                 const char *config, double *values,
+                                 wsel_generation **out, char *err, size_t err_size);
+/* A zeroed generation, WSEL_CACHE_LINE-aligned for its counters; NULL
+ * when out of memory. Freed with free(). */
+wsel_generation *wsel__generation_alloc(void);
 /* Destroy the instance and free the generation; NULL is a no-op. No
  * select may still be inside it. */
-void wsel_generation_destroy(wsel_generation *gen);
+void wsel__generation_destroy(wsel_generation *gen);
 
 #endif

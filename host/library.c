@@ -91,29 +91,29 @@ static int32_t copy_descriptor(wsel_library *lib, const void *entry, char *err,
 {
     size_t sym_size = symbol_size(entry);
     if (sym_size != 0 && sym_size < DESCRIPTOR_HEAD_SIZE) {
-        wsel_set_error(err, err_size,
-                       "%s: descriptor is %zu bytes, ABI 1.0 needs at least %u",
-                       lib->path, sym_size, WSEL_PLUGIN_SIZE_1_0);
+        wsel__set_error(err, err_size,
+                        "%s: descriptor is %zu bytes, ABI 1.0 needs at least %u",
+                        lib->path, sym_size, WSEL_PLUGIN_SIZE_1_0);
         return WSEL_EABI;
     }
     uint32_t head[3];
     memcpy(head, entry, sizeof(head));
     uint32_t major = head[0], size = head[2];
     if (major != WSEL_ABI_MAJOR) {
-        wsel_set_error(err, err_size, "%s: ABI major %u, host supports %u", lib->path,
-                       major, (unsigned)WSEL_ABI_MAJOR);
+        wsel__set_error(err, err_size, "%s: ABI major %u, host supports %u", lib->path,
+                        major, (unsigned)WSEL_ABI_MAJOR);
         return WSEL_EABI;
     }
     if (size < WSEL_PLUGIN_SIZE_1_0) {
-        wsel_set_error(err, err_size,
-                       "%s: descriptor is %u bytes, ABI 1.0 needs at least %u", lib->path,
-                       size, WSEL_PLUGIN_SIZE_1_0);
+        wsel__set_error(err, err_size,
+                        "%s: descriptor is %u bytes, ABI 1.0 needs at least %u",
+                        lib->path, size, WSEL_PLUGIN_SIZE_1_0);
         return WSEL_EABI;
     }
     if (sym_size != 0 && size > sym_size) {
-        wsel_set_error(err, err_size,
-                       "%s: descriptor claims %u bytes but its symbol holds %zu",
-                       lib->path, size, sym_size);
+        wsel__set_error(err, err_size,
+                        "%s: descriptor claims %u bytes but its symbol holds %zu",
+                        lib->path, size, sym_size);
         return WSEL_EABI;
     }
     memset(&lib->desc, 0, sizeof(lib->desc));
@@ -125,8 +125,8 @@ int32_t wsel_library_open(const char *path, const wsel_trust_options *opts,
                           wsel_library **out, char *err, size_t err_size)
 {
     if (path == NULL || out == NULL) {
-        wsel_set_error(err, err_size, "wsel_library_open: NULL %s",
-                       path == NULL ? "path" : "out");
+        wsel__set_error(err, err_size, "wsel_library_open: NULL %s",
+                        path == NULL ? "path" : "out");
         return WSEL_EINVAL;
     }
     int32_t rc = wsel_trust_open(path, opts, err, err_size);
@@ -136,13 +136,13 @@ int32_t wsel_library_open(const char *path, const wsel_trust_options *opts,
 
     wsel_library *lib = calloc(1, sizeof(*lib));
     if (lib == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         rc = WSEL_ENOMEM;
         goto out_close_fd;
     }
     lib->path = strdup(path);
     if (lib->path == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         rc = WSEL_ENOMEM;
         goto out_free_lib;
     }
@@ -152,15 +152,15 @@ int32_t wsel_library_open(const char *path, const wsel_trust_options *opts,
     dlerror();
     lib->handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
     if (lib->handle == NULL) {
-        wsel_set_error(err, err_size, "%s: dlopen failed: %s", path,
-                       dlerror_text(fd_path));
+        wsel__set_error(err, err_size, "%s: dlopen failed: %s", path,
+                        dlerror_text(fd_path));
         rc = WSEL_ELOAD;
         goto out_free_path;
     }
     /* From here on the object stays mapped even if we refuse it. */
     const void *entry = dlsym(lib->handle, WSEL_PLUGIN_ENTRY_SYMBOL);
     if (entry == NULL) {
-        wsel_set_error(
+        wsel__set_error(
             err, err_size,
             "%s: missing symbol " WSEL_PLUGIN_ENTRY_SYMBOL " (not a wsel plugin?)", path);
         rc = WSEL_ENOSYM;
@@ -169,7 +169,7 @@ int32_t wsel_library_open(const char *path, const wsel_trust_options *opts,
     rc = copy_descriptor(lib, entry, err, err_size);
     if (rc < 0)
         goto out_free_path;
-    rc = wsel_descriptor_check(path, &lib->desc, err, err_size);
+    rc = wsel__descriptor_check(path, &lib->desc, err, err_size);
     if (rc < 0)
         goto out_free_path;
 
@@ -198,7 +198,7 @@ const char *wsel_library_path(const wsel_library *lib)
 
 const wsel_param_def *wsel_library_param(const wsel_library *lib, uint32_t i)
 {
-    return lib == NULL ? NULL : wsel_descriptor_param(&lib->desc, i);
+    return lib == NULL ? NULL : wsel__descriptor_param(&lib->desc, i);
 }
 
 void wsel_library_close(wsel_library *lib)

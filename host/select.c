@@ -79,47 +79,63 @@ static int32_t robust_argmin(const double *cost, const uint8_t *flags, uint32_t 
     return WSEL_ENOCANDIDATE; /* not reached */
 }
 
-/* The built-in policy: argmin of the default cost over rows that are
- * neither excluded nor busy (or, if every eligible row is busy, over the
- * busy ones), exact ties broken with the request's stream. Reads the
- * snapshot, never what the plugin may have written. */
-static int32_t builtin_answer(wsel_host *host, const wsel_request *request,
-                              const wsel_table *table, const snapshot *snap,
-                              wsel_choice *choice, uint32_t reason)
+/* The built-in rule's row: argmin of `cost` over rows neither excluded
+ * nor busy (or, if every eligible row is busy, over the busy ones), exact
+ * ties broken with the request's stream; a non-finite cost ranks last.
+ * 0, or WSEL_ENOCANDIDATE when every row is excluded. */
+static int32_t builtin_row(const double *cost, const uint8_t *flags, uint32_t n,
+                           wsel_rng *rng, uint32_t *row)
 {
-    uint32_t row;
-    uint32_t n = table->num_rows;
-    int32_t rc = wsel_argmin(snap->cost, snap->flags, n,
-                             WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, request->rng, &row);
+    int32_t rc = wsel_argmin(cost, flags, n, WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, rng, row);
     if (rc == WSEL_ENOCANDIDATE)
-        rc = wsel_argmin(snap->cost, snap->flags, n, WSEL_ROW_EXCLUDED, request->rng,
-                         &row);
+        rc = wsel_argmin(cost, flags, n, WSEL_ROW_EXCLUDED, rng, row);
     if (rc < 0) {
         /* Costs wsel_argmin refuses (a large table a plugin wrote NaN
          * into): still answer an eligible row if there is one. */
-        rc = robust_argmin(snap->cost, snap->flags, n, WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY,
-                           request->rng, &row);
+        rc = robust_argmin(cost, flags, n, WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, rng, row);
         if (rc == WSEL_ENOCANDIDATE)
-            rc = robust_argmin(snap->cost, snap->flags, n, WSEL_ROW_EXCLUDED,
-                               request->rng, &row);
+            rc = robust_argmin(cost, flags, n, WSEL_ROW_EXCLUDED, rng, row);
     }
+    return rc;
+}
+
+/* The host's answer for `reason`: builtin_row, counted in k by reason;
+ * the explanation is zeroed (the host's answer explains nothing). The
+ * choice is untouched on failure. */
+static int32_t fall_back(wsel_answer_counters *k, int reason, const double *cost,
+                         const uint8_t *flags, uint32_t n, wsel_rng *rng,
+                         wsel_choice *choice)
+{
+    uint32_t row;
+    int32_t rc = builtin_row(cost, flags, n, rng, &row);
     if (rc < 0)
         return rc == WSEL_EINVAL ? WSEL_ETABLE : rc;
-    count(&host->fallback_by_reason[reason]);
+    count(&k->fallback_by_reason[reason]);
     choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, score)) { /* the host's answer explains nothing */
+    if (WSEL_CHOICE_HAS(choice, score)) {
         choice->reason = WSEL_REASON_NONE;
         choice->flags = 0;
         choice->score = 0.0;
     }
-    return WSEL_ANSWER_FALLBACK;
+    return 0;
 }
 
-/* A failed answer: count towards ejection, eject (and say so) once. */
-static void note_failure(wsel_host *host, wsel_generation *gen)
+/* Reasons that are not the plugin's fault (nothing to ask, a host limit),
+ * or already handled by the isolated helper's restart and backoff: they
+ * do not count towards ejection. */
+static int counts_towards_ejection(int reason)
+{
+    return reason != WSEL_FALLBACK_NO_POLICY && reason != WSEL_FALLBACK_EJECTED &&
+           reason != WSEL_FALLBACK_CRASHED && reason != WSEL_FALLBACK_TIMEOUT &&
+           reason != WSEL_FALLBACK_HOST_LIMIT;
+}
+
+/* A failed answer of a policy or a child (gen->parent set): count it
+ * towards ejection; eject (and say so) once. */
+static void note_failure(wsel_host *host, wsel_generation *gen, int reason)
 {
     uint32_t max = host->max_consecutive_failures;
-    if (max == 0)
+    if (max == 0 || !counts_towards_ejection(reason))
         return;
     uint32_t n =
         atomic_fetch_add_explicit(&gen->consecutive_failures, 1, memory_order_relaxed) +
@@ -129,35 +145,29 @@ static void note_failure(wsel_host *host, wsel_generation *gen)
     uint32_t expected = 0;
     if (!atomic_compare_exchange_strong(&gen->ejected, &expected, 1))
         return;
+    if (gen->parent != NULL) {
+        wsel__host_log(host, WSEL_LOG_WARN,
+                       "%s: child %s of plugin %s ejected after %u consecutive failed "
+                       "answers; the built-in answer stands in for it until the next "
+                       "switch",
+                       wsel_library_path(gen->lib), gen->plugin->name,
+                       gen->parent->plugin->name, n);
+        return;
+    }
     atomic_fetch_add_explicit(&host->ejections, 1, memory_order_relaxed);
-    wsel_host_log(host, WSEL_LOG_WARN,
-                  "%s: plugin %s ejected after %u consecutive failed answers; the "
-                  "built-in policy serves until the next switch",
-                  gen->lib != NULL ? wsel_library_path(gen->lib) : "isolated",
-                  gen->plugin->name, n);
+    wsel__host_log(host, WSEL_LOG_WARN,
+                   "%s: plugin %s ejected after %u consecutive failed answers; the "
+                   "built-in policy serves until the next switch",
+                   gen->lib != NULL ? wsel_library_path(gen->lib) : "isolated",
+                   gen->plugin->name, n);
 }
 
-/* Reasons that are not the plugin's fault, or are already handled by the
- * isolated helper's restart and backoff: they do not count towards
- * ejection. */
-static int counts_towards_ejection(int reason)
+/* A usable answer: the failure streak ends; counted in `counter`. */
+static void note_success(wsel_generation *gen, wsel_padded_counter *counter)
 {
-    return reason != WSEL_FALLBACK_EJECTED && reason != WSEL_FALLBACK_CRASHED &&
-           reason != WSEL_FALLBACK_TIMEOUT && reason != WSEL_FALLBACK_HOST_LIMIT;
-}
-
-static void lock_instance(wsel_generation *gen)
-{
-    if (gen->lock_mode == WSEL_LOCK_EXCLUSIVE)
-        pthread_rwlock_wrlock(&gen->lock);
-    else if (gen->lock_mode == WSEL_LOCK_SHARED)
-        pthread_rwlock_rdlock(&gen->lock);
-}
-
-static void unlock_instance(wsel_generation *gen)
-{
-    if (gen->lock_mode != WSEL_LOCK_NONE)
-        pthread_rwlock_unlock(&gen->lock);
+    if (atomic_load_explicit(&gen->consecutive_failures, memory_order_relaxed))
+        atomic_store_explicit(&gen->consecutive_failures, 0, memory_order_relaxed);
+    count(counter);
 }
 
 /*
@@ -209,43 +219,76 @@ static int busy_while_free(const uint8_t *flags, uint32_t n, uint32_t row)
     return 0;
 }
 
-/* Ask the generation; returns the fallback reason, or -1 with *out set
- * (row and explanation) when the plugin's answer is usable. Checks run
- * against `snap`. */
-static int ask_plugin(wsel_generation *gen, const wsel_request *request,
-                      const wsel_table *table, snapshot *snap, wsel_choice *out)
+/* The one check of a select's answer, a policy's or a child's, in this
+ * order: the fallback reason, or -1 when g->c.row is usable. `flags` are
+ * the n rows' flags as handed in; `written` says the plugin wrote the
+ * table; an isolated plugin's crash or timeout has its own reason. */
+static int check_answer(const guarded_choice *g, int32_t rc, int isolated, int written,
+                        const uint8_t *flags, uint32_t n)
 {
-    if (atomic_load_explicit(&gen->ejected, memory_order_relaxed))
-        return WSEL_FALLBACK_EJECTED;
-    int isolated = gen->plugin->select == wsel_isolated_select;
-    snapshot_take(snap, table, isolated);
-    guarded_choice g;
-    guard_init(&g);
-    lock_instance(gen);
-    int32_t rc = gen->plugin->select(gen->instance, request, table, &g.c);
-    unlock_instance(gen);
-    if (!guard_intact(&g))
+    if (!guard_intact(g))
         return WSEL_FALLBACK_CHOICE_OVERRUN;
-    if (snapshot_changed(snap, table, isolated))
+    if (written)
         return WSEL_FALLBACK_TABLE_WRITTEN;
-    if (rc < 0) /* an isolated helper's crash or timeout has its own reason */
-        return isolated ? wsel_isolated_reason(rc) : WSEL_FALLBACK_ERROR;
+    if (rc < 0 && isolated)
+        return wsel__isolated_reason(rc);
     if (rc != 0) /* only 0 is success */
         return WSEL_FALLBACK_ERROR;
-    uint32_t r = g.c.row;
-    if (r >= table->num_rows)
+    if (g->c.row >= n)
         return WSEL_FALLBACK_OUT_OF_RANGE;
-    if (snap->flags[r] & WSEL_ROW_EXCLUDED)
+    if (flags[g->c.row] & WSEL_ROW_EXCLUDED)
         return WSEL_FALLBACK_EXCLUDED;
-    if (busy_while_free(snap->flags, table->num_rows, r))
+    if (busy_while_free(flags, n, g->c.row))
         return WSEL_FALLBACK_BUSY;
+    return -1;
+}
+
+/* Ask `gen` to select and check its answer: the fallback reason, or -1
+ * with *out the answer (a score only when flagged and finite). `snap`
+ * (a policy's) catches a write to the table, and the answer is checked
+ * against it; NULL (a child's, on its parent's table) checks against the
+ * table as it is. */
+static int ask_select(wsel_generation *gen, const wsel_request *request,
+                      const wsel_table *table, snapshot *snap, wsel_choice *out)
+{
+    int reason = wsel__unavailable(gen);
+    if (reason >= 0)
+        return reason;
+    int isolated = gen->plugin->select == wsel__isolated_select;
+    if (snap != NULL)
+        snapshot_take(snap, table, isolated);
+    guarded_choice g;
+    guard_init(&g);
+    wsel__instance_lock(gen, 0);
+    int32_t rc = gen->plugin->select(gen->instance, request, table, &g.c);
+    wsel__instance_unlock(gen);
+    int written = snap != NULL && snapshot_changed(snap, table, isolated);
+    reason = check_answer(&g, rc, isolated, written,
+                          snap != NULL ? snap->flags : table->flags, table->num_rows);
+    if (reason >= 0)
+        return reason;
     *out = g.c;
-    /* A score the plugin says it set must be finite to be passed on. */
     if ((out->flags & WSEL_CHOICE_SCORED) && !isfinite(out->score))
         out->flags &= ~WSEL_CHOICE_SCORED;
     if (!(out->flags & WSEL_CHOICE_SCORED))
         out->score = 0.0;
     return -1;
+}
+
+/* A checked answer into the caller's choice (the explanation only when
+ * it has room), counted in k by the plugin's reason. */
+static void pass_answer(wsel_answer_counters *k, const wsel_choice *answer,
+                        wsel_choice *choice)
+{
+    count(&k->answers_by_reason[answer->reason < WSEL_HOST_REASON_SLOTS
+                                    ? answer->reason
+                                    : WSEL_HOST_REASON_SLOTS - 1]);
+    choice->row = answer->row;
+    if (WSEL_CHOICE_HAS(choice, score)) {
+        choice->reason = answer->reason;
+        choice->flags = answer->flags & WSEL_CHOICE_SCORED;
+        choice->score = answer->score;
+    }
 }
 
 int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
@@ -260,39 +303,31 @@ int32_t wsel_host_select(wsel_host *host, const wsel_request *request,
         table->num_rows == 0 || table->cost == NULL || table->flags == NULL)
         return WSEL_ETABLE;
 
+    wsel_answer_counters *k = &host->policy_counters;
     snapshot snap;
     snap.flags = table->flags;
     snap.cost = table->cost;
-    uint32_t idx = wsel_host_read_lock(host);
-    wsel_generation *gen = wsel_host_live(host);
+    uint32_t idx = wsel__host_read_lock(host);
+    wsel_generation *gen = wsel__host_live(host);
     int reason = WSEL_FALLBACK_NO_POLICY;
-    wsel_choice answer = {0}; /* written by ask_plugin on success only */
+    wsel_choice answer = {0}; /* written by ask_select on success only */
     if (gen != NULL) {
-        reason = ask_plugin(gen, request, table, &snap, &answer);
-        if (reason < 0) {
-            if (atomic_load_explicit(&gen->consecutive_failures, memory_order_relaxed))
-                atomic_store_explicit(&gen->consecutive_failures, 0,
-                                      memory_order_relaxed);
-            wsel_host_read_unlock(host, idx);
-            count(&host->plugin_answers);
-            count(&host->answers_by_reason[answer.reason < WSEL_HOST_REASON_SLOTS
-                                               ? answer.reason
-                                               : WSEL_HOST_REASON_SLOTS - 1]);
-            choice->row = answer.row;
-            if (WSEL_CHOICE_HAS(choice, score)) {
-                choice->reason = answer.reason;
-                choice->flags = answer.flags & WSEL_CHOICE_SCORED;
-                choice->score = answer.score;
-            }
-            return WSEL_ANSWER_PLUGIN;
-        }
-        /* A crashed or late helper is restarted with backoff instead of
-         * ejected (isolated_channel.c); a host limit is not the plugin's. */
-        if (counts_towards_ejection(reason))
-            note_failure(host, gen);
+        reason = ask_select(gen, request, table, &snap, &answer);
+        /* Noted before the generation may go: even when no row is
+         * eligible and the fallback below fails too. */
+        if (reason < 0)
+            note_success(gen, &k->answers);
+        else
+            note_failure(host, gen, reason);
     }
-    wsel_host_read_unlock(host, idx);
-    return builtin_answer(host, request, table, &snap, choice, (uint32_t)reason);
+    wsel__host_read_unlock(host, idx);
+    if (reason < 0) {
+        pass_answer(k, &answer, choice);
+        return WSEL_ANSWER_PLUGIN;
+    }
+    int32_t rc = fall_back(k, reason, snap.cost, snap.flags, table->num_rows,
+                           request->rng, choice);
+    return rc < 0 ? rc : WSEL_ANSWER_FALLBACK;
 }
 
 void wsel_host_request_outcome(wsel_host *host, const wsel_outcome *outcome)
@@ -300,26 +335,22 @@ void wsel_host_request_outcome(wsel_host *host, const wsel_outcome *outcome)
     if (host == NULL || outcome == NULL ||
         outcome->struct_size < offsetof(wsel_outcome, ttft_us))
         return;
-    /* The plugin gets a full-size copy: a shorter caller's tail reads 0. */
     wsel_outcome o;
-    memset(&o, 0, sizeof(o));
-    memcpy(&o, outcome,
-           outcome->struct_size < sizeof(o) ? outcome->struct_size : sizeof(o));
-    o.struct_size = sizeof(o);
-    uint32_t idx = wsel_host_read_lock(host);
-    wsel_generation *gen = wsel_host_live(host);
-    if (gen != NULL && !atomic_load_explicit(&gen->ejected, memory_order_relaxed) &&
+    wsel__outcome_copy(&o, outcome);
+    uint32_t idx = wsel__host_read_lock(host);
+    wsel_generation *gen = wsel__host_live(host);
+    if (gen != NULL && wsel__unavailable(gen) < 0 &&
         (gen->plugin->on_request_finished != NULL ||
          gen->plugin->on_request_outcome != NULL)) {
-        lock_instance(gen);
+        wsel__instance_lock(gen, 0);
         if (gen->plugin->on_request_finished != NULL)
             gen->plugin->on_request_finished(gen->instance, o.request_id, o.worker_id,
                                              o.dp_rank);
         if (gen->plugin->on_request_outcome != NULL)
             gen->plugin->on_request_outcome(gen->instance, &o);
-        unlock_instance(gen);
+        wsel__instance_unlock(gen);
     }
-    wsel_host_read_unlock(host, idx);
+    wsel__host_read_unlock(host, idx);
 }
 
 void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t worker_id,
@@ -327,117 +358,63 @@ void wsel_host_request_finished(wsel_host *host, uint64_t request_id, uint64_t w
 {
     if (host == NULL)
         return;
-    uint32_t idx = wsel_host_read_lock(host);
-    wsel_generation *gen = wsel_host_live(host);
+    uint32_t idx = wsel__host_read_lock(host);
+    wsel_generation *gen = wsel__host_live(host);
     if (gen != NULL && gen->plugin->on_request_finished != NULL &&
-        !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
-        lock_instance(gen);
+        wsel__unavailable(gen) < 0) {
+        wsel__instance_lock(gen, 0);
         gen->plugin->on_request_finished(gen->instance, request_id, worker_id, dp_rank);
-        unlock_instance(gen);
+        wsel__instance_unlock(gen);
     }
-    wsel_host_read_unlock(host, idx);
+    wsel__host_read_unlock(host, idx);
 }
 
 /* --- children (ABI 1.1, wsel_host_api.child_score / child_select) ------- */
 
-/* A child's failed answer: towards its own ejection, logged once. */
-static void note_child_failure(wsel_generation *c)
+/* Scores every row into `scores`: the fallback reason, or -1. */
+static int ask_score(wsel_generation *c, const wsel_request *request,
+                     const wsel_table *table, double *scores)
 {
-    uint32_t max = c->host->max_consecutive_failures;
-    if (max == 0)
-        return;
-    uint32_t n =
-        atomic_fetch_add_explicit(&c->consecutive_failures, 1, memory_order_relaxed) + 1;
-    if (n < max)
-        return;
-    uint32_t expected = 0;
-    if (!atomic_compare_exchange_strong(&c->ejected, &expected, 1))
-        return;
-    wsel_host_log(c->host, WSEL_LOG_WARN,
-                  "%s: child %s of plugin %s ejected after %u consecutive failed "
-                  "answers; the built-in answer stands in for it until the next switch",
-                  wsel_library_path(c->lib), c->plugin->name,
-                  c->parent != NULL ? c->parent->plugin->name : "?", n);
-}
-
-static void child_succeeded(wsel_generation *c, _Atomic uint64_t *counter)
-{
-    if (atomic_load_explicit(&c->consecutive_failures, memory_order_relaxed))
-        atomic_store_explicit(&c->consecutive_failures, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
-}
-
-static void child_failed(wsel_generation *c, int reason)
-{
-    if (counts_towards_ejection(reason) && reason != WSEL_FALLBACK_NO_POLICY)
-        note_child_failure(c);
-    atomic_fetch_add_explicit(&c->child_fallbacks[reason], 1, memory_order_relaxed);
-}
-
-/* Why a child cannot be asked at all, or -1. */
-static int child_unavailable(const wsel_generation *c)
-{
-    if (c->closed)
-        return WSEL_FALLBACK_NO_POLICY;
-    if (atomic_load_explicit(&c->ejected, memory_order_relaxed))
-        return WSEL_FALLBACK_EJECTED;
+    int reason = wsel__unavailable(c);
+    if (reason >= 0)
+        return reason;
+    if (c->plugin->score == NULL)
+        return WSEL_FALLBACK_BAD_SCORE;
+    wsel__instance_lock(c, 0);
+    int32_t rc = c->plugin->score(c->instance, request, table, scores);
+    wsel__instance_unlock(c);
+    if (rc != 0)
+        return WSEL_FALLBACK_ERROR;
+    for (uint32_t i = 0; i < table->num_rows; i++)
+        if (!isfinite(scores[i]))
+            return WSEL_FALLBACK_BAD_SCORE;
     return -1;
 }
 
-int32_t wsel_child_score_checked(const wsel_host_api *api, wsel_child *child,
-                                 const wsel_request *request, const wsel_table *table,
-                                 double *scores)
+int32_t wsel__child_score_checked(const wsel_host_api *api, wsel_child *child,
+                                  const wsel_request *request, const wsel_table *table,
+                                  double *scores)
 {
     (void)api;
     wsel_generation *c = (wsel_generation *)child;
     if (c == NULL || request == NULL || table == NULL || scores == NULL ||
         table->num_rows == 0 || table->cost == NULL)
         return WSEL_EINVAL;
-    uint32_t n = table->num_rows;
-    int reason = child_unavailable(c);
-    if (reason < 0 && c->plugin->score == NULL)
-        reason = WSEL_FALLBACK_BAD_SCORE;
+    wsel_answer_counters *k = &c->child_counters;
+    int reason = ask_score(c, request, table, scores);
     if (reason < 0) {
-        lock_instance(c);
-        int32_t rc = c->plugin->score(c->instance, request, table, scores);
-        unlock_instance(c);
-        if (rc != 0) {
-            reason = WSEL_FALLBACK_ERROR;
-        } else {
-            for (uint32_t i = 0; i < n; i++) {
-                if (!isfinite(scores[i])) {
-                    reason = WSEL_FALLBACK_BAD_SCORE;
-                    break;
-                }
-            }
-        }
-    }
-    if (reason < 0) {
-        child_succeeded(c, &c->child_scores);
+        note_success(c, &k->scores);
         return WSEL_CHILD_ANSWERED;
     }
-    child_failed(c, reason);
-    memcpy(scores, table->cost, n * sizeof(double));
+    note_failure(c->host, c, reason);
+    count(&k->fallback_by_reason[reason]);
+    memcpy(scores, table->cost, table->num_rows * sizeof(double));
     return WSEL_CHILD_FALLBACK;
 }
 
-/* The built-in answer on the child's table (cost may be the caller's own
- * scores; non-finite ones rank last). */
-static int32_t child_builtin(const wsel_request *request, const wsel_table *table,
-                             uint32_t *row)
-{
-    uint32_t n = table->num_rows;
-    int32_t rc = robust_argmin(table->cost, table->flags, n,
-                               WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY, request->rng, row);
-    if (rc == WSEL_ENOCANDIDATE)
-        rc = robust_argmin(table->cost, table->flags, n, WSEL_ROW_EXCLUDED, request->rng,
-                           row);
-    return rc;
-}
-
-int32_t wsel_child_select_checked(const wsel_host_api *api, wsel_child *child,
-                                  const wsel_request *request, const wsel_table *table,
-                                  wsel_choice *choice)
+int32_t wsel__child_select_checked(const wsel_host_api *api, wsel_child *child,
+                                   const wsel_request *request, const wsel_table *table,
+                                   wsel_choice *choice)
 {
     (void)api;
     wsel_generation *c = (wsel_generation *)child;
@@ -445,45 +422,23 @@ int32_t wsel_child_select_checked(const wsel_host_api *api, wsel_child *child,
         choice == NULL || choice->struct_size < WSEL_CHOICE_SIZE_1_0 ||
         table->num_rows == 0 || table->cost == NULL || table->flags == NULL)
         return WSEL_EINVAL;
-    uint32_t n = table->num_rows;
-    int reason = child_unavailable(c);
-    guarded_choice g;
-    guard_init(&g);
-    if (reason < 0) {
-        lock_instance(c);
-        int32_t rc = c->plugin->select(c->instance, request, table, &g.c);
-        unlock_instance(c);
-        if (!guard_intact(&g))
-            reason = WSEL_FALLBACK_CHOICE_OVERRUN;
-        else if (rc != 0)
-            reason = WSEL_FALLBACK_ERROR;
-        else if (g.c.row >= n)
-            reason = WSEL_FALLBACK_OUT_OF_RANGE;
-        else if (table->flags[g.c.row] & WSEL_ROW_EXCLUDED)
-            reason = WSEL_FALLBACK_EXCLUDED;
-        else if (busy_while_free(table->flags, n, g.c.row))
-            reason = WSEL_FALLBACK_BUSY;
-    }
+    wsel_answer_counters *k = &c->child_counters;
+    wsel_choice answer;
+    int reason = ask_select(c, request, table, NULL, &answer);
     uint32_t size = choice->struct_size;
     memset(choice, 0, size < sizeof(*choice) ? size : sizeof(*choice));
     choice->struct_size = size;
     if (reason < 0) {
-        child_succeeded(c, &c->child_answers);
-        choice->row = g.c.row;
-        if (WSEL_CHOICE_HAS(choice, score)) {
-            choice->reason = g.c.reason;
-            if ((g.c.flags & WSEL_CHOICE_SCORED) && isfinite(g.c.score)) {
-                choice->flags = WSEL_CHOICE_SCORED;
-                choice->score = g.c.score;
-            }
-        }
+        note_success(c, &k->answers);
+        pass_answer(k, &answer, choice);
         return WSEL_CHILD_ANSWERED;
     }
-    uint32_t row;
-    int32_t rc = child_builtin(request, table, &row);
+    /* The cost may be the caller's own scores. A child's failure counts
+     * only when the host could answer for it. */
+    int32_t rc = fall_back(k, reason, table->cost, table->flags, table->num_rows,
+                           request->rng, choice);
     if (rc < 0)
         return rc;
-    child_failed(c, reason);
-    choice->row = row;
+    note_failure(c->host, c, reason);
     return WSEL_CHILD_FALLBACK;
 }

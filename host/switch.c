@@ -15,7 +15,7 @@ int32_t wsel_host_switch(wsel_host *host, const char *path, const char *config, 
                          size_t err_size)
 {
     if (host == NULL || path == NULL) {
-        wsel_set_error(err, err_size, "switch: NULL %s", host == NULL ? "host" : "path");
+        wsel__set_error(err, err_size, "switch: NULL %s", host == NULL ? "host" : "path");
         return WSEL_EINVAL;
     }
     char local_err[512];
@@ -27,19 +27,19 @@ int32_t wsel_host_switch(wsel_host *host, const char *path, const char *config, 
 
     pthread_mutex_lock(&host->control);
     wsel_generation *gen = NULL;
-    int32_t rc = wsel_generation_create(host, path, config, &gen, err, err_size);
+    int32_t rc = wsel__generation_create(host, path, config, &gen, err, err_size);
     if (rc < 0) {
         atomic_fetch_add_explicit(&host->failed_switches, 1, memory_order_relaxed);
-        wsel_host_log(host, WSEL_LOG_INFO, "switch refused, previous policy kept: %s",
-                      err);
+        wsel__host_log(host, WSEL_LOG_INFO, "switch refused, previous policy kept: %s",
+                       err);
         pthread_mutex_unlock(&host->control);
         return rc;
     }
     wsel_generation *old = atomic_exchange(&host->live, gen);
-    wsel_host_retire(host, old);
+    wsel__host_retire(host, old);
     atomic_fetch_add_explicit(&host->switches, 1, memory_order_relaxed);
-    wsel_host_log(host, WSEL_LOG_INFO, "switched to plugin %s %s from %s",
-                  gen->plugin->name, gen->plugin->version, path);
+    wsel__host_log(host, WSEL_LOG_INFO, "switched to plugin %s %s from %s",
+                   gen->plugin->name, gen->plugin->version, path);
     pthread_mutex_unlock(&host->control);
     return 0;
 }
@@ -49,7 +49,7 @@ uint32_t wsel_host_reclaim(wsel_host *host)
     if (host == NULL)
         return 0;
     pthread_mutex_lock(&host->control);
-    uint32_t pending = wsel_host_poll_grace(host);
+    uint32_t pending = wsel__host_poll_grace(host);
     pthread_mutex_unlock(&host->control);
     return pending;
 }
@@ -63,12 +63,12 @@ void wsel_host_topology_changed(wsel_host *host, const wsel_table *table)
      * holds it too, could destroy it. */
     wsel_generation *gen = atomic_load(&host->live);
     if (gen != NULL && gen->plugin->on_topology_changed != NULL &&
-        !atomic_load_explicit(&gen->ejected, memory_order_relaxed)) {
+        wsel__unavailable(gen) < 0) {
         /* Exclusive: the ABI promises this hook never runs concurrently
          * with select on the instance. */
-        pthread_rwlock_wrlock(&gen->lock);
+        wsel__instance_lock(gen, 1);
         gen->plugin->on_topology_changed(gen->instance, table);
-        pthread_rwlock_unlock(&gen->lock);
+        wsel__instance_unlock(gen);
     }
     pthread_mutex_unlock(&host->control);
 }

@@ -89,8 +89,8 @@ static int32_t check_ranks(const wsel_rank_state *ranks, uint32_t n, char *err,
 {
     for (uint32_t i = 0; i < n; i++) {
         if (ranks[i].flags & ~WSEL_ROW_FLAGS_KNOWN) {
-            wsel_set_error(err, err_size, "ranks[%u].flags: unknown bits 0x%02x", i,
-                           (unsigned)(ranks[i].flags & ~WSEL_ROW_FLAGS_KNOWN));
+            wsel__set_error(err, err_size, "ranks[%u].flags: unknown bits 0x%02x", i,
+                            (unsigned)(ranks[i].flags & ~WSEL_ROW_FLAGS_KNOWN));
             return WSEL_ETABLE;
         }
         if (i == 0)
@@ -98,7 +98,7 @@ static int32_t check_ranks(const wsel_rank_state *ranks, uint32_t n, char *err,
         const wsel_rank_state *a = &ranks[i - 1], *b = &ranks[i];
         if (b->worker_id < a->worker_id ||
             (b->worker_id == a->worker_id && b->dp_rank <= a->dp_rank)) {
-            wsel_set_error(
+            wsel__set_error(
                 err, err_size,
                 "ranks[%u]: (worker %llu, dp_rank %u) does not follow (worker "
                 "%llu, dp_rank %u); ranks must be sorted by worker then dp_rank "
@@ -108,7 +108,7 @@ static int32_t check_ranks(const wsel_rank_state *ranks, uint32_t n, char *err,
             return WSEL_ETABLE;
         }
     }
-    wsel_set_error(err, err_size, "table build: ranks refused"); /* not reached */
+    wsel__set_error(err, err_size, "table build: ranks refused"); /* not reached */
     return WSEL_ETABLE;
 }
 
@@ -239,27 +239,27 @@ int32_t wsel_table_build(wsel_table_buf *buf, const wsel_request *request,
 {
     if (buf == NULL || buf->storage == NULL || request == NULL ||
         (ranks == NULL && num_ranks > 0)) {
-        wsel_set_error(err, err_size, "table build: NULL %s",
-                       buf == NULL || buf->storage == NULL ? "buffer"
-                       : request == NULL                   ? "request"
-                                                           : "ranks");
+        wsel__set_error(err, err_size, "table build: NULL %s",
+                        buf == NULL || buf->storage == NULL ? "buffer"
+                        : request == NULL                   ? "request"
+                                                            : "ranks");
         return WSEL_EINVAL;
     }
     if (num_ranks == 0) {
-        wsel_set_error(err, err_size, "table build: no ranks");
+        wsel__set_error(err, err_size, "table build: no ranks");
         return WSEL_EINVAL;
     }
     if (request->block_size == 0 || !isfinite(request->overlap_score_weight) ||
         request->overlap_score_weight < 0.0) {
-        wsel_set_error(err, err_size, "table build: request %s",
-                       request->block_size == 0
-                           ? "block_size is 0"
-                           : "overlap_score_weight is negative or not finite");
+        wsel__set_error(err, err_size, "table build: request %s",
+                        request->block_size == 0
+                            ? "block_size is 0"
+                            : "overlap_score_weight is negative or not finite");
         return WSEL_EINVAL;
     }
     if (num_ranks > buf->capacity_rows) {
-        wsel_set_error(err, err_size, "table build: %u ranks, buffer holds %u", num_ranks,
-                       buf->capacity_rows);
+        wsel__set_error(err, err_size, "table build: %u ranks, buffer holds %u",
+                        num_ranks, buf->capacity_rows);
         return WSEL_ERANGE;
     }
     columns c = carve(buf);

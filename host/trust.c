@@ -49,24 +49,24 @@ static int32_t check_file(const char *path, const char *what, const struct stat 
                           char *err, size_t err_size)
 {
     if (!S_ISREG(st->st_mode)) {
-        wsel_set_error(err, err_size, "%s: refused: %s; a %s must be a regular file",
-                       path, file_kind(st->st_mode), what);
+        wsel__set_error(err, err_size, "%s: refused: %s; a %s must be a regular file",
+                        path, file_kind(st->st_mode), what);
         return WSEL_EPERM;
     }
     if (!owner_ok(st->st_uid)) {
-        wsel_set_error(err, err_size,
-                       "%s: refused: owned by uid %u; %ss must be owned by root or "
-                       "uid %u",
-                       path, (unsigned)st->st_uid, what, (unsigned)geteuid());
+        wsel__set_error(err, err_size,
+                        "%s: refused: owned by uid %u; %ss must be owned by root or "
+                        "uid %u",
+                        path, (unsigned)st->st_uid, what, (unsigned)geteuid());
         return WSEL_EPERM;
     }
     if (st->st_mode & (S_IWGRP | S_IWOTH)) {
-        wsel_set_error(err, err_size,
-                       "%s: refused: %s (mode %04o); %ss must not be writable by "
-                       "others",
-                       path,
-                       (st->st_mode & S_IWOTH) ? "world-writable" : "group-writable",
-                       (unsigned)(st->st_mode & 07777), what);
+        wsel__set_error(err, err_size,
+                        "%s: refused: %s (mode %04o); %ss must not be writable by "
+                        "others",
+                        path,
+                        (st->st_mode & S_IWOTH) ? "world-writable" : "group-writable",
+                        (unsigned)(st->st_mode & 07777), what);
         return WSEL_EPERM;
     }
     return 0;
@@ -90,25 +90,25 @@ static int32_t check_folder(const char *label, const char *what, const char *dir
                             const struct stat *st, char *err, size_t err_size)
 {
     if (!S_ISDIR(st->st_mode)) {
-        wsel_set_error(err, err_size, "%s%srefused: %s is not a folder", prefix_of(label),
-                       colon_of(label), dir);
+        wsel__set_error(err, err_size, "%s%srefused: %s is not a folder",
+                        prefix_of(label), colon_of(label), dir);
         return WSEL_EPERM;
     }
     if (!owner_ok(st->st_uid)) {
-        wsel_set_error(err, err_size,
-                       "%s%srefused: folder %s owned by uid %u; folders above a %s "
-                       "must be owned by root or uid %u",
-                       prefix_of(label), colon_of(label), dir, (unsigned)st->st_uid, what,
-                       (unsigned)geteuid());
+        wsel__set_error(err, err_size,
+                        "%s%srefused: folder %s owned by uid %u; folders above a %s "
+                        "must be owned by root or uid %u",
+                        prefix_of(label), colon_of(label), dir, (unsigned)st->st_uid,
+                        what, (unsigned)geteuid());
         return WSEL_EPERM;
     }
     if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX)) {
-        wsel_set_error(err, err_size,
-                       "%s%srefused: folder %s is %s without the sticky bit (mode "
-                       "%04o); others could replace the %s",
-                       prefix_of(label), colon_of(label), dir,
-                       (st->st_mode & S_IWOTH) ? "world-writable" : "group-writable",
-                       (unsigned)(st->st_mode & 07777), what);
+        wsel__set_error(err, err_size,
+                        "%s%srefused: folder %s is %s without the sticky bit (mode "
+                        "%04o); others could replace the %s",
+                        prefix_of(label), colon_of(label), dir,
+                        (st->st_mode & S_IWOTH) ? "world-writable" : "group-writable",
+                        (unsigned)(st->st_mode & 07777), what);
         return WSEL_EPERM;
     }
     return 0;
@@ -119,19 +119,19 @@ static int32_t open_error(const char *path, int e, char *err, size_t err_size)
     switch (e) {
     case ENOENT:
     case ENOTDIR:
-        wsel_set_error(err, err_size, "%s: no such file", path);
+        wsel__set_error(err, err_size, "%s: no such file", path);
         return WSEL_ENOENT;
     case ELOOP:
-        wsel_set_error(
+        wsel__set_error(
             err, err_size,
             "%s: refused: is a symbolic link; give the path of the file itself", path);
         return WSEL_EPERM;
     case EACCES:
     case EPERM:
-        wsel_set_error(err, err_size, "%s: refused: cannot open: %s", path, strerror(e));
+        wsel__set_error(err, err_size, "%s: refused: cannot open: %s", path, strerror(e));
         return WSEL_EPERM;
     default:
-        wsel_set_error(err, err_size, "%s: cannot open: %s", path, strerror(e));
+        wsel__set_error(err, err_size, "%s: cannot open: %s", path, strerror(e));
         return WSEL_EIO;
     }
 }
@@ -158,9 +158,9 @@ static int32_t enter_folder(walk *w, int fd, uint32_t slot, char *err, size_t er
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        wsel_set_error(err, err_size, "%s%scannot stat folder %s: %s",
-                       prefix_of(w->label), colon_of(w->label), w->resolved,
-                       strerror(errno));
+        wsel__set_error(err, err_size, "%s%scannot stat folder %s: %s",
+                        prefix_of(w->label), colon_of(w->label), w->resolved,
+                        strerror(errno));
         close(fd);
         return WSEL_EIO;
     }
@@ -182,8 +182,8 @@ static int32_t walk_root(walk *w, char *err, size_t err_size)
 {
     int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        wsel_set_error(err, err_size, "%s%scannot open /: %s", prefix_of(w->label),
-                       colon_of(w->label), strerror(errno));
+        wsel__set_error(err, err_size, "%s%scannot open /: %s", prefix_of(w->label),
+                        colon_of(w->label), strerror(errno));
         return WSEL_EIO;
     }
     strcpy(w->resolved, "/");
@@ -192,9 +192,9 @@ static int32_t walk_root(walk *w, char *err, size_t err_size)
 
 static int32_t too_long(const walk *w, char *err, size_t err_size)
 {
-    wsel_set_error(err, err_size, "%s%spath too long (limit %u bytes, %u folders)",
-                   prefix_of(w->label), colon_of(w->label), (unsigned)PATH_MAX,
-                   WSEL_TRUST_MAX_DEPTH);
+    wsel__set_error(err, err_size, "%s%spath too long (limit %u bytes, %u folders)",
+                    prefix_of(w->label), colon_of(w->label), (unsigned)PATH_MAX,
+                    WSEL_TRUST_MAX_DEPTH);
     return WSEL_EINVAL;
 }
 
@@ -238,25 +238,25 @@ static int32_t follow_link(walk *w, const char *name, const struct stat *lst, ch
                            size_t err_size)
 {
     if (++w->links > WSEL_TRUST_MAX_SYMLINKS) {
-        wsel_set_error(err, err_size, "%s%srefused: more than %u symbolic links",
-                       prefix_of(w->label), colon_of(w->label), WSEL_TRUST_MAX_SYMLINKS);
+        wsel__set_error(err, err_size, "%s%srefused: more than %u symbolic links",
+                        prefix_of(w->label), colon_of(w->label), WSEL_TRUST_MAX_SYMLINKS);
         return WSEL_EPERM;
     }
     if (!owner_ok(lst->st_uid)) {
-        wsel_set_error(err, err_size,
-                       "%s%srefused: symbolic link %s/%s owned by uid %u; links on the "
-                       "way to a %s must be owned by root or uid %u",
-                       prefix_of(w->label), colon_of(w->label),
-                       strcmp(w->resolved, "/") == 0 ? "" : w->resolved, name,
-                       (unsigned)lst->st_uid, w->what, (unsigned)geteuid());
+        wsel__set_error(err, err_size,
+                        "%s%srefused: symbolic link %s/%s owned by uid %u; links on the "
+                        "way to a %s must be owned by root or uid %u",
+                        prefix_of(w->label), colon_of(w->label),
+                        strcmp(w->resolved, "/") == 0 ? "" : w->resolved, name,
+                        (unsigned)lst->st_uid, w->what, (unsigned)geteuid());
         return WSEL_EPERM;
     }
     char target[PATH_MAX];
     ssize_t n = readlinkat(w->fd, name, target, sizeof(target) - 1);
     if (n < 0) {
-        wsel_set_error(err, err_size, "%s%scannot read symbolic link %s/%s: %s",
-                       prefix_of(w->label), colon_of(w->label), w->resolved, name,
-                       strerror(errno));
+        wsel__set_error(err, err_size, "%s%scannot read symbolic link %s/%s: %s",
+                        prefix_of(w->label), colon_of(w->label), w->resolved, name,
+                        strerror(errno));
         return WSEL_EIO;
     }
     target[n] = '\0';
@@ -275,6 +275,86 @@ static int32_t follow_link(walk *w, const char *name, const struct stat *lst, ch
 /* The walk's modes: a file at the end, or folders all the way (a missing
  * component ends a folder walk successfully). */
 enum { WALK_FILE, WALK_DIR };
+
+/* The component starting at p into name (NAME_MAX at most); *after is
+ * its end, *last says only '/' follows it. */
+static int32_t take_name(walk *w, char *p, char *name, char **after, int *last, char *err,
+                         size_t err_size)
+{
+    char *end = strchr(p, '/');
+    *after = end != NULL ? end : p + strlen(p);
+    size_t n = (size_t)(*after - p);
+    if (n > NAME_MAX)
+        return too_long(w, err, err_size);
+    memcpy(name, p, n);
+    name[n] = '\0';
+    const char *q = *after;
+    while (*q == '/')
+        q++;
+    *last = *q == '\0';
+    return 0;
+}
+
+/* The walk's last component, opened relative to its folder into *file_fd
+ * with *file_st. */
+static int32_t open_last(walk *w, const char *name, int *file_fd, struct stat *file_st,
+                         char *err, size_t err_size)
+{
+    int fd = openat(w->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return open_error(w->label, errno, err, err_size);
+    if (fstat(fd, file_st) != 0) {
+        wsel__set_error(err, err_size, "%s: cannot stat: %s", w->label, strerror(errno));
+        close(fd);
+        return WSEL_EIO;
+    }
+    int32_t rc = push_name(w, name, err, err_size);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *file_fd = fd;
+    return 0;
+}
+
+/* What one step of the walk leads to. */
+enum { STEP_NEXT, STEP_LINK, STEP_END };
+
+/* One folder component: ".", "..", a link (rewritten into rest, which
+ * the walk then reads from its start) or a folder entered. STEP_END when
+ * a folder walk meets a missing component. */
+static int32_t step(walk *w, const char *name, const char *path, int mode, char *rest,
+                    size_t rest_size, const char *after, char *err, size_t err_size)
+{
+    if (strcmp(name, ".") == 0)
+        return STEP_NEXT;
+    if (strcmp(name, "..") == 0) {
+        int32_t rc = walk_up(w, err, err_size);
+        return rc < 0 ? rc : STEP_NEXT;
+    }
+    struct stat lst;
+    if (fstatat(w->fd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (mode == WALK_DIR && errno == ENOENT)
+            return STEP_END;
+        return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
+    }
+    if (S_ISLNK(lst.st_mode)) {
+        int32_t rc = follow_link(w, name, &lst, rest, rest_size, after, err, err_size);
+        return rc < 0 ? rc : STEP_LINK;
+    }
+    int fd = openat(w->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (mode == WALK_DIR && errno == ENOENT)
+            return STEP_END;
+        return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
+    }
+    int32_t rc = push_name(w, name, err, err_size);
+    if (rc == 0)
+        rc = enter_folder(w, fd, w->depth, err, err_size);
+    else
+        close(fd);
+    return rc < 0 ? rc : STEP_NEXT;
+}
 
 /*
  * Walk `path` (absolute). For WALK_FILE, opens the last component relative
@@ -298,81 +378,26 @@ static int32_t walk_path(walk *w, const char *path, int mode, int *file_fd,
             if (mode == WALK_DIR)
                 return 0;
             /* "dir/" or "/": a folder where a file was expected. */
-            wsel_set_error(err, err_size,
-                           "%s: refused: a directory; a %s must be a "
-                           "regular file",
-                           w->label, w->what);
+            wsel__set_error(err, err_size,
+                            "%s: refused: a directory; a %s must be a "
+                            "regular file",
+                            w->label, w->what);
             return WSEL_EPERM;
         }
-        char *end = strchr(p, '/');
-        char *after = end != NULL ? end : p + strlen(p);
         char name[NAME_MAX + 1];
-        size_t n = (size_t)(after - p);
-        if (n > NAME_MAX)
-            return too_long(w, err, err_size);
-        memcpy(name, p, n);
-        name[n] = '\0';
-        const char *q = after;
-        while (*q == '/')
-            q++;
-        int last = *q == '\0';
-
-        if (last && mode == WALK_FILE) {
-            int fd = openat(w->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            if (fd < 0)
-                return open_error(w->label, errno, err, err_size);
-            if (fstat(fd, file_st) != 0) {
-                wsel_set_error(err, err_size, "%s: cannot stat: %s", w->label,
-                               strerror(errno));
-                close(fd);
-                return WSEL_EIO;
-            }
-            rc = push_name(w, name, err, err_size);
-            if (rc < 0) {
-                close(fd);
-                return rc;
-            }
-            *file_fd = fd;
-            return 0;
-        }
-        if (strcmp(name, ".") == 0) {
-            p = after;
-            continue;
-        }
-        if (strcmp(name, "..") == 0) {
-            rc = walk_up(w, err, err_size);
-            if (rc < 0)
-                return rc;
-            p = after;
-            continue;
-        }
-        struct stat lst;
-        if (fstatat(w->fd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
-            if (mode == WALK_DIR && errno == ENOENT)
-                return 0;
-            return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
-        }
-        if (S_ISLNK(lst.st_mode)) {
-            rc = follow_link(w, name, &lst, rest, sizeof(rest), after, err, err_size);
-            if (rc < 0)
-                return rc;
-            p = rest;
-            continue;
-        }
-        int fd = openat(w->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            if (mode == WALK_DIR && errno == ENOENT)
-                return 0;
-            return open_error(w->label != NULL ? w->label : path, errno, err, err_size);
-        }
-        rc = push_name(w, name, err, err_size);
-        if (rc == 0)
-            rc = enter_folder(w, fd, w->depth, err, err_size);
-        else
-            close(fd);
+        char *after;
+        int last;
+        rc = take_name(w, p, name, &after, &last, err, err_size);
         if (rc < 0)
             return rc;
-        p = after;
+        if (last && mode == WALK_FILE)
+            return open_last(w, name, file_fd, file_st, err, err_size);
+        rc = step(w, name, path, mode, rest, sizeof(rest), after, err, err_size);
+        if (rc < 0)
+            return rc;
+        if (rc == STEP_END)
+            return 0;
+        p = rc == STEP_LINK ? rest : after;
     }
 }
 
@@ -387,8 +412,8 @@ static int32_t absolute(const char *path, char *out, size_t size, char *err,
         return 0;
     }
     if (getcwd(out, size) == NULL) {
-        wsel_set_error(err, err_size, "%s: cannot read the working folder: %s", path,
-                       strerror(errno));
+        wsel__set_error(err, err_size, "%s: cannot read the working folder: %s", path,
+                        strerror(errno));
         return WSEL_EIO;
     }
     size_t n = strlen(out);
@@ -399,8 +424,8 @@ static int32_t absolute(const char *path, char *out, size_t size, char *err,
     return 0;
 
 out_too_long:
-    wsel_set_error(err, err_size, "%s: path too long (limit %u bytes)", path,
-                   (unsigned)PATH_MAX);
+    wsel__set_error(err, err_size, "%s: path too long (limit %u bytes)", path,
+                    (unsigned)PATH_MAX);
     return WSEL_EINVAL;
 }
 
@@ -419,12 +444,12 @@ static int in_allowed_dirs(const walk *w, const char *const *allowed)
     return 0;
 }
 
-int32_t wsel_trust_walk_file(const char *path, const char *what,
-                             const char *const *allowed, wsel_trust_found *out, char *err,
-                             size_t err_size)
+int32_t wsel__trust_walk_file(const char *path, const char *what,
+                              const char *const *allowed, wsel_trust_found *out,
+                              char *err, size_t err_size)
 {
     if (path == NULL || path[0] == '\0') {
-        wsel_set_error(err, err_size, "%s path is empty", what);
+        wsel__set_error(err, err_size, "%s path is empty", what);
         return WSEL_EINVAL;
     }
     char abs[PATH_MAX];
@@ -433,7 +458,7 @@ int32_t wsel_trust_walk_file(const char *path, const char *what,
         return rc;
     walk *w = calloc(1, sizeof(*w));
     if (w == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         return WSEL_ENOMEM;
     }
     w->label = path;
@@ -451,9 +476,9 @@ int32_t wsel_trust_walk_file(const char *path, const char *what,
     if (allowed != NULL && !in_allowed_dirs(w, allowed)) {
         char *slash = strrchr(w->resolved, '/');
         *slash = '\0';
-        wsel_set_error(err, err_size,
-                       "%s: refused: folder %s is not in the allowed plugin folders",
-                       path, w->resolved[0] ? w->resolved : "/");
+        wsel__set_error(err, err_size,
+                        "%s: refused: folder %s is not in the allowed plugin folders",
+                        path, w->resolved[0] ? w->resolved : "/");
         rc = WSEL_EPERM;
         goto out_close_file;
     }
@@ -478,11 +503,11 @@ out_free_walk:
     return rc;
 }
 
-int32_t wsel_trust_check_dir(const char *dir, char *err, size_t err_size)
+int32_t wsel__trust_check_dir(const char *dir, char *err, size_t err_size)
 {
     walk *w = calloc(1, sizeof(*w));
     if (w == NULL) {
-        wsel_set_error(err, err_size, "out of memory");
+        wsel__set_error(err, err_size, "out of memory");
         return WSEL_ENOMEM;
     }
     w->what = "library";
@@ -507,13 +532,13 @@ int32_t wsel_trust_open(const char *path, const wsel_trust_options *opts, char *
 
     wsel_trust_found *found = malloc(sizeof(*found));
     if (found == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path != NULL ? path : "");
+        wsel__set_error(err, err_size, "%s: out of memory", path != NULL ? path : "");
         return WSEL_ENOMEM;
     }
-    int32_t rc = wsel_trust_walk_file(path, "plugin", allowed, found, err, err_size);
+    int32_t rc = wsel__trust_walk_file(path, "plugin", allowed, found, err, err_size);
     if (rc < 0)
         goto out_free_found;
-    rc = wsel_elf_check(found->fd, path, found->folder, err, err_size);
+    rc = wsel__elf_check(found->fd, path, found->folder, err, err_size);
     if (rc < 0) {
         close(found->fd);
         goto out_free_found;

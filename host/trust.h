@@ -37,9 +37,9 @@ typedef struct wsel_trust_found {
  * in messages ("plugin", "helper"). Returns 0 with *out filled, or a
  * negative WSEL_E* with "PATH: refused: ..." in err.
  */
-int32_t wsel_trust_walk_file(const char *path, const char *what,
-                             const char *const *allowed, wsel_trust_found *out, char *err,
-                             size_t err_size);
+int32_t wsel__trust_walk_file(const char *path, const char *what,
+                              const char *const *allowed, wsel_trust_found *out,
+                              char *err, size_t err_size);
 
 /*
  * Check the folder `dir` (absolute) and every folder above it by the folder
@@ -47,7 +47,7 @@ int32_t wsel_trust_walk_file(const char *path, const char *what,
  * folder it would be created in passed. Returns 0 or WSEL_EPERM/WSEL_EIO
  * with "refused: folder F ..." in err (no path prefix).
  */
-int32_t wsel_trust_check_dir(const char *dir, char *err, size_t err_size);
+int32_t wsel__trust_check_dir(const char *dir, char *err, size_t err_size);
 
 /*
  * The ELF checks on an open plugin file, before dlopen: an ELF shared
@@ -58,7 +58,7 @@ int32_t wsel_trust_check_dir(const char *dir, char *err, size_t err_size);
  * (malformed, truncated, wrong architecture) or WSEL_EPERM (untrusted
  * dependency) with "PATH: ..." in err.
  */
-int32_t wsel_elf_check(int fd, const char *path, const char *origin, char *err,
-                       size_t err_size);
+int32_t wsel__elf_check(int fd, const char *path, const char *origin, char *err,
+                        size_t err_size);
 
 #endif

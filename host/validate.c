@@ -30,7 +30,7 @@ static int32_t check_columns(const wsel_table *t, char *err, size_t err_size)
     };
     for (size_t k = 0; k < sizeof(cols) / sizeof(cols[0]); k++) {
         if (cols[k].ptr == NULL) {
-            wsel_set_error(err, err_size, "table: column %s is NULL", cols[k].name);
+            wsel__set_error(err, err_size, "table: column %s is NULL", cols[k].name);
             return WSEL_ETABLE;
         }
     }
@@ -41,19 +41,19 @@ static int32_t check_rows(const wsel_table *t, char *err, size_t err_size)
 {
     for (uint32_t i = 0; i < t->num_rows; i++) {
         if (!isfinite(t->cost[i])) {
-            wsel_set_error(err, err_size, "table: cost[%u] is not finite", i);
+            wsel__set_error(err, err_size, "table: cost[%u] is not finite", i);
             return WSEL_ETABLE;
         }
         if (t->flags[i] & ~WSEL_ROW_FLAGS_KNOWN) {
-            wsel_set_error(err, err_size, "table: flags[%u] has unknown bits 0x%02x", i,
-                           (unsigned)(t->flags[i] & ~WSEL_ROW_FLAGS_KNOWN));
+            wsel__set_error(err, err_size, "table: flags[%u] has unknown bits 0x%02x", i,
+                            (unsigned)(t->flags[i] & ~WSEL_ROW_FLAGS_KNOWN));
             return WSEL_ETABLE;
         }
         if (i == 0)
             continue;
         uint64_t wa = t->worker_id[i - 1], wb = t->worker_id[i];
         if (wb < wa || (wb == wa && t->dp_rank[i] <= t->dp_rank[i - 1])) {
-            wsel_set_error(
+            wsel__set_error(
                 err, err_size,
                 "table: row %u (worker_id %llu, dp_rank %u) is out of canonical "
                 "order after row %u (worker_id %llu, dp_rank %u)",
@@ -70,47 +70,47 @@ static int32_t check_rows(const wsel_table *t, char *err, size_t err_size)
 static int32_t check_groups(const wsel_table *t, char *err, size_t err_size)
 {
     if (t->num_groups == 0 || t->num_groups > t->num_rows) {
-        wsel_set_error(err, err_size, "table: num_groups %u is not in [1, num_rows %u]",
-                       t->num_groups, t->num_rows);
+        wsel__set_error(err, err_size, "table: num_groups %u is not in [1, num_rows %u]",
+                        t->num_groups, t->num_rows);
         return WSEL_ETABLE;
     }
     uint32_t next = 0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
         if (first != next) {
-            wsel_set_error(err, err_size,
-                           "table: group_first_row[%u] is %u, expected %u (groups must "
-                           "cover the rows in order)",
-                           g, first, next);
+            wsel__set_error(err, err_size,
+                            "table: group_first_row[%u] is %u, expected %u (groups must "
+                            "cover the rows in order)",
+                            g, first, next);
             return WSEL_ETABLE;
         }
         if (count == 0 || count > t->num_rows - first) {
-            wsel_set_error(err, err_size,
-                           "table: group_row_count[%u] is %u, must be in [1, %u]", g,
-                           count, t->num_rows - first);
+            wsel__set_error(err, err_size,
+                            "table: group_row_count[%u] is %u, must be in [1, %u]", g,
+                            count, t->num_rows - first);
             return WSEL_ETABLE;
         }
         for (uint32_t r = first + 1; r < first + count; r++) {
             if (t->worker_id[r] != t->worker_id[first]) {
-                wsel_set_error(err, err_size,
-                               "table: group %u mixes workers (worker_id[%u] %llu, "
-                               "worker_id[%u] %llu)",
-                               g, first, (unsigned long long)t->worker_id[first], r,
-                               (unsigned long long)t->worker_id[r]);
+                wsel__set_error(err, err_size,
+                                "table: group %u mixes workers (worker_id[%u] %llu, "
+                                "worker_id[%u] %llu)",
+                                g, first, (unsigned long long)t->worker_id[first], r,
+                                (unsigned long long)t->worker_id[r]);
                 return WSEL_ETABLE;
             }
         }
         if (g > 0 && t->worker_id[first] == t->worker_id[first - 1]) {
-            wsel_set_error(err, err_size,
-                           "table: worker_id %llu is split across groups %u and %u",
-                           (unsigned long long)t->worker_id[first], g - 1, g);
+            wsel__set_error(err, err_size,
+                            "table: worker_id %llu is split across groups %u and %u",
+                            (unsigned long long)t->worker_id[first], g - 1, g);
             return WSEL_ETABLE;
         }
         next = first + count;
     }
     if (next != t->num_rows) {
-        wsel_set_error(err, err_size, "table: groups cover %u rows of %u", next,
-                       t->num_rows);
+        wsel__set_error(err, err_size, "table: groups cover %u rows of %u", next,
+                        t->num_rows);
         return WSEL_ETABLE;
     }
     return 0;
@@ -119,21 +119,21 @@ static int32_t check_groups(const wsel_table *t, char *err, size_t err_size)
 int32_t wsel_table_validate(const wsel_table *table, char *err, size_t err_size)
 {
     if (table == NULL) {
-        wsel_set_error(err, err_size, "table: NULL");
+        wsel__set_error(err, err_size, "table: NULL");
         return WSEL_ETABLE;
     }
     if (table->struct_size < WSEL_TABLE_SIZE_1_0) {
-        wsel_set_error(err, err_size, "table: struct_size %u, ABI 1.0 needs at least %u",
-                       table->struct_size, WSEL_TABLE_SIZE_1_0);
+        wsel__set_error(err, err_size, "table: struct_size %u, ABI 1.0 needs at least %u",
+                        table->struct_size, WSEL_TABLE_SIZE_1_0);
         return WSEL_ETABLE;
     }
     if (table->reserved0 != 0) {
-        wsel_set_error(err, err_size, "table: reserved0 is %u, must be 0",
-                       table->reserved0);
+        wsel__set_error(err, err_size, "table: reserved0 is %u, must be 0",
+                        table->reserved0);
         return WSEL_ETABLE;
     }
     if (table->num_rows == 0) {
-        wsel_set_error(err, err_size, "table: num_rows is 0");
+        wsel__set_error(err, err_size, "table: num_rows is 0");
         return WSEL_ETABLE;
     }
     int32_t rc = check_columns(table, err, err_size);
@@ -169,9 +169,9 @@ int32_t wsel_request_validate(const wsel_request *r, char *err, size_t err_size)
     if (why == NULL)
         return 0;
     if (r != NULL)
-        wsel_set_error(err, err_size, "request %llu: %s",
-                       (unsigned long long)r->request_id, why);
+        wsel__set_error(err, err_size, "request %llu: %s",
+                        (unsigned long long)r->request_id, why);
     else
-        wsel_set_error(err, err_size, "request: %s", why);
+        wsel__set_error(err, err_size, "request: %s", why);
     return WSEL_EREQUEST;
 }

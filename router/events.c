@@ -382,6 +382,83 @@ static inline int uint16_run(const unsigned char *p)
            (p[12] == 0xcd) & (p[15] == 0xcd) & (p[18] == 0xcd) & (p[21] == 0xcd);
 }
 
+/* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
+ * what follows it is decided by long_header_counts. */
+static const signed char header_extra[32] = {
+    0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8, /* c0..cf */
+    1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
+};
+
+/* header_counts for types 0xc0..0xdf, whose lengths and counts follow
+ * the type byte. */
+static int long_header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
+                              uint64_t *items, uint64_t *payload)
+{
+    int n = header_extra[t - 0xc0];
+    if (n < 0 || (size_t)n > len - *pos)
+        return -1;
+    const unsigned char *h = b + *pos;
+    *pos += (size_t)n;
+    switch (t) {
+    case 0xc4:
+    case 0xc5:
+    case 0xc6: /* bin */
+    case 0xd9:
+    case 0xda:
+    case 0xdb: /* str */
+        *payload = be(h, n);
+        break;
+    case 0xc7:
+    case 0xc8:
+    case 0xc9: /* ext: length, then type */
+        *payload = be(h, n - 1);
+        break;
+    case 0xd4:
+    case 0xd5:
+    case 0xd6:
+    case 0xd7:
+    case 0xd8: /* fixext */
+        *payload = 1u << (t - 0xd4);
+        break;
+    case 0xdc:
+    case 0xdd: /* array */
+        *items = be(h, n);
+        break;
+    case 0xde:
+    case 0xdf: /* map */
+        *items = 2u * be(h, n);
+        break;
+    default: /* nil, bool, numbers: the header is all */
+        break;
+    }
+    return 0;
+}
+
+/* What the msgpack header of type t declares: *items objects and
+ * *payload bytes after it. Its bytes past the type byte start at b[*pos],
+ * and *pos moves past them. 0, or -1 when t is invalid or the header is
+ * cut short. */
+static int header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
+                         uint64_t *items, uint64_t *payload)
+{
+    *items = *payload = 0;
+    if (t <= 0x7f || t >= 0xe0)
+        return 0;
+    if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: hashes, ids the runs left */
+        *payload = (uint64_t)1 << (t - 0xcc);
+        return 0;
+    }
+    if (t <= 0x8f)
+        *items = 2u * (t & 0x0f);
+    else if (t <= 0x9f)
+        *items = t & 0x0f;
+    else if (t <= 0xbf)
+        *payload = t & 0x1f;
+    else
+        return long_header_counts(t, b, len, pos, items, payload);
+    return 0;
+}
+
 /*
  * The message is one msgpack object, every declared count and length
  * within the bytes that follow (every element takes at least one): one
@@ -395,12 +472,6 @@ static inline int uint16_run(const unsigned char *p)
  */
 static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
 {
-    /* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
-     * what follows it is decided below. */
-    static const signed char extra[32] = {
-        0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8, /* c0..cf */
-        1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
-    };
     uint64_t pending = 1; /* objects still to read */
     size_t pos = 0, objects = 0;
     while (pending > 0) {
@@ -426,60 +497,9 @@ static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
         unsigned t = b[pos++];
         pending--;
         objects++;
-        uint64_t items = 0, payload = 0;
-        if (t <= 0x7f || t >= 0xe0) {
-            continue;
-        } else if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: hashes, ids the runs left */
-            size_t k = (size_t)1 << (t - 0xcc);
-            if (k > len - pos)
-                return 0;
-            pos += k;
-            continue;
-        } else if (t <= 0x8f) {
-            items = 2u * (t & 0x0f);
-        } else if (t <= 0x9f) {
-            items = t & 0x0f;
-        } else if (t <= 0xbf) {
-            payload = t & 0x1f;
-        } else {
-            int n = extra[t - 0xc0];
-            if (n < 0 || (size_t)n > len - pos)
-                return 0;
-            const unsigned char *h = b + pos;
-            pos += (size_t)n;
-            switch (t) {
-            case 0xc4:
-            case 0xc5:
-            case 0xc6: /* bin */
-            case 0xd9:
-            case 0xda:
-            case 0xdb: /* str */
-                payload = be(h, n);
-                break;
-            case 0xc7:
-            case 0xc8:
-            case 0xc9: /* ext: length, then type */
-                payload = be(h, n - 1);
-                break;
-            case 0xd4:
-            case 0xd5:
-            case 0xd6:
-            case 0xd7:
-            case 0xd8: /* fixext */
-                payload = 1u << (t - 0xd4);
-                break;
-            case 0xdc:
-            case 0xdd: /* array */
-                items = be(h, n);
-                break;
-            case 0xde:
-            case 0xdf: /* map */
-                items = 2u * be(h, n);
-                break;
-            default: /* nil, bool, numbers: the header is all */
-                break;
-            }
-        }
+        uint64_t items, payload;
+        if (header_counts(t, b, len, &pos, &items, &payload) < 0)
+            return 0;
         if (payload > len - pos || items > len - pos)
             return 0;
         pos += (size_t)payload;

@@ -22,14 +22,20 @@ static uint64_t chain(uint64_t parent, uint64_t local, uint32_t index)
     return XXH3_64bits_withSeed(buf, sizeof(buf), WSEL_ROUTER_HASH_SEED);
 }
 
+/* Whole blocks of `size` in `len`, at most max: the blocks a prompt
+ * hashes (a partial last block is never hashed). */
+static uint32_t whole_blocks(size_t len, uint32_t size, uint32_t max)
+{
+    size_t blocks = len / size;
+    return blocks > max ? max : (uint32_t)blocks;
+}
+
 uint32_t wsel_router_hash_tokens(const uint32_t *tokens, uint32_t n, uint32_t block_size,
                                  uint64_t *out, uint32_t max)
 {
     if (!tokens || !out || block_size == 0)
         return 0;
-    uint32_t blocks = n / block_size;
-    if (blocks > max)
-        blocks = max;
+    uint32_t blocks = whole_blocks(n, block_size, max);
     uint64_t h = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* XXH3_64bits_withSeed derives a secret from the seed on every call
@@ -81,17 +87,15 @@ uint32_t wsel_router_hash_text(const char *text, size_t len, uint32_t chunk,
 {
     if (!text || !out || chunk == 0)
         return 0;
-    size_t blocks = len / chunk;
-    if (blocks > max)
-        blocks = max;
+    uint32_t blocks = whole_blocks(len, chunk, max);
     uint64_t h = 0;
-    for (uint32_t b = 0; b < (uint32_t)blocks; b++) {
+    for (uint32_t b = 0; b < blocks; b++) {
         uint64_t local =
             XXH3_64bits_withSeed(text + (size_t)b * chunk, chunk, WSEL_ROUTER_HASH_SEED);
         h = chain(h, local, b);
         out[b] = h;
     }
-    return (uint32_t)blocks;
+    return blocks;
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

@@ -87,75 +87,83 @@ void wsel_router_flush(wsel_router *r)
         return;
     rt_lock_request(r);
     rt_flush_pending(r);
-    pthread_mutex_unlock(&r->mu);
+    rt_unlock_request(r);
 }
 
-static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
-                            wsel_route_result *res)
+/* The request's id: the caller's, or the next free one when it passed 0.
+ * WSEL_ESTATE when the caller's id is still routed. */
+static int32_t assign_id(wsel_router *r, uint64_t asked, uint64_t *id)
 {
-    rt_flush_pending(r);
-    uint64_t id = q->request_id;
-    if (id == 0) {
-        do
-            id = r->next_request_id++;
-        while (id == 0 || rt_map_get(&r->reqs, id) != RT_MAP_NONE);
-    } else if (rt_map_get(&r->reqs, id) != RT_MAP_NONE) {
-        return WSEL_ESTATE;
+    if (asked != 0) {
+        *id = asked;
+        return rt_map_get(&r->reqs, asked) != RT_MAP_NONE ? WSEL_ESTATE : 0;
     }
-    if (r->num_rows == 0) {
-        r->c.no_candidate++;
-        return WSEL_ENOCANDIDATE;
-    }
-    uint32_t isl = 0;
-    uint32_t nb = hash_prompt(r, q, &isl);
-    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
-    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
-    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
-    wsel_rng rng;
-    wsel_request req;
-    memset(&req, 0, sizeof(req));
-    const uint64_t now = rt_now_us(r);
-    req.request_id = id;
-    req.timestamp_us = now;
-    req.isl_tokens = isl;
-    req.block_size = r->opt.block_size;
-    req.num_block_hashes = nb;
-    req.block_hashes = nb ? r->hashes : NULL;
-    req.overlap_score_weight =
+    do
+        *id = r->next_request_id++;
+    while (*id == 0 || rt_map_get(&r->reqs, *id) != RT_MAP_NONE);
+    return 0;
+}
+
+/* The policy's request for q: its nb hashed blocks (r->hashes), isl
+ * tokens, the caller's overrides, a stream seeded by the host. */
+static int32_t make_request(wsel_router *r, const wsel_route_request *q, uint64_t id,
+                            uint32_t isl, uint32_t nb, uint64_t now, wsel_request *req,
+                            wsel_rng *rng)
+{
+    memset(req, 0, sizeof(*req));
+    req->request_id = id;
+    req->timestamp_us = now;
+    req->isl_tokens = isl;
+    req->block_size = r->opt.block_size;
+    req->num_block_hashes = nb;
+    req->block_hashes = nb ? r->hashes : NULL;
+    req->overlap_score_weight =
         (q->overrides & WSEL_ROUTE_SET_WEIGHT) ? q->overlap_score_weight : 1.0;
-    req.temperature = (q->overrides & WSEL_ROUTE_SET_TEMPERATURE) ? q->temperature : 0.0;
-    wsel_host_prepare_request_sized(r->opt.host, &req, sizeof(req), &rng);
+    req->temperature = (q->overrides & WSEL_ROUTE_SET_TEMPERATURE) ? q->temperature : 0.0;
+    wsel_host_prepare_request_sized(r->opt.host, req, sizeof(*req), rng);
     if (q->overrides & WSEL_ROUTE_SET_TEMPERATURE)
-        req.overrides |= WSEL_OVERRIDE_TEMPERATURE;
-    if (!isfinite(req.overlap_score_weight) || req.overlap_score_weight < 0.0) {
+        req->overrides |= WSEL_OVERRIDE_TEMPERATURE;
+    if (!isfinite(req->overlap_score_weight) || req->overlap_score_weight < 0.0) {
         rt_log(r, WSEL_LOG_ERROR,
                "route: overlap_score_weight is negative or not finite");
         return WSEL_EINVAL;
     }
-    const wsel_table *table = rt_table_fill(r, &req, r->ov);
+    return 0;
+}
+
+/* The table's row for req: the policy's answer through the host, or with
+ * WSEL_ROUTE_BUILTIN the host's built-in rule on the table as built.
+ * WSEL_ANSWER_*, or a negative error (no candidate counted). */
+static int32_t choose_row(wsel_router *r, const wsel_route_request *q,
+                          const wsel_request *req, const wsel_table *table, wsel_rng *rng,
+                          uint32_t *row)
+{
     int32_t rc;
     wsel_choice choice;
     memset(&choice, 0, sizeof(choice));
     choice.struct_size = sizeof(choice);
     if (q->overrides & WSEL_ROUTE_BUILTIN) {
-        /* The host's built-in rule, on the table as built. */
         uint8_t skip = 0;
         rc = wsel_eligible_skip(table->flags, r->num_rows, &skip, NULL);
         if (rc == 0)
-            rc = wsel_argmin(table->cost, table->flags, r->num_rows, skip, &rng,
+            rc = wsel_argmin(table->cost, table->flags, r->num_rows, skip, rng,
                              &choice.row);
         if (rc == 0)
             rc = WSEL_ANSWER_FALLBACK;
     } else {
-        rc = wsel_host_select(r->opt.host, &req, table, &choice);
+        rc = wsel_host_select(r->opt.host, req, table, &choice);
     }
-    if (rc < 0) {
-        if (rc == WSEL_ENOCANDIDATE)
-            r->c.no_candidate++;
-        return rc;
-    }
-    uint32_t row = choice.row;
-    uint32_t sid = r->rows[row];
+    if (rc == WSEL_ENOCANDIDATE)
+        r->c.no_candidate++;
+    *row = choice.row;
+    return rc;
+}
+
+/* Record request id routed to slot sid (its prefill, blocks and time)
+ * and add its load to the slot. 0 or WSEL_ENOMEM. */
+static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32_t isl,
+                               uint64_t now)
+{
     rt_slot *s = &r->slots[sid];
     uint32_t ov = r->ov[sid];
     uint64_t covered = (uint64_t)ov * r->opt.block_size;
@@ -181,12 +189,21 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     s->active_prefill_tokens += prefill;
     s->active_blocks += blocks;
     s->active_requests++;
+    return 0;
+}
+
+/* What the index learns from a route to slot sid: with KV events, that
+ * its cached prefix was used; otherwise the prompt's nb blocks as routing
+ * history (now, or deferred to the next call). */
+static void remember_prompt(wsel_router *r, const wsel_route_request *q, uint32_t sid,
+                            uint32_t nb)
+{
     if (r->opt.kv_source == WSEL_ROUTER_KV_EVENTS) {
         /* The engine will use the cached prefix, which keeps it in its
          * cache; KV events say nothing of a hit, so the router's LRU is
          * told here, deepest block first as a prompt is recorded (the
          * prefix head ends the most recent). */
-        for (uint32_t i = ov; i-- > 0;)
+        for (uint32_t i = r->ov[sid]; i-- > 0;)
             rt_index_refresh(&r->ix, sid, r->hashes[i]);
     } else if (nb > 0) {
         if (q->overrides & WSEL_ROUTE_DEFER_HISTORY) {
@@ -196,15 +213,24 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
             r->hashes = h;
             r->pend_n = nb;
             r->pend_slot = sid;
-            r->pend_gen = s->gen;
+            r->pend_gen = r->slots[sid].gen;
         } else {
             record_history(r, sid, r->hashes, nb);
         }
     }
+}
+
+/* Count a route to slot sid answered as `answer` and describe it. */
+static void report_route(wsel_router *r, const wsel_route_request *q, uint64_t id,
+                         uint32_t sid, uint32_t nb, int32_t answer,
+                         wsel_route_result *res)
+{
+    const rt_slot *s = &r->slots[sid];
+    uint32_t ov = r->ov[sid];
     r->c.routes++;
     if (q->overrides & WSEL_ROUTE_BUILTIN)
         r->c.builtin_routes++;
-    else if (rc == WSEL_ANSWER_PLUGIN)
+    else if (answer == WSEL_ANSWER_PLUGIN)
         r->c.plugin_answers++;
     else
         r->c.fallbacks++;
@@ -213,10 +239,47 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     res->request_id = id;
     res->worker_id = r->workers[s->worker].id;
     res->dp_rank = s->rank;
-    res->answer = (uint32_t)rc;
+    res->answer = (uint32_t)answer;
     res->num_blocks = nb;
     res->overlap_blocks = ov;
     snprintf(res->address, sizeof(res->address), "%s", r->workers[s->worker].address);
+}
+
+/* Overlaps -> the table -> a row -> accounting, under the mutex. */
+static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
+                            wsel_route_result *res)
+{
+    rt_flush_pending(r);
+    uint64_t id;
+    int32_t rc = assign_id(r, q->request_id, &id);
+    if (rc < 0)
+        return rc;
+    if (r->num_rows == 0) {
+        r->c.no_candidate++;
+        return WSEL_ENOCANDIDATE;
+    }
+    uint32_t isl = 0;
+    uint32_t nb = hash_prompt(r, q, &isl);
+    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
+    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
+    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    wsel_rng rng;
+    wsel_request req;
+    const uint64_t now = rt_now_us(r);
+    rc = make_request(r, q, id, isl, nb, now, &req, &rng);
+    if (rc < 0)
+        return rc;
+    const wsel_table *table = rt_table_fill(r, &req, r->ov);
+    uint32_t row;
+    int32_t answer = choose_row(r, q, &req, table, &rng, &row);
+    if (answer < 0)
+        return answer;
+    uint32_t sid = r->rows[row];
+    rc = account_request(r, id, sid, isl, now);
+    if (rc < 0)
+        return rc;
+    remember_prompt(r, q, sid, nb);
+    report_route(r, q, id, sid, nb, answer, res);
     return 0;
 }
 
@@ -235,8 +298,21 @@ int32_t wsel_router_route(wsel_router *r, const wsel_route_request *q,
         return WSEL_EINVAL;
     rt_lock_request(r);
     int32_t rc = route_locked(r, &in, res);
-    pthread_mutex_unlock(&r->mu);
+    rt_unlock_request(r);
     return rc;
+}
+
+/* Take the mutex and find routed request `id` (*qi): 0 with the mutex
+ * held, or WSEL_ENOENT with it released. */
+static int32_t lock_routed(wsel_router *r, uint64_t id, uint32_t *qi)
+{
+    rt_lock_request(r);
+    rt_flush_pending(r);
+    *qi = rt_map_get(&r->reqs, id);
+    if (*qi != RT_MAP_NONE)
+        return 0;
+    rt_unlock_request(r);
+    return WSEL_ENOENT;
 }
 
 /* The live slot of request qi, or RT_NIL when its worker is gone. */
@@ -251,13 +327,9 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
 {
     if (!r)
         return WSEL_EINVAL;
-    rt_lock_request(r);
-    rt_flush_pending(r);
-    uint32_t qi = rt_map_get(&r->reqs, request_id);
-    if (qi == RT_MAP_NONE) {
-        pthread_mutex_unlock(&r->mu);
+    uint32_t qi;
+    if (lock_routed(r, request_id, &qi) < 0)
         return WSEL_ENOENT;
-    }
     rt_req *q = &r->req[qi];
     uint32_t sid = live_slot(r, qi);
     if (q->prefilling && sid != RT_NIL)
@@ -268,7 +340,7 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
         q->t_first = t > q->t_route ? t : q->t_route + 1;
     }
     q->prefilling = 0;
-    pthread_mutex_unlock(&r->mu);
+    rt_unlock_request(r);
     return 0;
 }
 
@@ -282,13 +354,9 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
     if (info)
         memcpy(&in, info,
                info->struct_size < sizeof(in) ? info->struct_size : sizeof(in));
-    rt_lock_request(r);
-    rt_flush_pending(r);
-    uint32_t qi = rt_map_get(&r->reqs, request_id);
-    if (qi == RT_MAP_NONE) {
-        pthread_mutex_unlock(&r->mu);
+    uint32_t qi;
+    if (lock_routed(r, request_id, &qi) < 0)
         return WSEL_ENOENT;
-    }
     rt_req *q = &r->req[qi];
     uint32_t sid = live_slot(r, qi);
     wsel_outcome o;
@@ -317,7 +385,7 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
     req_release(r, qi);
     if (sid != RT_NIL)
         rt_check_drained(r, r->slots[sid].worker);
-    pthread_mutex_unlock(&r->mu);
+    rt_unlock_request(r);
     /* Outside the mutex: a slow policy hook never holds up a route. */
     if (sid != RT_NIL)
         wsel_host_request_outcome(r->opt.host, &o);

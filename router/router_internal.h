@@ -170,6 +170,12 @@ static inline void rt_lock_request(wsel_router *r)
     atomic_fetch_sub_explicit(&r->waiting, 1, memory_order_relaxed);
 }
 
+/* Release what rt_lock_request took. */
+static inline void rt_unlock_request(wsel_router *r)
+{
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Record a deferred history record now (under the mutex); every call
  * that reads the index or the ranks does this first. */
 void rt_flush_pending(wsel_router *r);

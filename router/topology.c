@@ -43,10 +43,88 @@ uint32_t rt_slot_of(const wsel_router *r, uint64_t worker_id, uint32_t rank)
     return r->workers[w].slots[rank];
 }
 
+/* Free n copied endpoints (NULL entries and a NULL array are no-ops). */
+static void free_endpoints(char **eps, uint32_t n)
+{
+    for (uint32_t i = 0; eps && i < n; i++)
+        free(eps[i]);
+    free(eps);
+}
+
 static void set_err(char *err, size_t size, const char *fmt, uint64_t a)
 {
     if (err && size)
         snprintf(err, size, fmt, (unsigned long long)a);
+}
+
+/* The worker's KV endpoints copied, one per rank (*out NULL when the
+ * router does not read KV events or the worker names none). */
+static int32_t copy_endpoints(const wsel_router *r, const wsel_router_worker *wk,
+                              char ***out, char *err, size_t err_size)
+{
+    *out = NULL;
+    if (!wk->kv_endpoints || r->opt.kv_source != WSEL_ROUTER_KV_EVENTS)
+        return 0;
+    char **eps = calloc(wk->dp_size, sizeof(*eps));
+    if (!eps)
+        return WSEL_ENOMEM;
+    for (uint32_t i = 0; i < wk->dp_size; i++) {
+        if (!wk->kv_endpoints[i] || !(eps[i] = strdup(wk->kv_endpoints[i]))) {
+            set_err(err, err_size, "add_worker %llu: a KV endpoint per rank",
+                    wk->worker_id);
+            free_endpoints(eps, wk->dp_size);
+            return wk->kv_endpoints[i] ? WSEL_ENOMEM : WSEL_EINVAL;
+        }
+    }
+    *out = eps;
+    return 0;
+}
+
+/* Under the mutex: a free worker entry (*w) with dp_size free slots, its
+ * id registered. */
+static int32_t claim_worker(wsel_router *r, const wsel_router_worker *wk, uint32_t *w,
+                            char *err, size_t err_size)
+{
+    if (rt_map_get(&r->worker_ids, wk->worker_id) != RT_MAP_NONE) {
+        set_err(err, err_size, "add_worker: worker %llu exists", wk->worker_id);
+        return WSEL_ESTATE;
+    }
+    uint32_t free_slots = 0;
+    *w = RT_NIL;
+    for (uint32_t i = 0; i < r->opt.max_rows; i++) {
+        if (*w == RT_NIL && !r->workers[i].in_use)
+            *w = i;
+        free_slots += r->slots[i].worker == RT_NIL;
+    }
+    if (*w == RT_NIL || free_slots < wk->dp_size) {
+        set_err(err, err_size, "add_worker: more rows than max_rows (%llu)",
+                r->opt.max_rows);
+        return WSEL_ERANGE;
+    }
+    return rt_map_put(&r->worker_ids, wk->worker_id, *w) != 0 ? WSEL_ENOMEM : 0;
+}
+
+/* Under the mutex: fill worker entry w and give its ranks the first free
+ * slots, gens[k] the generation of rank k's slot. */
+static void place_worker(wsel_router *r, uint32_t w, const wsel_router_worker *wk,
+                         char **eps, uint32_t *gens)
+{
+    rt_worker *wr = &r->workers[w];
+    memset(wr, 0, sizeof(*wr));
+    wr->id = wk->worker_id;
+    wr->in_use = 1;
+    wr->dp_size = wk->dp_size;
+    snprintf(wr->address, sizeof(wr->address), "%s", wk->address);
+    wr->kv_endpoints = eps;
+    for (uint32_t k = 0, s = 0; k < wk->dp_size; s++) {
+        if (r->slots[s].worker != RT_NIL)
+            continue;
+        uint32_t gen = r->slots[s].gen;
+        r->slots[s] = (rt_slot){.worker = w, .rank = k, .gen = gen};
+        gens[k] = gen;
+        wr->slots[k++] = s;
+    }
+    rt_rebuild_rows(r);
 }
 
 int32_t wsel_router_add_worker(wsel_router *r, const wsel_router_worker *wk, char *err,
@@ -60,69 +138,26 @@ int32_t wsel_router_add_worker(wsel_router *r, const wsel_router_worker *wk, cha
             wk ? wk->worker_id : 0);
         return WSEL_EINVAL;
     }
-    int32_t rc = 0;
-    char **eps = NULL;
-    if (wk->kv_endpoints && r->opt.kv_source == WSEL_ROUTER_KV_EVENTS) {
-        eps = calloc(wk->dp_size, sizeof(*eps));
-        if (!eps)
-            return WSEL_ENOMEM;
-        for (uint32_t i = 0; i < wk->dp_size; i++) {
-            if (!wk->kv_endpoints[i] || !(eps[i] = strdup(wk->kv_endpoints[i]))) {
-                rc = wk->kv_endpoints[i] ? WSEL_ENOMEM : WSEL_EINVAL;
-                set_err(err, err_size, "add_worker %llu: a KV endpoint per rank",
-                        wk->worker_id);
-                goto cleanup;
-            }
-        }
-    }
+    char **eps;
+    int32_t rc = copy_endpoints(r, wk, &eps, err, err_size);
+    if (rc < 0)
+        return rc;
     pthread_mutex_lock(&r->mu);
-    if (rt_map_get(&r->worker_ids, wk->worker_id) != RT_MAP_NONE) {
+    uint32_t w;
+    rc = claim_worker(r, wk, &w, err, err_size);
+    if (rc < 0) {
         pthread_mutex_unlock(&r->mu);
-        set_err(err, err_size, "add_worker: worker %llu exists", wk->worker_id);
-        rc = WSEL_ESTATE;
-        goto cleanup;
+        free_endpoints(eps, wk->dp_size);
+        return rc;
     }
-    uint32_t w = RT_NIL, free_slots = 0;
-    for (uint32_t i = 0; i < r->opt.max_rows; i++) {
-        if (w == RT_NIL && !r->workers[i].in_use)
-            w = i;
-        free_slots += r->slots[i].worker == RT_NIL;
-    }
-    if (w == RT_NIL || free_slots < wk->dp_size) {
-        pthread_mutex_unlock(&r->mu);
-        set_err(err, err_size, "add_worker: more rows than max_rows (%llu)",
-                r->opt.max_rows);
-        rc = WSEL_ERANGE;
-        goto cleanup;
-    }
-    if (rt_map_put(&r->worker_ids, wk->worker_id, w) != 0) {
-        pthread_mutex_unlock(&r->mu);
-        rc = WSEL_ENOMEM;
-        goto cleanup;
-    }
-    rt_worker *wr = &r->workers[w];
-    memset(wr, 0, sizeof(*wr));
-    wr->id = wk->worker_id;
-    wr->in_use = 1;
-    wr->dp_size = wk->dp_size;
-    snprintf(wr->address, sizeof(wr->address), "%s", wk->address);
-    wr->kv_endpoints = eps;
     uint32_t gens[RT_MAX_DP];
-    for (uint32_t k = 0, s = 0; k < wk->dp_size; s++) {
-        if (r->slots[s].worker != RT_NIL)
-            continue;
-        uint32_t gen = r->slots[s].gen;
-        r->slots[s] = (rt_slot){.worker = w, .rank = k, .gen = gen};
-        gens[k] = gen;
-        wr->slots[k++] = s;
-    }
-    rt_rebuild_rows(r);
+    place_worker(r, w, wk, eps, gens);
     /* Subscribed under the mutex, as remove and drain unsubscribe: the KV
      * thread then takes the requests in the order the topology changed
      * (a remove posted after a concurrent re-add of the id would close the
      * new incarnation's sockets). The KV thread never takes the mutex. */
     if (eps) {
-        rc = rt_kvsub_add(r, wk->worker_id, wk->dp_size, eps, wr->slots, gens);
+        rc = rt_kvsub_add(r, wk->worker_id, wk->dp_size, eps, r->workers[w].slots, gens);
         if (rc != 0) {
             set_err(err, err_size, "add_worker %llu: cannot subscribe to its KV events",
                     wk->worker_id);
@@ -130,11 +165,6 @@ int32_t wsel_router_add_worker(wsel_router *r, const wsel_router_worker *wk, cha
         }
     }
     pthread_mutex_unlock(&r->mu);
-    return rc;
-cleanup:
-    for (uint32_t i = 0; eps && i < wk->dp_size; i++)
-        free(eps[i]);
-    free(eps);
     return rc;
 }
 
@@ -148,9 +178,7 @@ void rt_worker_free(wsel_router *r, uint32_t w)
         r->slots[s] = (rt_slot){.worker = RT_NIL, .gen = gen};
     }
     rt_map_del(&r->worker_ids, wr->id);
-    for (uint32_t i = 0; wr->kv_endpoints && i < wr->dp_size; i++)
-        free(wr->kv_endpoints[i]);
-    free(wr->kv_endpoints);
+    free_endpoints(wr->kv_endpoints, wr->dp_size);
     memset(wr, 0, sizeof(*wr));
     rt_rebuild_rows(r);
 }

@@ -50,7 +50,7 @@ static int report_failure(wsel_iso_slot *s, int32_t rc, const char *msg)
     snprintf(s->start_err, sizeof(s->start_err), "%s", msg);
     s->start_rc = rc;
     atomic_store(&s->state, WSEL_ISO_FAILED);
-    wsel_iso_futex_wake(&s->state);
+    wsel__iso_futex_wake(&s->state);
     return 1;
 }
 
@@ -165,18 +165,18 @@ static void copy_text(char *dst, size_t size, const char *src)
 /* Wait for a call after `last`; exits if the host has gone away. */
 static uint32_t wait_call(wsel_iso_slot *s, uint32_t last, pid_t parent)
 {
-    uint64_t spin_end = wsel_iso_now_ns() + SPIN_NS;
+    uint64_t spin_end = wsel__iso_now_ns() + SPIN_NS;
     for (uint32_t step = 0;; step++) {
         uint32_t seq = atomic_load_explicit(&s->req_seq, memory_order_acquire);
         if (seq != last)
             return seq;
-        if (wsel_iso_now_ns() < spin_end) {
-            wsel_iso_spin_step(step);
+        if (wsel__iso_now_ns() < spin_end) {
+            wsel__iso_spin_step(step);
             continue;
         }
         atomic_store(&s->helper_sleeping, 1);
         if (atomic_load(&s->req_seq) == last)
-            wsel_iso_futex_wait(&s->req_seq, last, PARENT_CHECK_NS);
+            wsel__iso_futex_wait(&s->req_seq, last, PARENT_CHECK_NS);
         atomic_store(&s->helper_sleeping, 0);
         if (getppid() != parent)
             _exit(0);
@@ -265,7 +265,7 @@ static void serve(const wsel_plugin *p, void *instance, wsel_iso_slot *s, pid_t 
         last = seq;
         atomic_store(&s->ack_seq, seq);
         if (atomic_load(&s->host_waiting))
-            wsel_iso_futex_wake(&s->ack_seq);
+            wsel__iso_futex_wake(&s->ack_seq);
         if (op == WSEL_ISO_OP_EXIT)
             _exit(0);
     }
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
     s->has_outcome = p->on_request_outcome != NULL;
     s->has_topology = p->on_topology_changed != NULL;
     atomic_store(&s->state, WSEL_ISO_READY);
-    wsel_iso_futex_wake(&s->state);
+    wsel__iso_futex_wake(&s->state);
     serve(p, instance, s, parent);
     return 0;
 }

@@ -38,10 +38,10 @@ static int32_t down_code(int32_t rc)
 static void fail_lane_counted(wsel_isolated_channel *ch, wsel_iso_lane *lane,
                               const char *why, int counted)
 {
-    int was_alive = !wsel_lane_reap(ch, lane, 0);
+    int was_alive = !wsel__lane_reap(ch, lane, 0);
     if (was_alive) {
         kill(lane->pid, SIGKILL);
-        wsel_lane_reap(ch, lane, 1); /* usually not yet: a later call reaps it */
+        wsel__lane_reap(ch, lane, 1); /* usually not yet: a later call reaps it */
     }
     uint64_t backoff = (uint64_t)ch->host->isolated.restart_backoff_us * 1000u;
     backoff <<= ch->failures < 6 ? ch->failures : 6;
@@ -51,10 +51,11 @@ static void fail_lane_counted(wsel_isolated_channel *ch, wsel_iso_lane *lane,
         ch->failures++;
     lane->state = WSEL_LANE_DOWN;
     lane->pending = 0;
-    lane->restart_at = wsel_iso_now_ns() + backoff;
-    wsel_host_log(ch->host, WSEL_LOG_WARN,
-                  "%s: isolated helper %s%s; respawning in %llu us", ch->plugin_path, why,
-                  was_alive ? " (killed)" : "", (unsigned long long)(backoff / 1000u));
+    lane->restart_at = wsel__iso_now_ns() + backoff;
+    wsel__host_log(ch->host, WSEL_LOG_WARN,
+                   "%s: isolated helper %s%s; respawning in %llu us", ch->plugin_path,
+                   why, was_alive ? " (killed)" : "",
+                   (unsigned long long)(backoff / 1000u));
 }
 
 static void fail_lane(wsel_isolated_channel *ch, wsel_iso_lane *lane, const char *why)
@@ -62,7 +63,7 @@ static void fail_lane(wsel_isolated_channel *ch, wsel_iso_lane *lane, const char
     fail_lane_counted(ch, lane, why, 1);
 }
 
-void wsel_channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why)
+void wsel__channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why)
 {
     ch->down_rc = down_code(rc);
     fail_lane(ch, &ch->lanes[ch->active], why);
@@ -73,9 +74,9 @@ void wsel_channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why)
 static void advance(wsel_isolated_channel *ch, wsel_iso_lane *lane)
 {
     if (lane->state == WSEL_LANE_DOWN) {
-        if (!wsel_lane_reap(ch, lane, 1) || wsel_iso_now_ns() < lane->restart_at)
+        if (!wsel__lane_reap(ch, lane, 1) || wsel__iso_now_ns() < lane->restart_at)
             return;
-        if (wsel_lane_start(lane) < 0) {
+        if (wsel__lane_start(lane) < 0) {
             fail_lane(ch, lane, "could not be spawned");
             return;
         }
@@ -91,17 +92,17 @@ static void advance(wsel_isolated_channel *ch, wsel_iso_lane *lane)
             fail_lane(ch, lane, "restarted as a different plugin");
         } else {
             lane->state = WSEL_LANE_READY;
-            wsel_host_log(ch->host, WSEL_LOG_INFO, "%s: isolated helper (pid %d) ready",
-                          ch->plugin_path, (int)lane->pid);
+            wsel__host_log(ch->host, WSEL_LOG_INFO, "%s: isolated helper (pid %d) ready",
+                           ch->plugin_path, (int)lane->pid);
         }
     } else if (st == WSEL_ISO_FAILED) {
         char why[600];
         s->start_err[sizeof(s->start_err) - 1] = '\0';
         snprintf(why, sizeof(why), "failed to start: %s", s->start_err);
         fail_lane(ch, lane, why);
-    } else if (wsel_lane_reap(ch, lane, 0)) {
+    } else if (wsel__lane_reap(ch, lane, 0)) {
         fail_lane(ch, lane, "ended before it was ready");
-    } else if (wsel_iso_now_ns() > lane->start_limit) {
+    } else if (wsel__iso_now_ns() > lane->start_limit) {
         fail_lane(ch, lane, "was not ready within 10 s");
     }
 }
@@ -112,11 +113,11 @@ static void check_spare(wsel_isolated_channel *ch, wsel_iso_lane *spare, int for
 {
     if (spare->state != WSEL_LANE_READY)
         return;
-    uint64_t now = wsel_iso_now_ns();
+    uint64_t now = wsel__iso_now_ns();
     if (!force && now < ch->spare_check_at)
         return;
     ch->spare_check_at = now + SPARE_CHECK_NS;
-    if (wsel_lane_reap(ch, spare, 0))
+    if (wsel__lane_reap(ch, spare, 0))
         fail_lane_counted(ch, spare, "spare ended while idle", 0);
 }
 
@@ -132,22 +133,22 @@ static int32_t drain_pending(wsel_isolated_channel *ch, wsel_iso_lane *lane,
         return 0;
     uint64_t hang_at = lane->posted_at + ch->hang_ns;
     const char *why = NULL;
-    int32_t rc = wsel_lane_wait(ch, lane, lane->seq,
-                                deadline < hang_at ? deadline : hang_at, &why);
+    int32_t rc = wsel__lane_wait(ch, lane, lane->seq,
+                                 deadline < hang_at ? deadline : hang_at, &why);
     if (rc == 0) {
         lane->pending = 0;
         return 0;
     }
     if (rc == WSEL_ISOLATED_ETIMEOUT) {
-        if (wsel_iso_now_ns() < hang_at)
+        if (wsel__iso_now_ns() < hang_at)
             return rc;
         why = "was stuck in one call past its hang timeout";
     }
-    wsel_channel_fail(ch, rc, why);
+    wsel__channel_fail(ch, rc, why);
     return rc;
 }
 
-int32_t wsel_channel_ready(wsel_isolated_channel *ch, uint64_t deadline)
+int32_t wsel__channel_ready(wsel_isolated_channel *ch, uint64_t deadline)
 {
     wsel_iso_lane *active = &ch->lanes[ch->active];
     wsel_iso_lane *spare = &ch->lanes[ch->active ^ 1u];
@@ -171,20 +172,20 @@ int32_t wsel_channel_ready(wsel_isolated_channel *ch, uint64_t deadline)
     ch->active ^= 1u;
     /* A helper just failed while this call waited: answer it with that
      * failure if its deadline has passed, else let the spare take it. */
-    return wsel_iso_now_ns() < deadline ? 0 : rc;
+    return wsel__iso_now_ns() < deadline ? 0 : rc;
 }
 
-int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t deadline)
+int32_t wsel__channel_call(wsel_isolated_channel *ch, uint64_t deadline)
 {
     wsel_iso_lane *lane = &ch->lanes[ch->active];
     wsel_iso_slot *s = lane->slot;
-    uint64_t posted_at = wsel_iso_now_ns();
+    uint64_t posted_at = wsel__iso_now_ns();
     uint32_t seq = ++lane->seq;
     atomic_store(&s->req_seq, seq);
     if (atomic_load(&s->helper_sleeping))
-        wsel_iso_futex_wake(&s->req_seq);
+        wsel__iso_futex_wake(&s->req_seq);
     const char *why = NULL;
-    int32_t rc = wsel_lane_wait(ch, lane, seq, deadline, &why);
+    int32_t rc = wsel__lane_wait(ch, lane, seq, deadline, &why);
     if (rc == WSEL_ISOLATED_ETIMEOUT && posted_at + ch->hang_ns > deadline) {
         /* Late, not stuck: keep the helper; the next call waits for this
          * answer (and discards it) before it writes the slot. */
@@ -193,7 +194,7 @@ int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t deadline)
         return rc;
     }
     if (rc < 0)
-        wsel_channel_fail(ch, rc, why);
+        wsel__channel_fail(ch, rc, why);
     return rc;
 }
 
@@ -202,28 +203,29 @@ static int32_t await_first_start(wsel_isolated_channel *ch, char *err, size_t er
 {
     wsel_iso_lane *lane = &ch->lanes[0];
     wsel_iso_slot *s = lane->slot;
-    uint64_t limit = wsel_iso_now_ns() + FIRST_START_NS;
+    uint64_t limit = wsel__iso_now_ns() + FIRST_START_NS;
     for (;;) {
         uint32_t st = atomic_load(&s->state);
         if (st == WSEL_ISO_READY)
             return 0;
         if (st == WSEL_ISO_FAILED) {
             s->start_err[sizeof(s->start_err) - 1] = '\0';
-            wsel_set_error(err, err_size, "%s", s->start_err);
+            wsel__set_error(err, err_size, "%s", s->start_err);
             return s->start_rc < 0 && s->start_rc > -1000 ? s->start_rc : WSEL_EPLUGIN;
         }
-        if (wsel_lane_reap(ch, lane, 1)) {
-            wsel_set_error(err, err_size,
-                           "%s: isolated helper %s ended before it was ready",
-                           ch->plugin_path, lane->spawn.helper);
+        if (wsel__lane_reap(ch, lane, 1)) {
+            wsel__set_error(err, err_size,
+                            "%s: isolated helper %s ended before it was ready",
+                            ch->plugin_path, lane->spawn.helper);
             return WSEL_EPLUGIN;
         }
-        if (wsel_iso_now_ns() > limit) {
-            wsel_set_error(err, err_size, "%s: isolated helper was not ready within 10 s",
-                           ch->plugin_path);
+        if (wsel__iso_now_ns() > limit) {
+            wsel__set_error(err, err_size,
+                            "%s: isolated helper was not ready within 10 s",
+                            ch->plugin_path);
             return WSEL_ETIMEDOUT;
         }
-        wsel_iso_futex_wait(&s->state, WSEL_ISO_STARTING, 10000000); /* 10 ms */
+        wsel__iso_futex_wait(&s->state, WSEL_ISO_STARTING, 10000000); /* 10 ms */
     }
 }
 
@@ -247,8 +249,8 @@ static void copy_report(wsel_isolated_channel *ch)
     ch->desc.description = ch->description;
 }
 
-int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char *path,
-                          const char *config, char *err, size_t err_size)
+int32_t wsel__channel_open(wsel_isolated_channel *ch, wsel_host *host, const char *path,
+                           const char *config, char *err, size_t err_size)
 {
     ch->host = host;
     ch->down_rc = WSEL_ISOLATED_ECRASHED;
@@ -256,24 +258,24 @@ int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char
     ch->hang_ns = (uint64_t)host->isolated.hang_timeout_us * 1000u;
     ch->plugin_path = strdup(path);
     if (ch->plugin_path == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         return WSEL_ENOMEM;
     }
-    int32_t rc = wsel_lane_open(&ch->lanes[0], host, path, config, err, err_size);
+    int32_t rc = wsel__lane_open(&ch->lanes[0], host, path, config, err, err_size);
     if (rc < 0)
         goto out_free_path;
-    rc = wsel_lane_open(&ch->lanes[1], host, path, config, err, err_size);
+    rc = wsel__lane_open(&ch->lanes[1], host, path, config, err, err_size);
     if (rc < 0)
         goto out_close_lane0;
     if (pthread_mutex_init(&ch->mutex, NULL) != 0) {
-        wsel_set_error(err, err_size, "%s: cannot create the channel mutex", path);
+        wsel__set_error(err, err_size, "%s: cannot create the channel mutex", path);
         rc = WSEL_ENOMEM;
         goto out_close_lane1;
     }
-    rc = wsel_lane_start(&ch->lanes[0]);
+    rc = wsel__lane_start(&ch->lanes[0]);
     if (rc < 0) {
-        wsel_set_error(err, err_size, "%s: cannot start %s: %s", path,
-                       ch->lanes[0].spawn.helper, strerror(errno));
+        wsel__set_error(err, err_size, "%s: cannot start %s: %s", path,
+                        ch->lanes[0].spawn.helper, strerror(errno));
         goto out_destroy_mutex;
     }
     rc = await_first_start(ch, err, err_size);
@@ -281,20 +283,20 @@ int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char
         goto out_destroy_mutex;
     copy_report(ch);
     ch->lanes[0].state = WSEL_LANE_READY;
-    wsel_host_log(host, WSEL_LOG_INFO, "%s: isolated helper (pid %d) ready", path,
-                  (int)ch->lanes[0].pid);
+    wsel__host_log(host, WSEL_LOG_INFO, "%s: isolated helper (pid %d) ready", path,
+                   (int)ch->lanes[0].pid);
     /* The spare starts now and is noticed ready by a later call; if it
      * cannot be spawned, it is retried like any failed helper. */
-    if (wsel_lane_start(&ch->lanes[1]) < 0)
-        ch->lanes[1].restart_at = wsel_iso_now_ns();
+    if (wsel__lane_start(&ch->lanes[1]) < 0)
+        ch->lanes[1].restart_at = wsel__iso_now_ns();
     return 0;
 
 out_destroy_mutex:
     pthread_mutex_destroy(&ch->mutex);
 out_close_lane1:
-    wsel_lane_close(&ch->lanes[1]);
+    wsel__lane_close(&ch->lanes[1]);
 out_close_lane0:
-    wsel_lane_close(&ch->lanes[0]); /* kills a helper that did start */
+    wsel__lane_close(&ch->lanes[0]); /* kills a helper that did start */
 out_free_path:
     free(ch->plugin_path);
     return rc;
@@ -308,16 +310,16 @@ static void ask_exit(wsel_isolated_channel *ch, wsel_iso_lane *lane)
     lane->slot->op = WSEL_ISO_OP_EXIT;
     uint32_t seq = ++lane->seq;
     atomic_store(&lane->slot->req_seq, seq);
-    wsel_iso_futex_wake(&lane->slot->req_seq);
+    wsel__iso_futex_wake(&lane->slot->req_seq);
     const char *why = NULL;
-    wsel_lane_wait(ch, lane, seq, wsel_iso_now_ns() + EXIT_WAIT_NS, &why);
+    wsel__lane_wait(ch, lane, seq, wsel__iso_now_ns() + EXIT_WAIT_NS, &why);
 }
 
-void wsel_channel_close(wsel_isolated_channel *ch)
+void wsel__channel_close(wsel_isolated_channel *ch)
 {
     for (int i = 0; i < 2; i++) {
         ask_exit(ch, &ch->lanes[i]);
-        wsel_lane_close(&ch->lanes[i]);
+        wsel__lane_close(&ch->lanes[i]);
     }
     pthread_mutex_destroy(&ch->mutex);
     free(ch->plugin_path);

@@ -63,7 +63,7 @@ typedef struct wsel_isolated_channel {
 } wsel_isolated_channel;
 
 /* The active lane's slot, where a caller writes a call. [mutex held] */
-static inline wsel_iso_slot *wsel_channel_slot(wsel_isolated_channel *ch)
+static inline wsel_iso_slot *wsel__channel_slot(wsel_isolated_channel *ch)
 {
     return ch->lanes[ch->active].slot;
 }
@@ -71,30 +71,30 @@ static inline wsel_iso_slot *wsel_channel_slot(wsel_isolated_channel *ch)
 /* --- one lane (isolated_lane.c) --- */
 
 /* Create the lane's memfd and mapping and prepare its spawn. */
-int32_t wsel_lane_open(wsel_iso_lane *lane, wsel_host *host, const char *path,
-                       const char *config, char *err, size_t err_size);
+int32_t wsel__lane_open(wsel_iso_lane *lane, wsel_host *host, const char *path,
+                        const char *config, char *err, size_t err_size);
 /* Kill and reap the helper, release everything. */
-void wsel_lane_close(wsel_iso_lane *lane);
+void wsel__lane_close(wsel_iso_lane *lane);
 /* Reset the slot and spawn a helper: state STARTING. 0 or WSEL_EIO. */
-int32_t wsel_lane_start(wsel_iso_lane *lane);
+int32_t wsel__lane_start(wsel_iso_lane *lane);
 /* Reap the helper if it has ended (logging how, unless quiet); 1 when no
  * helper process is left. */
-int wsel_lane_reap(wsel_isolated_channel *ch, wsel_iso_lane *lane, int quiet);
+int wsel__lane_reap(wsel_isolated_channel *ch, wsel_iso_lane *lane, int quiet);
 /* Wait until the lane's ack_seq == seq or `deadline`: 0, or a
  * WSEL_ISOLATED_E* with `why` set. */
-int32_t wsel_lane_wait(wsel_isolated_channel *ch, wsel_iso_lane *lane, uint32_t seq,
-                       uint64_t deadline, const char **why);
+int32_t wsel__lane_wait(wsel_isolated_channel *ch, wsel_iso_lane *lane, uint32_t seq,
+                        uint64_t deadline, const char **why);
 /* Kill the helper and reap it, waiting. */
-void wsel_lane_kill_and_wait(wsel_iso_lane *lane);
+void wsel__lane_kill_and_wait(wsel_iso_lane *lane);
 
 /* Create the slot, start the helper and wait (bounded) until it has
  * created its instance; fill desc from its report. [control thread] */
-int32_t wsel_channel_open(wsel_isolated_channel *ch, wsel_host *host, const char *path,
-                          const char *config, char *err, size_t err_size);
+int32_t wsel__channel_open(wsel_isolated_channel *ch, wsel_host *host, const char *path,
+                           const char *config, char *err, size_t err_size);
 
 /* Ask the helper to destroy its instance and exit; kill it if it does not
  * within a short wait; reap it; release everything. [control thread] */
-void wsel_channel_close(wsel_isolated_channel *ch);
+void wsel__channel_close(wsel_isolated_channel *ch);
 
 /* 0 when the helper can take a call now; otherwise the WSEL_ISOLATED_E*
  * code to answer with, after advancing a restart (reap, spawn, notice
@@ -105,24 +105,24 @@ void wsel_channel_close(wsel_isolated_channel *ch);
  * that call for longer than the hang timeout, when it is killed and the
  * spare takes over. The idle spare is checked for death (at most once a
  * millisecond) and replaced when it has died. [mutex held] */
-int32_t wsel_channel_ready(wsel_isolated_channel *ch, uint64_t deadline);
+int32_t wsel__channel_ready(wsel_isolated_channel *ch, uint64_t deadline);
 
 /* Post the call already written into the slot (op and inputs) and wait for
  * the answer until `deadline` (absolute ns). 0 on an answer. A crash or a
  * malformed answer kills the helper and schedules its restart:
  * WSEL_ISOLATED_ECRASHED. A missed deadline is WSEL_ISOLATED_ETIMEOUT: the
- * helper is kept with the call pending (wsel_channel_ready waits for it),
+ * helper is kept with the call pending (wsel__channel_ready waits for it),
  * unless the hang timeout is no longer than the deadline, when it is killed
  * at once. [mutex held] */
-int32_t wsel_channel_call(wsel_isolated_channel *ch, uint64_t deadline);
+int32_t wsel__channel_call(wsel_isolated_channel *ch, uint64_t deadline);
 
 /* Treat the active helper as failed (e.g. a malformed answer): kill it,
  * schedule its restart, and let the spare take over if it is ready; calls
  * answer `rc` while no helper is. [mutex held] */
-void wsel_channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why);
+void wsel__channel_fail(wsel_isolated_channel *ch, int32_t rc, const char *why);
 
 /* A good answer arrived: the next failure backs off from the base again. */
-static inline void wsel_channel_note_success(wsel_isolated_channel *ch)
+static inline void wsel__channel_note_success(wsel_isolated_channel *ch)
 {
     ch->failures = 0;
 }

@@ -62,8 +62,8 @@ static void copy_request(wsel_iso_slot *s, const wsel_request *r)
         memcpy(s->block_hashes, r->block_hashes, s->num_block_hashes * sizeof(uint64_t));
 }
 
-int32_t wsel_isolated_select(void *channel, const wsel_request *request,
-                             const wsel_table *table, wsel_choice *choice)
+int32_t wsel__isolated_select(void *channel, const wsel_request *request,
+                              const wsel_table *table, wsel_choice *choice)
 {
     wsel_isolated_channel *ch = channel;
     /* The slot's size is the host's limit, not the plugin's fault. */
@@ -72,16 +72,16 @@ int32_t wsel_isolated_select(void *channel, const wsel_request *request,
         return WSEL_ISOLATED_EHOSTLIMIT;
     /* One deadline for the whole select: waiting for a late earlier answer
      * and this call together. */
-    uint64_t deadline = wsel_iso_now_ns() + ch->deadline_ns;
+    uint64_t deadline = wsel__iso_now_ns() + ch->deadline_ns;
     pthread_mutex_lock(&ch->mutex);
-    int32_t rc = wsel_channel_ready(ch, deadline);
+    int32_t rc = wsel__channel_ready(ch, deadline);
     if (rc < 0)
         goto out_unlock;
-    wsel_iso_slot *s = wsel_channel_slot(ch);
+    wsel_iso_slot *s = wsel__channel_slot(ch);
     s->op = WSEL_ISO_OP_SELECT;
     copy_request(s, request);
     copy_table(s, table);
-    rc = wsel_channel_call(ch, deadline);
+    rc = wsel__channel_call(ch, deadline);
     if (rc < 0)
         goto out_unlock;
     /* Read each output once: the helper is not trusted. */
@@ -95,7 +95,7 @@ int32_t wsel_isolated_select(void *channel, const wsel_request *request,
         rc = plugin_rc < 0 && plugin_rc > -1000 ? plugin_rc : WSEL_EPLUGIN;
         goto out_unlock;
     }
-    wsel_channel_note_success(ch);
+    wsel__channel_note_success(ch);
     choice->row = row;
     if (WSEL_CHOICE_HAS(choice, score)) {
         choice->reason = reason;
@@ -117,15 +117,15 @@ static void forward_finished(void *channel, uint64_t request_id, uint64_t worker
                              uint32_t dp_rank)
 {
     wsel_isolated_channel *ch = channel;
-    uint64_t deadline = wsel_iso_now_ns() + ch->deadline_ns;
+    uint64_t deadline = wsel__iso_now_ns() + ch->deadline_ns;
     pthread_mutex_lock(&ch->mutex);
-    if (wsel_channel_ready(ch, deadline) == 0) {
-        wsel_iso_slot *s = wsel_channel_slot(ch);
+    if (wsel__channel_ready(ch, deadline) == 0) {
+        wsel_iso_slot *s = wsel__channel_slot(ch);
         s->op = WSEL_ISO_OP_FINISHED;
         s->request_id = request_id;
         s->worker_id = worker_id;
         s->dp_rank = dp_rank;
-        wsel_channel_call(ch, deadline);
+        wsel__channel_call(ch, deadline);
     }
     pthread_mutex_unlock(&ch->mutex);
 }
@@ -135,13 +135,13 @@ static void forward_finished(void *channel, uint64_t request_id, uint64_t worker
 static void forward_outcome(void *channel, const wsel_outcome *outcome)
 {
     wsel_isolated_channel *ch = channel;
-    uint64_t deadline = wsel_iso_now_ns() + ch->deadline_ns;
+    uint64_t deadline = wsel__iso_now_ns() + ch->deadline_ns;
     pthread_mutex_lock(&ch->mutex);
-    if (wsel_channel_ready(ch, deadline) == 0) {
-        wsel_iso_slot *s = wsel_channel_slot(ch);
+    if (wsel__channel_ready(ch, deadline) == 0) {
+        wsel_iso_slot *s = wsel__channel_slot(ch);
         s->op = WSEL_ISO_OP_OUTCOME;
         s->outcome = *outcome;
-        wsel_channel_call(ch, deadline);
+        wsel__channel_call(ch, deadline);
     }
     pthread_mutex_unlock(&ch->mutex);
 }
@@ -151,12 +151,12 @@ static void forward_topology(void *channel, const wsel_table *table)
     wsel_isolated_channel *ch = channel;
     if (!table_fits(table))
         return;
-    uint64_t deadline = wsel_iso_now_ns() + hook_timeout(ch);
+    uint64_t deadline = wsel__iso_now_ns() + hook_timeout(ch);
     pthread_mutex_lock(&ch->mutex);
-    if (wsel_channel_ready(ch, deadline) == 0) {
-        wsel_channel_slot(ch)->op = WSEL_ISO_OP_TOPOLOGY;
-        copy_table(wsel_channel_slot(ch), table);
-        wsel_channel_call(ch, deadline);
+    if (wsel__channel_ready(ch, deadline) == 0) {
+        wsel__channel_slot(ch)->op = WSEL_ISO_OP_TOPOLOGY;
+        copy_table(wsel__channel_slot(ch), table);
+        wsel__channel_call(ch, deadline);
     }
     pthread_mutex_unlock(&ch->mutex);
 }
@@ -164,31 +164,31 @@ static void forward_topology(void *channel, const wsel_table *table)
 static void forward_destroy(void *channel)
 {
     wsel_isolated_channel *ch = channel;
-    wsel_channel_close(ch);
+    wsel__channel_close(ch);
     free(ch);
 }
 
-int32_t wsel_isolated_generation_create(wsel_host *host, const char *path,
-                                        const char *config, wsel_generation **out,
-                                        char *err, size_t err_size)
+int32_t wsel__isolated_generation_create(wsel_host *host, const char *path,
+                                         const char *config, wsel_generation **out,
+                                         char *err, size_t err_size)
 {
-    wsel_generation *gen = calloc(1, sizeof(*gen));
+    wsel_generation *gen = wsel__generation_alloc();
     wsel_isolated_channel *ch = calloc(1, sizeof(*ch));
     int32_t rc = WSEL_ENOMEM;
     if (gen == NULL || ch == NULL) {
-        wsel_set_error(err, err_size, "%s: out of memory", path);
+        wsel__set_error(err, err_size, "%s: out of memory", path);
         goto out_free;
     }
     if (pthread_rwlock_init(&gen->lock, NULL) != 0) {
-        wsel_set_error(err, err_size, "%s: cannot create the instance lock", path);
+        wsel__set_error(err, err_size, "%s: cannot create the instance lock", path);
         goto out_free;
     }
-    rc = wsel_channel_open(ch, host, path, config, err, err_size);
+    rc = wsel__channel_open(ch, host, path, config, err, err_size);
     if (rc < 0)
         goto out_destroy_lock;
     ch->desc.create = NULL; /* the helper created the instance */
     ch->desc.destroy = forward_destroy;
-    ch->desc.select = wsel_isolated_select;
+    ch->desc.select = wsel__isolated_select;
     ch->desc.on_request_finished =
         ch->lanes[0].slot->has_finished ? forward_finished : NULL;
     ch->desc.on_topology_changed =

@@ -34,18 +34,18 @@
 static void log_exit(wsel_isolated_channel *ch, pid_t pid, int status)
 {
     if (WIFSIGNALED(status))
-        wsel_host_log(ch->host, WSEL_LOG_WARN,
-                      "%s: isolated helper (pid %d) killed by signal %d (%s)",
-                      ch->plugin_path, (int)pid, WTERMSIG(status),
-                      strsignal(WTERMSIG(status)));
+        wsel__host_log(ch->host, WSEL_LOG_WARN,
+                       "%s: isolated helper (pid %d) killed by signal %d (%s)",
+                       ch->plugin_path, (int)pid, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
     else if (WIFEXITED(status))
-        wsel_host_log(ch->host, WSEL_LOG_WARN,
-                      "%s: isolated helper (pid %d) exited with status %d",
-                      ch->plugin_path, (int)pid, WEXITSTATUS(status));
+        wsel__host_log(ch->host, WSEL_LOG_WARN,
+                       "%s: isolated helper (pid %d) exited with status %d",
+                       ch->plugin_path, (int)pid, WEXITSTATUS(status));
 }
 
 /* A parent that ignores SIGCHLD gets ECHILD: the kernel reaped it. */
-int wsel_lane_reap(wsel_isolated_channel *ch, wsel_iso_lane *lane, int quiet)
+int wsel__lane_reap(wsel_isolated_channel *ch, wsel_iso_lane *lane, int quiet)
 {
     if (lane->pid <= 0)
         return 1;
@@ -62,7 +62,7 @@ int wsel_lane_reap(wsel_isolated_channel *ch, wsel_iso_lane *lane, int quiet)
     return 1;
 }
 
-void wsel_lane_kill_and_wait(wsel_iso_lane *lane)
+void wsel__lane_kill_and_wait(wsel_iso_lane *lane)
 {
     if (lane->pid <= 0)
         return;
@@ -88,30 +88,30 @@ static void reset_slot(wsel_iso_lane *lane)
     s->start_err[0] = '\0';
 }
 
-int32_t wsel_lane_start(wsel_iso_lane *lane)
+int32_t wsel__lane_start(wsel_iso_lane *lane)
 {
     reset_slot(lane);
-    int32_t rc = wsel_spawn_start(&lane->spawn, &lane->pid);
+    int32_t rc = wsel__spawn_start(&lane->spawn, &lane->pid);
     if (rc < 0) {
         lane->pid = 0;
         return rc;
     }
     lane->state = WSEL_LANE_STARTING;
-    lane->start_limit = wsel_iso_now_ns() + START_LIMIT_NS;
+    lane->start_limit = wsel__iso_now_ns() + START_LIMIT_NS;
     return 0;
 }
 
-int32_t wsel_lane_wait(wsel_isolated_channel *ch, wsel_iso_lane *lane, uint32_t seq,
-                       uint64_t deadline, const char **why)
+int32_t wsel__lane_wait(wsel_isolated_channel *ch, wsel_iso_lane *lane, uint32_t seq,
+                        uint64_t deadline, const char **why)
 {
     wsel_iso_slot *s = lane->slot;
-    uint64_t now = wsel_iso_now_ns();
+    uint64_t now = wsel__iso_now_ns();
     uint64_t spin_end = now + SPIN_NS < deadline ? now + SPIN_NS : deadline;
     for (uint32_t step = 0;
          atomic_load_explicit(&s->ack_seq, memory_order_acquire) != seq; step++) {
-        if (wsel_iso_now_ns() >= spin_end)
+        if (wsel__iso_now_ns() >= spin_end)
             goto sleep;
-        wsel_iso_spin_step(step);
+        wsel__iso_spin_step(step);
     }
     return 0;
 sleep:
@@ -123,11 +123,11 @@ sleep:
             *why = "answered out of sequence (malformed answer)";
             return WSEL_ISOLATED_ECRASHED;
         }
-        if (wsel_lane_reap(ch, lane, 0)) {
+        if (wsel__lane_reap(ch, lane, 0)) {
             *why = "ended during a call";
             return WSEL_ISOLATED_ECRASHED;
         }
-        now = wsel_iso_now_ns();
+        now = wsel__iso_now_ns();
         if (now >= deadline) {
             *why = "missed its deadline";
             return WSEL_ISOLATED_ETIMEOUT;
@@ -135,8 +135,8 @@ sleep:
         uint64_t left = deadline - now;
         atomic_store(&s->host_waiting, 1);
         if (atomic_load(&s->ack_seq) == ack)
-            wsel_iso_futex_wait(&s->ack_seq, ack,
-                                (int64_t)(left < WAIT_SLICE_NS ? left : WAIT_SLICE_NS));
+            wsel__iso_futex_wait(&s->ack_seq, ack,
+                                 (int64_t)(left < WAIT_SLICE_NS ? left : WAIT_SLICE_NS));
         atomic_store(&s->host_waiting, 0);
     }
 }
@@ -158,26 +158,27 @@ static int create_memfd(void)
     return high;
 }
 
-int32_t wsel_lane_open(wsel_iso_lane *lane, wsel_host *host, const char *path,
-                       const char *config, char *err, size_t err_size)
+int32_t wsel__lane_open(wsel_iso_lane *lane, wsel_host *host, const char *path,
+                        const char *config, char *err, size_t err_size)
 {
     int32_t rc = WSEL_EIO;
     lane->pid = 0;
     lane->state = WSEL_LANE_DOWN;
     lane->memfd = create_memfd();
     if (lane->memfd < 0) {
-        wsel_set_error(err, err_size, "%s: isolated mode: cannot create the memfd: %s",
-                       path, strerror(errno));
+        wsel__set_error(err, err_size, "%s: isolated mode: cannot create the memfd: %s",
+                        path, strerror(errno));
         return WSEL_EIO;
     }
     lane->slot = mmap(NULL, sizeof(wsel_iso_slot), PROT_READ | PROT_WRITE, MAP_SHARED,
                       lane->memfd, 0);
     if (lane->slot == MAP_FAILED) {
-        wsel_set_error(err, err_size, "%s: isolated mode: cannot map the memfd: %s", path,
-                       strerror(errno));
+        wsel__set_error(err, err_size, "%s: isolated mode: cannot map the memfd: %s",
+                        path, strerror(errno));
         goto out_close_memfd;
     }
-    rc = wsel_spawn_prepare(&lane->spawn, host, path, config, lane->memfd, err, err_size);
+    rc =
+        wsel__spawn_prepare(&lane->spawn, host, path, config, lane->memfd, err, err_size);
     if (rc < 0)
         goto out_unmap;
     return 0;
@@ -189,10 +190,10 @@ out_close_memfd:
     return rc;
 }
 
-void wsel_lane_close(wsel_iso_lane *lane)
+void wsel__lane_close(wsel_iso_lane *lane)
 {
-    wsel_lane_kill_and_wait(lane);
-    wsel_spawn_release(&lane->spawn);
+    wsel__lane_kill_and_wait(lane);
+    wsel__spawn_release(&lane->spawn);
     munmap(lane->slot, sizeof(wsel_iso_slot));
     close(lane->memfd);
 }

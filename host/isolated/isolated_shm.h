@@ -123,8 +123,8 @@ typedef struct wsel_iso_slot {
  * Shared (not private) futex: the word lives in a mapping of two processes.
  * Returns when woken, on timeout, on a signal or when *word already
  * differs; callers re-check their condition. */
-static inline void wsel_iso_futex_wait(_Atomic uint32_t *word, uint32_t expected,
-                                       int64_t timeout_ns)
+static inline void wsel__iso_futex_wait(_Atomic uint32_t *word, uint32_t expected,
+                                        int64_t timeout_ns)
 {
     struct timespec ts, *tp = NULL;
     if (timeout_ns >= 0) {
@@ -136,7 +136,7 @@ static inline void wsel_iso_futex_wait(_Atomic uint32_t *word, uint32_t expected
 }
 
 /* Wake every sleeper on `word`. */
-static inline void wsel_iso_futex_wake(_Atomic uint32_t *word)
+static inline void wsel__iso_futex_wake(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
@@ -145,7 +145,7 @@ static inline void wsel_iso_futex_wake(_Atomic uint32_t *word)
  * sched_yield, so that when the other side shares this core (more runnable
  * threads than cores) it gets to run instead of waiting for our slice to
  * end; on an idle core the yield returns at once. */
-static inline void wsel_iso_spin_step(uint32_t step)
+static inline void wsel__iso_spin_step(uint32_t step)
 {
     if (step < 64) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -156,7 +156,7 @@ static inline void wsel_iso_spin_step(uint32_t step)
     sched_yield();
 }
 
-static inline uint64_t wsel_iso_now_ns(void)
+static inline uint64_t wsel__iso_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

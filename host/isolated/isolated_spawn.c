@@ -3,8 +3,8 @@
  * isolated_spawn.c -- find wsel-isolated-helper, build its command line once, and
  * start it with a clean set of descriptors and default signal dispositions.
  *
- * Everything that allocates happens in wsel_spawn_prepare, at switch time;
- * wsel_spawn_start (which a select may call to restart a helper) only
+ * Everything that allocates happens in wsel__spawn_prepare, at switch time;
+ * wsel__spawn_start (which a select may call to restart a helper) only
  * calls posix_spawn with what was prepared.
  */
 #include <errno.h>
@@ -49,14 +49,14 @@ static int32_t trusted_helper(const char *path, char **out, char *err, size_t er
         return WSEL_ENOMEM;
     char why[1024];
     int32_t rc =
-        wsel_trust_walk_file(path, "helper program", NULL, found, why, sizeof(why));
+        wsel__trust_walk_file(path, "helper program", NULL, found, why, sizeof(why));
     if (rc < 0) {
-        wsel_set_error(err, err_size, "isolated mode: helper %s", why);
+        wsel__set_error(err, err_size, "isolated mode: helper %s", why);
         goto out_free_found;
     }
     if (faccessat(found->fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
-        wsel_set_error(err, err_size, "isolated mode: helper %s: refused: not executable",
-                       path);
+        wsel__set_error(err, err_size,
+                        "isolated mode: helper %s: refused: not executable", path);
         rc = WSEL_EPERM;
         goto out_close_fd;
     }
@@ -96,10 +96,10 @@ static int32_t locate_helper(const wsel_host *host, char **out, char *err,
         if (access(path, X_OK) == 0)
             return trusted_helper(path, out, err, err_size);
     }
-    wsel_set_error(err, err_size,
-                   "isolated mode: wsel-isolated-helper not found (no helper_path "
-                   "option, no $WSEL_ISOLATED_HELPER, not in %s/ nor %s/../bin/)",
-                   dir, dir);
+    wsel__set_error(err, err_size,
+                    "isolated mode: wsel-isolated-helper not found (no helper_path "
+                    "option, no $WSEL_ISOLATED_HELPER, not in %s/ nor %s/../bin/)",
+                    dir, dir);
     return WSEL_ENOENT;
 }
 
@@ -158,14 +158,14 @@ static char **build_argv(const wsel_host *host, const char *helper, const char *
 
 extern char **environ;
 
-int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *path,
-                           const char *config, int memfd, char *err, size_t err_size)
+int32_t wsel__spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *path,
+                            const char *config, int memfd, char *err, size_t err_size)
 {
     memset(sp, 0, sizeof(*sp));
     int32_t rc = locate_helper(host, &sp->helper, err, err_size);
     if (rc == WSEL_ENOMEM)
-        wsel_set_error(err, err_size,
-                       "%s: isolated mode: out of memory locating the helper", path);
+        wsel__set_error(err, err_size,
+                        "%s: isolated mode: out of memory locating the helper", path);
     if (rc < 0)
         return rc;
     sp->argv = build_argv(host, sp->helper, path, config);
@@ -175,7 +175,7 @@ int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *pa
 
     /* Descriptors: the slot on 3, /dev/null on 0 and 1 (a plugin writing to
      * stdout must not reach the router's output), stderr shared, nothing
-     * else (closefrom 4). memfd is >= 10 (see wsel_channel_open), so the
+     * else (closefrom 4). memfd is >= 10 (see wsel__channel_open), so the
      * dup2 below always clears its close-on-exec flag. */
     if (posix_spawn_file_actions_init(&sp->actions) != 0)
         goto out_free_argv;
@@ -209,12 +209,12 @@ out_free_argv:
     free_argv(sp->argv);
 out_free_helper:
     free(sp->helper);
-    wsel_set_error(err, err_size, "%s: isolated mode: out of memory preparing the helper",
-                   path);
+    wsel__set_error(err, err_size,
+                    "%s: isolated mode: out of memory preparing the helper", path);
     return WSEL_ENOMEM;
 }
 
-int32_t wsel_spawn_start(wsel_spawn *sp, pid_t *pid)
+int32_t wsel__spawn_start(wsel_spawn *sp, pid_t *pid)
 {
     int rc = posix_spawn(pid, sp->helper, &sp->actions, &sp->attr, sp->argv, sp->envp);
     if (rc != 0) {
@@ -224,7 +224,7 @@ int32_t wsel_spawn_start(wsel_spawn *sp, pid_t *pid)
     return 0;
 }
 
-void wsel_spawn_release(wsel_spawn *sp)
+void wsel__spawn_release(wsel_spawn *sp)
 {
     posix_spawnattr_destroy(&sp->attr);
     posix_spawn_file_actions_destroy(&sp->actions);

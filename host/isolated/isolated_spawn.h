@@ -24,14 +24,14 @@ typedef struct wsel_spawn {
  * trust allow-list) and spawn attributes for the slot on `memfd` (>= 10).
  * Returns 0, WSEL_ENOENT (helper not found, message says where it looked)
  * or WSEL_ENOMEM. [control thread] */
-int32_t wsel_spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *path,
-                           const char *config, int memfd, char *err, size_t err_size);
+int32_t wsel__spawn_prepare(wsel_spawn *sp, const wsel_host *host, const char *path,
+                            const char *config, int memfd, char *err, size_t err_size);
 
 /* Start one helper; *pid on success. No allocation by this code (posix_spawn
  * maps its own child stack). Returns 0 or WSEL_EIO with errno set. */
-int32_t wsel_spawn_start(wsel_spawn *sp, pid_t *pid);
+int32_t wsel__spawn_start(wsel_spawn *sp, pid_t *pid);
 
 /* Release what prepare built. */
-void wsel_spawn_release(wsel_spawn *sp);
+void wsel__spawn_release(wsel_spawn *sp);
 
 #endif

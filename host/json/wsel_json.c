@@ -236,10 +236,151 @@ static int32_t read_literal(reader *r, int32_t parent, const char *word, uint32_
     return 0;
 }
 
+/* What comes next: a value, a key (objects), or, after a value, a ','
+ * or the container's closing bracket. */
+enum want { WANT_VALUE, WANT_KEY, WANT_AFTER };
+
+typedef struct parser {
+    reader r;
+    uint32_t max_depth;
+    uint32_t depth;
+    enum want want;
+    int first; /* a container just opened: it may close at once */
+    int32_t stack[WSEL_JSON_DEPTH_CEILING]; /* open containers */
+} parser;
+
+/* After a value in container `top`: a ',' or its closing bracket. */
+static int32_t read_after(parser *p, char c, wsel_json_token *top)
+{
+    reader *r = &p->r;
+    int object = top->type == WSEL_JSON_OBJECT;
+    p->first = 0;
+    if (c == ',' && p->want == WANT_AFTER) {
+        r->pos++;
+        p->want = object ? WANT_KEY : WANT_VALUE;
+        return 0;
+    }
+    if (c != (object ? '}' : ']'))
+        return fail(r, object ? "expected ',' or '}'" : "expected ',' or ']'");
+    r->pos++;
+    top->end = (uint32_t)r->pos;
+    top->next = r->doc->count;
+    p->depth--;
+    p->want = WANT_AFTER;
+    return 0;
+}
+
+/* A key of object `parent` and its ':'. */
+static int32_t read_key(parser *p, char c, int32_t parent)
+{
+    reader *r = &p->r;
+    if (c != '"')
+        return fail(r, p->first ? "expected a key string or '}'"
+                                : "expected a key string (no trailing comma)");
+    int32_t rc = read_string(r, parent);
+    if (rc < 0)
+        return rc;
+    r->doc->tokens[parent].size++; /* read_string may have moved it */
+    skip_space(r);
+    if (r->pos >= r->len || r->s[r->pos] != ':')
+        return fail(r, "expected ':' after a key");
+    r->pos++;
+    p->want = WANT_VALUE;
+    p->first = 0;
+    return 0;
+}
+
+/* '{' or '[': push the container and open it, within max_depth. */
+static int32_t open_container(parser *p, char c, int32_t parent)
+{
+    reader *r = &p->r;
+    if (p->depth >= p->max_depth) {
+        snprintf(r->err, r->err_size,
+                 "JSON nested deeper than %u levels (limit %u) at byte %zu", p->max_depth,
+                 p->max_depth, r->pos);
+        return WSEL_ERANGE;
+    }
+    int64_t i = push(r, c == '{' ? WSEL_JSON_OBJECT : WSEL_JSON_ARRAY, parent);
+    if (i < 0)
+        return (int32_t)i;
+    r->pos++;
+    p->stack[p->depth++] = (int32_t)i;
+    p->want = c == '{' ? WANT_KEY : WANT_VALUE;
+    p->first = 1;
+    return 0;
+}
+
+/* A value starting with c, in container `top` (NULL at the top level). */
+static int32_t read_value(parser *p, char c, int32_t parent, wsel_json_token *top)
+{
+    reader *r = &p->r;
+    if (top != NULL && top->type == WSEL_JSON_ARRAY)
+        top->size++;
+    p->first = 0;
+    int32_t rc;
+    switch (c) {
+    case '{':
+    case '[':
+        return open_container(p, c, parent);
+    case '"':
+        rc = read_string(r, parent);
+        break;
+    case 't':
+        rc = read_literal(r, parent, "true", WSEL_JSON_TRUE);
+        break;
+    case 'f':
+        rc = read_literal(r, parent, "false", WSEL_JSON_FALSE);
+        break;
+    case 'n':
+        rc = read_literal(r, parent, "null", WSEL_JSON_NULL);
+        break;
+    default:
+        if (c == '-' || is_digit(c))
+            rc = read_number(r, parent);
+        else if (c == ',' || c == ':' || c == '}' || c == ']')
+            rc = fail(r, c == ':' ? "an extra ':'" : "a missing value");
+        else
+            rc = fail(r, c == '\0' ? "a NUL byte" : "an unexpected character");
+    }
+    if (rc < 0)
+        return rc;
+    p->want = WANT_AFTER;
+    return 0;
+}
+
+/* Read tokens until the top-level value is complete and only white space
+ * follows it. */
+static int32_t read_document(parser *p)
+{
+    reader *r = &p->r;
+    for (;;) {
+        skip_space(r);
+        if (p->depth == 0 && p->want == WANT_AFTER) {
+            if (r->pos < r->len)
+                return fail(r, r->s[r->pos] == '\0' ? "a NUL byte after the value"
+                                                    : "text after the value");
+            return 0;
+        }
+        if (r->pos >= r->len)
+            return fail(r, "truncated text");
+        char c = r->s[r->pos];
+        int32_t parent = p->depth ? p->stack[p->depth - 1] : -1;
+        wsel_json_token *top = p->depth ? &r->doc->tokens[parent] : NULL;
+        int32_t rc;
+        if (p->want == WANT_AFTER || (p->first && (c == '}' || c == ']')))
+            rc = read_after(p, c, top);
+        else if (p->want == WANT_KEY)
+            rc = read_key(p, c, parent);
+        else
+            rc = read_value(p, c, parent, top);
+        if (rc < 0)
+            return rc;
+    }
+}
+
 int32_t wsel_json_parse(wsel_json_doc *doc, const char *text, size_t len,
                         const wsel_json_limits *limits, char *err, size_t err_size)
 {
-    reader r = {text, len, 0, doc, limits, err, err_size};
     doc->count = 0;
     if (len > limits->max_bytes) {
         snprintf(err, err_size, "text is %zu bytes, over the limit of %zu", len,
@@ -251,112 +392,18 @@ int32_t wsel_json_parse(wsel_json_doc *doc, const char *text, size_t len,
                  UINT32_MAX - 1);
         return WSEL_ERANGE;
     }
-    uint32_t max_depth = limits->max_depth < WSEL_JSON_DEPTH_CEILING
-                             ? limits->max_depth
-                             : WSEL_JSON_DEPTH_CEILING;
-    int32_t stack[WSEL_JSON_DEPTH_CEILING]; /* open containers */
-    uint32_t depth = 0;
-    /* What comes next: a value, a key (objects), or, after a value, a ','
-     * or the container's closing bracket. `first` allows an immediate
-     * close of an empty container. */
-    enum { VALUE, KEY, AFTER } want = VALUE;
-    int first = 0;
-    int32_t rc;
-    for (;;) {
-        skip_space(&r);
-        if (depth == 0 && want == AFTER) {
-            if (r.pos < len)
-                return fail(&r, text[r.pos] == '\0' ? "a NUL byte after the value"
-                                                    : "text after the value");
-            break;
-        }
-        if (r.pos >= len)
-            return fail(&r, "truncated text");
-        char c = text[r.pos];
-        int32_t parent = depth ? stack[depth - 1] : -1;
-        wsel_json_token *top = depth ? &doc->tokens[parent] : NULL;
-        if (want == AFTER || (first && (c == '}' || c == ']'))) {
-            if (c == ',' && !first) {
-                r.pos++;
-                want = top->type == WSEL_JSON_OBJECT ? KEY : VALUE;
-                first = 0;
-                continue;
-            }
-            char close = top->type == WSEL_JSON_OBJECT ? '}' : ']';
-            if (c != close)
-                return fail(&r, top->type == WSEL_JSON_OBJECT ? "expected ',' or '}'"
-                                                              : "expected ',' or ']'");
-            r.pos++;
-            top->end = (uint32_t)r.pos;
-            top->next = doc->count;
-            depth--;
-            want = AFTER;
-            first = 0;
-            continue;
-        }
-        if (want == KEY) {
-            if (c != '"')
-                return fail(&r, first ? "expected a key string or '}'"
-                                      : "expected a key string (no trailing comma)");
-            if ((rc = read_string(&r, parent)) < 0)
-                return rc;
-            doc->tokens[parent].size++; /* read_string may have moved it */
-            skip_space(&r);
-            if (r.pos >= len || text[r.pos] != ':')
-                return fail(&r, "expected ':' after a key");
-            r.pos++;
-            want = VALUE;
-            first = 0;
-            continue;
-        }
-        /* want == VALUE */
-        if (top != NULL && top->type == WSEL_JSON_ARRAY)
-            top->size++;
-        first = 0;
-        switch (c) {
-        case '{':
-        case '[': {
-            if (depth >= max_depth) {
-                snprintf(err, err_size,
-                         "JSON nested deeper than %u levels (limit %u) at byte %zu",
-                         max_depth, max_depth, r.pos);
-                return WSEL_ERANGE;
-            }
-            int64_t i = push(&r, c == '{' ? WSEL_JSON_OBJECT : WSEL_JSON_ARRAY, parent);
-            if (i < 0)
-                return (int32_t)i;
-            r.pos++;
-            stack[depth++] = (int32_t)i;
-            want = c == '{' ? KEY : VALUE;
-            first = 1;
-            continue;
-        }
-        case '"':
-            rc = read_string(&r, parent);
-            break;
-        case 't':
-            rc = read_literal(&r, parent, "true", WSEL_JSON_TRUE);
-            break;
-        case 'f':
-            rc = read_literal(&r, parent, "false", WSEL_JSON_FALSE);
-            break;
-        case 'n':
-            rc = read_literal(&r, parent, "null", WSEL_JSON_NULL);
-            break;
-        default:
-            if (c == '-' || is_digit(c))
-                rc = read_number(&r, parent);
-            else if (c == ',' || c == ':' || c == '}' || c == ']')
-                rc = fail(&r, c == ':' ? "an extra ':'" : "a missing value");
-            else
-                rc = fail(&r, c == '\0' ? "a NUL byte" : "an unexpected character");
-        }
-        if (rc < 0)
-            return rc;
-        want = AFTER;
-    }
+    parser p;
+    p.r = (reader){text, len, 0, doc, limits, err, err_size};
+    p.max_depth = limits->max_depth < WSEL_JSON_DEPTH_CEILING ? limits->max_depth
+                                                              : WSEL_JSON_DEPTH_CEILING;
+    p.depth = 0;
+    p.want = WANT_VALUE;
+    p.first = 0;
+    int32_t rc = read_document(&p);
+    if (rc < 0)
+        return rc;
     if (doc->count == 0)
-        return fail(&r, "no value");
+        return fail(&p.r, "no value");
     return 0;
 }
 
@@ -375,70 +422,97 @@ static unsigned read_hex4(const char *s)
                       hex_value(s[2]) << 4 | hex_value(s[3]));
 }
 
+/* UTF-8 of code point cp into buf; returns its length (1 to 4). */
+static size_t put_utf8(unsigned cp, unsigned char *buf)
+{
+    if (cp < 0x80) {
+        buf[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        buf[0] = (unsigned char)(0xc0 | cp >> 6);
+        buf[1] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        buf[0] = (unsigned char)(0xe0 | cp >> 12);
+        buf[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        buf[2] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    buf[0] = (unsigned char)(0xf0 | cp >> 18);
+    buf[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+    buf[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+    buf[3] = (unsigned char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* The \uXXXX escape at text[*i] (past the "\u"), a surrogate pair taken
+ * whole, as UTF-8 into buf; advances *i. Returns its length, or 0 for a
+ * lone surrogate or U+0000. */
+static size_t read_u_escape(const char *text, uint32_t *i, uint32_t end,
+                            unsigned char *buf)
+{
+    unsigned cp = read_hex4(text + *i);
+    *i += 4;
+    if (cp >= 0xdc00 && cp <= 0xdfff)
+        return 0; /* a lone low surrogate */
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+        if (*i + 6 > end || text[*i] != '\\' || text[*i + 1] != 'u')
+            return 0;
+        unsigned lo = read_hex4(text + *i + 2);
+        if (lo < 0xdc00 || lo > 0xdfff)
+            return 0;
+        *i += 6;
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    return cp == 0 ? 0 : put_utf8(cp, buf);
+}
+
+/* The escape at text[*i] (past the '\\') into buf; advances *i. Returns
+ * its length, or 0 when it cannot be decoded. */
+static size_t read_escape(const char *text, uint32_t *i, uint32_t end, unsigned char *buf)
+{
+    char e = text[(*i)++];
+    switch (e) {
+    case 'b':
+        buf[0] = '\b';
+        return 1;
+    case 'f':
+        buf[0] = '\f';
+        return 1;
+    case 'n':
+        buf[0] = '\n';
+        return 1;
+    case 'r':
+        buf[0] = '\r';
+        return 1;
+    case 't':
+        buf[0] = '\t';
+        return 1;
+    case 'u':
+        return read_u_escape(text, i, end, buf);
+    default: /* '"', '\\', '/' */
+        buf[0] = (unsigned char)e;
+        return 1;
+    }
+}
+
 long wsel_json_string(const char *text, const wsel_json_token *t, char *out,
                       size_t out_size)
 {
     size_t k = 0;
     for (uint32_t i = t->start; i < t->end;) {
         unsigned char buf[4];
-        size_t n = 0;
+        size_t n;
         if (text[i] != '\\') {
-            buf[n++] = (unsigned char)text[i++];
+            buf[0] = (unsigned char)text[i++];
+            n = 1;
         } else {
-            char e = text[i + 1];
-            i += 2;
-            switch (e) {
-            case 'b':
-                buf[n++] = '\b';
-                break;
-            case 'f':
-                buf[n++] = '\f';
-                break;
-            case 'n':
-                buf[n++] = '\n';
-                break;
-            case 'r':
-                buf[n++] = '\r';
-                break;
-            case 't':
-                buf[n++] = '\t';
-                break;
-            case 'u': {
-                unsigned cp = read_hex4(text + i);
-                i += 4;
-                if (cp >= 0xdc00 && cp <= 0xdfff)
-                    return -1; /* a lone low surrogate */
-                if (cp >= 0xd800 && cp <= 0xdbff) {
-                    if (i + 6 > t->end || text[i] != '\\' || text[i + 1] != 'u')
-                        return -1;
-                    unsigned lo = read_hex4(text + i + 2);
-                    if (lo < 0xdc00 || lo > 0xdfff)
-                        return -1;
-                    i += 6;
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                }
-                if (cp == 0)
-                    return -1;
-                if (cp < 0x80) {
-                    buf[n++] = (unsigned char)cp;
-                } else if (cp < 0x800) {
-                    buf[n++] = (unsigned char)(0xc0 | cp >> 6);
-                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
-                } else if (cp < 0x10000) {
-                    buf[n++] = (unsigned char)(0xe0 | cp >> 12);
-                    buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
-                } else {
-                    buf[n++] = (unsigned char)(0xf0 | cp >> 18);
-                    buf[n++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-                    buf[n++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-                    buf[n++] = (unsigned char)(0x80 | (cp & 0x3f));
-                }
-                break;
-            }
-            default: /* '"', '\\', '/' */
-                buf[n++] = (unsigned char)e;
-            }
+            i++;
+            n = read_escape(text, &i, t->end, buf);
+            if (n == 0)
+                return -1;
         }
         if (k + n + 1 > out_size)
             return -1;
