@@ -349,15 +349,12 @@ static int32_t read_strtab(int fd, const phdr_t *ph, unsigned n, uint64_t size,
     return 0;
 }
 
-/* Check each RPATH, RUNPATH and DT_NEEDED entry of dyn[0..count). An
- * entry pointing outside the string table writes err but returns the
- * previous entry's result: WSEL_ELOAD when it is the first, 0 after a
- * checked one (a known gap, kept as it was). */
+/* Check each RPATH, RUNPATH and DT_NEEDED entry of dyn[0..count); an
+ * entry pointing outside the string table is malformed. */
 static int32_t check_entries(const dyn_t *dyn, uint64_t count, const char *strtab,
                              uint64_t str_size, const char *path, const char *origin,
                              char *err, size_t err_size)
 {
-    int32_t rc = WSEL_ELOAD;
     for (uint64_t i = 0; i < count && dyn[i].d_tag != DT_NULL; i++) {
         const char *tag = dyn[i].d_tag == DT_RPATH     ? "RPATH"
                           : dyn[i].d_tag == DT_RUNPATH ? "RUNPATH"
@@ -370,10 +367,10 @@ static int32_t check_entries(const dyn_t *dyn, uint64_t count, const char *strta
                             "%s: malformed: %s points outside the string "
                             "table",
                             path, tag);
-            return rc;
+            return WSEL_ELOAD;
         }
         const char *s = strtab + dyn[i].d_un.d_val;
-        rc = dyn[i].d_tag == DT_NEEDED
+        int32_t rc = dyn[i].d_tag == DT_NEEDED
                  ? check_needed(path, s, err, err_size)
                  : check_search_path(path, tag, s, origin, err, err_size);
         if (rc < 0)

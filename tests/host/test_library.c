@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <elf.h>
 
 #include "testutil.h"
 
@@ -159,6 +160,57 @@ static void test_names_the_architecture_of_a_foreign_object(void **state)
              "%s: built for AArch64 (ELF machine 183); this host runs", path);
     if (strstr(f->err, want) == NULL)
         fail_msg("message \"%s\" lacks \"%s\"", f->err, want);
+    free(path);
+}
+
+/* Open `path` in a child (a malformed object must never reach dlopen)
+ * and expect WSEL_ELOAD with `needle` in the message. */
+static void expect_refused_in_child(const char *path, const char *needle)
+{
+    truncated t = {.path = path};
+    char out[2048];
+    int status = tu_run_in_child(open_truncated, &t, out, sizeof(out));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("%s: status 0x%x, output: %s", path, status, out);
+    if (strstr(out, needle) == NULL)
+        fail_msg("message \"%s\" lacks \"%s\"", out, needle);
+}
+
+/* A DT_NEEDED entry past the string table is refused even when an entry
+ * before it passed its check. */
+static void test_refuses_needed_entry_outside_string_table(void **state)
+{
+    fixture *f = *state;
+    char *path = tu_install_fixture(f->dir, "fx_good", "needed.so");
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    Elf64_Ehdr eh;
+    assert_int_equal(pread(fd, &eh, sizeof(eh), 0), (ssize_t)sizeof(eh));
+    Elf64_Phdr ph;
+    off_t dyn_off = -1;
+    for (unsigned i = 0; i < eh.e_phnum && dyn_off < 0; i++) {
+        off_t at = (off_t)(eh.e_phoff + (Elf64_Off)i * eh.e_phentsize);
+        assert_int_equal(pread(fd, &ph, sizeof(ph), at), (ssize_t)sizeof(ph));
+        if (ph.p_type == PT_DYNAMIC)
+            dyn_off = (off_t)ph.p_offset;
+    }
+    assert_true(dyn_off >= 0);
+    Elf64_Dyn d;
+    unsigned i = 0, needed = 0;
+    for (;; i++) { /* the first entry after a DT_NEEDED that passes */
+        assert_int_equal(pread(fd, &d, sizeof(d), dyn_off + (off_t)(i * sizeof(d))),
+                         (ssize_t)sizeof(d));
+        assert_true(d.d_tag != DT_NULL);
+        if (needed && d.d_tag != DT_NEEDED)
+            break;
+        needed |= d.d_tag == DT_NEEDED;
+    }
+    d.d_tag = DT_NEEDED;
+    d.d_un.d_val = 0x7fffffff;
+    assert_int_equal(pwrite(fd, &d, sizeof(d), dyn_off + (off_t)(i * sizeof(d))),
+                     (ssize_t)sizeof(d));
+    close(fd);
+    expect_refused_in_child(path, "malformed: DT_NEEDED points outside the string table");
     free(path);
 }
 
@@ -394,6 +446,7 @@ int main(void)
         T(test_refuses_file_that_is_not_a_shared_object),
         T(test_refuses_truncated_object),
         T(test_names_the_architecture_of_a_foreign_object),
+        T(test_refuses_needed_entry_outside_string_table),
         T(test_refuses_runpath_into_world_writable_folder),
         T(test_refuses_rpath_into_world_writable_folder),
         T(test_refuses_object_without_entry_symbol),
