@@ -94,6 +94,8 @@ typedef struct eval_metric {
 } eval_metric;
 extern const eval_metric eval_metrics[];
 extern const uint32_t eval_num_metrics;
+/* The index of the metric whose key is name[0..len), or -1. */
+int eval_metric_index(const char *name, size_t len);
 /* Values of metric k for (load, policy) across seeds into v[seeds]. */
 void eval_values(const eval_options *o, const eval_result *r, uint32_t k, uint32_t load,
                  uint32_t policy, double *v);

@@ -84,19 +84,24 @@ static eval_stat stat_of(const eval_options *o, const eval_result *r, uint32_t k
     return eval_stat_paired(v, sm >= 0 && (uint32_t)sm != p ? ref : NULL, o->seeds);
 }
 
+int eval_metric_index(const char *name, size_t len)
+{
+    for (uint32_t k = 0; k < eval_num_metrics; k++)
+        if (strlen(eval_metrics[k].key) == len && strncmp(eval_metrics[k].key, name, len) == 0)
+            return (int)k;
+    return -1;
+}
+
 /* Is metric k one of the --metrics columns? */
 static int wanted(const eval_options *o, uint32_t k)
 {
     if (!o->metrics)
         return 1;
-    const char *key = eval_metrics[k].key;
-    size_t len = strlen(key);
     for (const char *p = o->metrics; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, key, n) == 0)
+        size_t n = strcspn(p, ",");
+        if (eval_metric_index(p, n) == (int)k)
             return 1;
-        p += n + (end ? 1 : 0);
+        p += n + (p[n] == ',');
     }
     return 0;
 }
