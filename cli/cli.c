@@ -180,12 +180,23 @@ typedef struct cli_state {
     char **argv;
     int passed_upto; /* pass_unknown: argv elements before it are handed on */
     const cli_option *prev;
+    int operands; /* seen */
     char *err;
     size_t err_size;
 } cli_state;
 
 static int operand(cli_state *s, const char *text)
 {
+    const cli_command *cmd = s->cmd;
+    if (cmd->operand_name != NULL) {
+        if (s->operands++ > 0) {
+            snprintf(s->err, s->err_size, "one %s only ('%s' is extra)", cmd->operand_name,
+                     text);
+            return CLI_USAGE;
+        }
+        *(const char **)((char *)s->target + cmd->operand_offset) = text;
+        return CLI_OK;
+    }
     if (s->cmd->operand == NULL) {
         snprintf(s->err, s->err_size, "unexpected argument '%s' (see %s --help)", text,
                  s->cmd->name);
@@ -256,7 +267,7 @@ int cli_parse(const cli_command *cmd, void *target, int argc, char **argv, char 
         snprintf(err, err_size, "%s: more than %d options", cmd->name, CLI_MAX_OPTIONS);
         return CLI_USAGE;
     }
-    cli_state s = {cmd, target, argv, 1, NULL, err, err_size};
+    cli_state s = {cmd, target, argv, 1, NULL, 0, err, err_size};
     /* "-": operands come back in order (code 1); ":": a missing value is ':'. */
     optind = 0;
     opterr = 0;
@@ -274,6 +285,10 @@ int cli_parse(const cli_command *cmd, void *target, int argc, char **argv, char 
         if (rc != CLI_OK)
             return rc;
     }
+    if (cmd->operand_name != NULL && s.operands == 0) {
+        snprintf(err, err_size, "missing %s (see %s --help)", cmd->operand_name, cmd->name);
+        return CLI_USAGE;
+    }
     return CLI_OK;
 }
 
@@ -283,11 +298,11 @@ static void usage_line(FILE *out, const char *name, const char *arg, const char 
 {
     char left[96];
     snprintf(left, sizeof(left), "--%s%s%s", name, arg ? " " : "", arg ? arg : "");
-    fprintf(out, "  %-*s ", width, left);
+    fprintf(out, "  %-*s  ", width, left);
     for (const char *p = help; *p; p++) {
         fputc(*p, out);
         if (*p == '\n')
-            fprintf(out, "%*s", width + 3, "");
+            fprintf(out, "%*s", width + 4, "");
     }
 }
 
@@ -349,4 +364,14 @@ void cli_usage(FILE *out, const cli_command *cmd)
     }
     if (cmd->footer)
         fprintf(out, "\n%s\n", cmd->footer);
+}
+
+int cli_report(const cli_command *cmd, int rc, const char *err)
+{
+    if (rc == CLI_HELP) {
+        cli_usage(stdout, cmd);
+        return 0;
+    }
+    fprintf(stderr, "%s: %s\n", cmd->name, err);
+    return 2;
 }

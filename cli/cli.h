@@ -13,6 +13,8 @@
  *   --x 'v': expected an integer | expected a number | out of range [a, b]
  *   --x takes no value
  *   unexpected argument 'a' (see wsel sim --help)
+ *   missing PLUGIN (see wsel info --help)
+ *   one PLUGIN only ('a' is extra)
  * Long options must be spelt whole (getopt_long's abbreviations are
  * refused as unknown); `--x=v` is the same as `--x v`.
  *
@@ -80,9 +82,13 @@ typedef struct cli_command {
     size_t num_groups;
     size_t unlisted;    /* the last `unlisted` groups are left out of --help */
     const char *footer; /* after the options; NULL: none */
+    /* One operand, required (wsel info PLUGIN): its name in messages and
+     * the const char * field it is stored in. NULL: none. */
+    const char *operand_name;
+    size_t operand_offset;
     /*
-     * Arguments that are not options, in order. NULL: refused as
-     * unexpected. With pass_unknown, unknown options (and their values,
+     * Otherwise: arguments that are not options, in order. NULL: refused
+     * as unexpected. With pass_unknown, unknown options (and their values,
      * which arrive as operands) come here too, in order.
      */
     int (*operand)(void *target, const struct cli_value *v);
@@ -122,6 +128,10 @@ int cli_parse(const cli_command *cmd, void *target, int argc, char **argv, char 
 
 /* Print --help: usage, about, every listed option, footer. */
 void cli_usage(FILE *out, const cli_command *cmd);
+
+/* What a command does with cli_parse's CLI_HELP (usage on stdout) or
+ * CLI_USAGE ("NAME: err" on stderr); the exit status, 0 or 2. */
+int cli_report(const cli_command *cmd, int rc, const char *err);
 
 /* Write "--NAME 'TEXT': " + fmt into v->err; returns CLI_USAGE. */
 int cli_fail(const cli_value *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
