@@ -82,10 +82,10 @@ static int store_integer(void *field, const cli_value *v)
 {
     const cli_option *o = v->opt;
     uint64_t u;
-    if (!cli_parse_u64(v->text, (o->flags & CLI_ANY_BASE) != 0, &u) ||
-        (o->kind == CLI_U32 && u > UINT32_MAX))
-        return cli_fail(v, "expected an integer%s",
-                        o->kind == CLI_U32 ? " below 2^32" : "");
+    if (!cli_parse_u64(v->text, (o->flags & CLI_ANY_BASE) != 0, &u))
+        return cli_fail(v, "expected an integer");
+    if (o->kind == CLI_U32 && !has_range(o) && u > UINT32_MAX)
+        return cli_fail(v, "out of range [0, %u]", UINT32_MAX);
     if (check_range(v, (double)u) != CLI_OK)
         return CLI_USAGE;
     if (o->kind == CLI_U32)
@@ -313,11 +313,11 @@ static void usage_suffix(FILE *out, const cli_option *o)
     if (!has_range(o))
         return;
     if (!(o->flags & CLI_ABOVE_MIN))
-        fprintf(out, " [range: %g..%g]", o->min, o->max);
+        fprintf(out, " [range: %.10g..%.10g]", o->min, o->max);
     else if (isinf(o->max))
-        fprintf(out, " [range: above %g]", o->min);
+        fprintf(out, " [range: above %.10g]", o->min);
     else
-        fprintf(out, " [range: above %g, up to %g]", o->min, o->max);
+        fprintf(out, " [range: above %.10g, up to %.10g]", o->min, o->max);
 }
 
 static int usage_width(const cli_command *cmd)

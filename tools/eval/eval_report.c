@@ -317,7 +317,7 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
     for (uint32_t w = 0; w < so->cluster.num_workers; w++)
         fprintf(out, "%s%u", w ? "," : "", so->cluster.dp[w]);
     fprintf(out, "],\"dp_mode\":\"%s\",\"kv_blocks\":%u,\"block_size\":%u},",
-            so->cluster.dp_mode == SIM_DP_INDEPENDENT ? "independent" : "lockstep",
+            sim_dp_mode_names[so->cluster.dp_mode],
             so->cluster.kv_blocks, so->cluster.block_size);
     fprintf(out,
             "\"saturation\":{\"speedup\":%.6g,\"unloaded_ttft_ms\":%.6g,"

@@ -23,8 +23,6 @@
 
 #define OFF(field) offsetof(sim_options, field)
 
-static const char *const cost_models[] = {"polynomial", "linear", NULL}; /* SIM_COST_* */
-static const char *const dp_modes[] = {"lockstep", "independent", NULL}; /* SIM_DP_* */
 
 /*
  * Every numeric option has a documented range (--help prints it). A value
@@ -108,10 +106,10 @@ static const cli_option sim_option_table[] = {
      CLI_AS_U32(OFF(cluster.token_budget), 1, 1u << 24)},
     {CLI_OPT("cost-model", "NAME", "step time model: polynomial (mocker), linear",
              "polynomial"),
-     CLI_AS_CHOICE(OFF(cluster.cost_model), cost_models)},
+     CLI_AS_CHOICE(OFF(cluster.cost_model), sim_cost_model_names)},
     {CLI_OPT("dp-mode", "MODE", "ranks of a worker step in lockstep (wide-EP MoE) or independent",
              "lockstep"),
-     CLI_AS_CHOICE(OFF(cluster.dp_mode), dp_modes)},
+     CLI_AS_CHOICE(OFF(cluster.dp_mode), sim_dp_mode_names)},
     {CLI_OPT("step-fixed-ms", "MS", "linear: fixed cost per step",
              "5"),
      CLI_AS_DOUBLE(OFF(cluster.step_fixed_ms), 0, 1e6)},

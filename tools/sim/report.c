@@ -212,7 +212,7 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
             "],\"kv_blocks\":%u,\"block_size\":%u,\"max_running\":%u,\"token_budget\":%u,"
             "\"cost_model\":\"%s\"",
             c->kv_blocks, c->block_size, c->max_running, c->token_budget,
-            c->cost_model == SIM_COST_LINEAR ? "linear" : "polynomial");
+            sim_cost_model_names[c->cost_model]);
     if (c->cost_model == SIM_COST_LINEAR)
         fprintf(
             out,
@@ -222,7 +222,7 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
             ",\"dp_mode\":\"%s\",\"kv_event_delay_ms\":%.6g,\"overlap_weight\":%.6g,"
             "\"temperature\":%.6g,\"affinity_blocks\":%u,\"busy_decode_blocks\":%.6g,"
             "\"busy_prefill_tokens\":%llu,\"speedup\":%.6g,\"jitter_ms\":%.6g}",
-            c->dp_mode == SIM_DP_INDEPENDENT ? "independent" : "lockstep",
+            sim_dp_mode_names[c->dp_mode],
             (double)rc->kv_event_delay_ns / 1e6, rc->overlap_weight, rc->temperature,
             rc->affinity_blocks, rc->busy_decode_blocks,
             (unsigned long long)rc->busy_prefill_tokens, rc->speedup,
