@@ -48,7 +48,7 @@ static int set_loads(void *target, const cli_value *v)
     return CLI_OK;
 }
 
-/* --metrics: every name one of eval_metrics' keys. */
+/* --metrics: every name a key of an SIM_MF_EVAL row of sim_metric_table. */
 static int set_metrics(void *target, const cli_value *v)
 {
     for (const char *p = v->text; *p;) {
@@ -56,9 +56,11 @@ static int set_metrics(void *target, const cli_value *v)
         if (eval_metric_index(p, n) < 0) {
             char names[512];
             size_t used = 0;
-            for (uint32_t k = 0; k < eval_num_metrics && used < sizeof(names); k++) {
+            for (uint32_t k = 0; k < SIM_NUM_METRICS && used < sizeof(names); k++) {
+                if (!(sim_metric_table[k].flags & SIM_MF_EVAL))
+                    continue;
                 int w = snprintf(names + used, sizeof(names) - used, "%s %s",
-                                 k ? "," : "", eval_metrics[k].key);
+                                 used ? "," : "", sim_metric_table[k].key);
                 used += w > 0 ? (size_t)w : 0;
             }
             return cli_fail(v, "unknown metric '%.*s'; the metrics:%s", (int)n, p, names);
