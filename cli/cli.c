@@ -49,6 +49,26 @@ int cli_parse_double(const char *s, double *out)
     return 1;
 }
 
+int cli_parse_u32_list(const char *s, uint32_t *out, size_t max_count, uint32_t min,
+                       uint32_t max)
+{
+    size_t n = 0;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        char tok[24];
+        uint64_t x;
+        if (len == 0 || len >= sizeof(tok) || n == max_count)
+            return -1;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (!cli_parse_u64(tok, 0, &x) || x < min || x > max)
+            return -1;
+        out[n++] = (uint32_t)x;
+        p += len + (p[len] == ',');
+    }
+    return n > 0 ? (int)n : -1;
+}
+
 int cli_fail(const cli_value *v, const char *fmt, ...)
 {
     int n = snprintf(v->err, v->err_size, "--%s '%s': ", v->opt->name, v->text);
@@ -190,8 +210,8 @@ static int operand(cli_state *s, const char *text)
     const cli_command *cmd = s->cmd;
     if (cmd->operand_name != NULL) {
         if (s->operands++ > 0) {
-            snprintf(s->err, s->err_size, "one %s only ('%s' is extra)", cmd->operand_name,
-                     text);
+            snprintf(s->err, s->err_size, "one %s only ('%s' is extra)",
+                     cmd->operand_name, text);
             return CLI_USAGE;
         }
         *(const char **)((char *)s->target + cmd->operand_offset) = text;
@@ -246,9 +266,8 @@ static int dispatch(cli_state *s, const cli_entry *map, int n, int c, int at)
             snprintf(s->err, s->err_size, "--%s takes no value", o->name);
         return CLI_USAGE;
     }
-    if (c < CLI_FIRST_VAL || c >= CLI_FIRST_VAL + n || !spelt_whole(s->argv[at],
-                                                                    map[c - CLI_FIRST_VAL]
-                                                                        .opt->name))
+    if (c < CLI_FIRST_VAL || c >= CLI_FIRST_VAL + n ||
+        !spelt_whole(s->argv[at], map[c - CLI_FIRST_VAL].opt->name))
         return unknown(s, at, c == '?' && optopt > 0 && optopt < 256 ? optopt : 0);
     const cli_entry *e = &map[c - CLI_FIRST_VAL];
     cli_value v = {e->opt, optarg ? optarg : "", s->prev, s->cmd, s->err, s->err_size};
@@ -286,7 +305,8 @@ int cli_parse(const cli_command *cmd, void *target, int argc, char **argv, char 
             return rc;
     }
     if (cmd->operand_name != NULL && s.operands == 0) {
-        snprintf(err, err_size, "missing %s (see %s --help)", cmd->operand_name, cmd->name);
+        snprintf(err, err_size, "missing %s (see %s --help)", cmd->operand_name,
+                 cmd->name);
         return CLI_USAGE;
     }
     return CLI_OK;

@@ -64,6 +64,9 @@ typedef struct cli_option {
     int (*call)(void *target, const struct cli_value *v);
 } cli_option;
 
+/* {options, count} of a table, in a cli_group's initializer. */
+#define CLI_TABLE(t) (t), sizeof(t) / sizeof((t)[0])
+
 /* A group: a table and where its fields live (cli_parse's target +
  * target_offset). One group may serve several commands (wsel eval parses
  * wsel sim's beside its own). */
@@ -75,9 +78,9 @@ typedef struct cli_group {
 } cli_group;
 
 typedef struct cli_command {
-    const char *name;  /* "wsel sim": in messages and the usage line */
-    const char *usage; /* after "usage: NAME "; may hold '\n' */
-    const char *about; /* paragraph after the usage line; NULL: none */
+    const char *name;               /* "wsel sim": in messages and the usage line */
+    const char *usage;              /* after "usage: NAME "; may hold '\n' */
+    const char *about;              /* paragraph after the usage line; NULL: none */
     const cli_group *const *groups; /* an option in two: the first wins */
     size_t num_groups;
     size_t unlisted;    /* the last `unlisted` groups are left out of --help */
@@ -95,19 +98,23 @@ typedef struct cli_command {
     int pass_unknown;
 } cli_command;
 
+/* .groups and .num_groups of a cli_command, from an array. */
+#define CLI_GROUPS(g) .groups = (g), .num_groups = sizeof(g) / sizeof((g)[0])
+
 /*
  * Entries read as {CLI_OPT(name, arg, help, default), CLI_AS_...(...)}:
  * OFF is the field's offsetof in the group's target.
  */
-#define CLI_OPT(n, a, h, d)          .name = (n), .arg = (a), .help = (h), .def = (d)
-#define CLI_AS_FLAG(off)             .kind = CLI_FLAG, .offset = (off)
-#define CLI_AS_CLEAR(off)            .kind = CLI_CLEAR, .offset = (off)
-#define CLI_AS_STR(off)              .kind = CLI_STR, .offset = (off)
-#define CLI_AS_U32(off, lo, hi)      .kind = CLI_U32, .offset = (off), .min = (lo), .max = (hi)
-#define CLI_AS_U64(off, lo, hi)      .kind = CLI_U64, .offset = (off), .min = (lo), .max = (hi)
-#define CLI_AS_DOUBLE(off, lo, hi)   .kind = CLI_DOUBLE, .offset = (off), .min = (lo), .max = (hi)
-#define CLI_AS_CHOICE(off, list)     .kind = CLI_CHOICE, .offset = (off), .choices = (list)
-#define CLI_AS_CALL(fn)              .kind = CLI_CALL, .call = (fn)
+#define CLI_OPT(n, a, h, d)     .name = (n), .arg = (a), .help = (h), .def = (d)
+#define CLI_AS_FLAG(off)        .kind = CLI_FLAG, .offset = (off)
+#define CLI_AS_CLEAR(off)       .kind = CLI_CLEAR, .offset = (off)
+#define CLI_AS_STR(off)         .kind = CLI_STR, .offset = (off)
+#define CLI_AS_U32(off, lo, hi) .kind = CLI_U32, .offset = (off), .min = (lo), .max = (hi)
+#define CLI_AS_U64(off, lo, hi) .kind = CLI_U64, .offset = (off), .min = (lo), .max = (hi)
+#define CLI_AS_DOUBLE(off, lo, hi)                                                       \
+    .kind = CLI_DOUBLE, .offset = (off), .min = (lo), .max = (hi)
+#define CLI_AS_CHOICE(off, list) .kind = CLI_CHOICE, .offset = (off), .choices = (list)
+#define CLI_AS_CALL(fn)          .kind = CLI_CALL, .call = (fn)
 
 /* What a callback gets: the option (NULL for an operand), its text, the
  * option given just before it (NULL if none), where errors go. */
@@ -134,11 +141,16 @@ void cli_usage(FILE *out, const cli_command *cmd);
 int cli_report(const cli_command *cmd, int rc, const char *err);
 
 /* Write "--NAME 'TEXT': " + fmt into v->err; returns CLI_USAGE. */
-int cli_fail(const cli_value *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_fail(const cli_value *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* The number parsers behind the option kinds, for list values. 1 when
  * the whole of s is a number of that kind, else 0; *out written only then. */
 int cli_parse_u64(const char *s, int any_base, uint64_t *out);
 int cli_parse_double(const char *s, double *out);
+/* "N,N,...": up to max_count decimal integers in [min, max] into out. The
+ * count (at least 1), or -1 (out then partly written). */
+int cli_parse_u32_list(const char *s, uint32_t *out, size_t max_count, uint32_t min,
+                       uint32_t max);
 
 #endif

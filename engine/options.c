@@ -16,11 +16,13 @@ static const cli_option engine_option_table[] = {
      CLI_AS_STR(OFF(host))},
     {CLI_OPT("port", "N", "HTTP port, 0 = any free one", "8000"),
      CLI_AS_U32(OFF(port), 0, 65535)},
-    {CLI_OPT("port-file", "FILE", "write 'http URL' and 'kv_events R ENDPOINT' lines\n"
-                                  "there once listening (atomically: written, renamed)",
+    {CLI_OPT("port-file", "FILE",
+             "write 'http URL' and 'kv_events R ENDPOINT' lines\n"
+             "there once listening (atomically: written, renamed)",
              NULL),
      CLI_AS_STR(OFF(port_file))},
-    {CLI_OPT("model", "NAME", "model name served", "wsel-engine"), CLI_AS_STR(OFF(model))},
+    {CLI_OPT("model", "NAME", "model name served", "wsel-engine"),
+     CLI_AS_STR(OFF(model))},
     {CLI_OPT("dp", "N", "data-parallel ranks", "1"),
      CLI_AS_U32(OFF(cluster.dp[0]), 1, SIM_MAX_RANKS)},
     {CLI_OPT("dp-mode", "MODE", "lockstep (one step for all ranks) or independent",
@@ -42,31 +44,32 @@ static const cli_option engine_option_table[] = {
      CLI_AS_DOUBLE(OFF(time_scale), 0, 1e6), .flags = CLI_ABOVE_MIN},
     {CLI_OPT("vocab-size", "N", "token ids accepted and generated", "32000"),
      CLI_AS_U32(OFF(vocab_size), 2, UINT32_MAX)},
-    {CLI_OPT("kv-events", "ENDPOINT", "publish KV events: tcp://HOST:PORT, rank R on\n"
-                                      "PORT + R; PORT 0 = any free port per rank",
+    {CLI_OPT("kv-events", "ENDPOINT",
+             "publish KV events: tcp://HOST:PORT, rank R on\n"
+             "PORT + R; PORT 0 = any free port per rank",
              NULL),
      CLI_AS_STR(OFF(kv_events))},
     {CLI_OPT("kv-events-replay", "ENDPOINT", "ROUTER for replays, likewise", NULL),
      CLI_AS_STR(OFF(kv_events_replay))},
-    {CLI_OPT("kv-events-topic", "T", "topic frame", "''"), CLI_AS_STR(OFF(kv_events_topic))},
-    {CLI_OPT("http-threads", "N", "HTTP threads", "1"), CLI_AS_U32(OFF(http_threads), 1, 64)},
+    {CLI_OPT("kv-events-topic", "T", "topic frame", "''"),
+     CLI_AS_STR(OFF(kv_events_topic))},
+    {CLI_OPT("http-threads", "N", "HTTP threads", "1"),
+     CLI_AS_U32(OFF(http_threads), 1, 64)},
     {CLI_OPT("max-body", "BYTES", "largest request body", "67108864"),
      CLI_AS_U64(OFF(max_body), 1024, UINT32_MAX)},
     {CLI_OPT("quiet", NULL, "no log lines on stderr", NULL), CLI_AS_FLAG(OFF(quiet))},
 };
-static const cli_group engine_options = {
-    NULL, engine_option_table, sizeof(engine_option_table) / sizeof(engine_option_table[0]),
-    0};
+static const cli_group engine_options = {NULL, CLI_TABLE(engine_option_table), 0};
 static const cli_group *const engine_groups[] = {&engine_options};
 
 static const cli_command engine_command = {
     .name = "wsel-engine",
     .usage = "[OPTIONS]",
-    .about = "An emulated vLLM-like worker: OpenAI completions and chat over HTTP with\n"
-             "server-sent events, data-parallel ranks, Prometheus /metrics and vLLM's KV\n"
-             "events over ZeroMQ, its engine being wsel sim's model run in real time.",
-    .groups = engine_groups,
-    .num_groups = 1,
+    .about =
+        "An emulated vLLM-like worker: OpenAI completions and chat over HTTP with\n"
+        "server-sent events, data-parallel ranks, Prometheus /metrics and vLLM's KV\n"
+        "events over ZeroMQ, its engine being wsel sim's model run in real time.",
+    CLI_GROUPS(engine_groups),
 };
 
 static void set_defaults(eng_options *o)

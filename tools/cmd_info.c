@@ -220,7 +220,7 @@ static const cli_option info_option_table[] = {
     {CLI_OPT("json", NULL, "print as one JSON object", NULL),
      CLI_AS_FLAG(offsetof(info_options, json))},
 };
-static const cli_group info_options_group = {NULL, info_option_table, 1, 0};
+static const cli_group info_options_group = {NULL, CLI_TABLE(info_option_table), 0};
 static const cli_group *const info_groups[] = {&info_options_group};
 
 static const cli_command info_command = {
@@ -228,8 +228,7 @@ static const cli_command info_command = {
     .usage = "PLUGIN [--json]",
     .about = "Print a plugin's descriptor and parameter table.\n"
              "PLUGIN is a bundled name (softmax, p2c, ...) or a path with '/'.",
-    .groups = info_groups,
-    .num_groups = 1,
+    CLI_GROUPS(info_groups),
     .operand_name = "PLUGIN",
     .operand_offset = offsetof(info_options, spec),
 };

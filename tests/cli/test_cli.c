@@ -60,8 +60,8 @@ static const cli_option table[] = {
 };
 static const cli_group group = {NULL, table, sizeof(table) / sizeof(table[0]), 0};
 static const cli_group *const groups[] = {&group};
-static const cli_command cmd = {.name = "wsel test", .usage = "[OPTIONS]",
-                                .groups = groups, .num_groups = 1};
+static const cli_command cmd = {
+    .name = "wsel test", .usage = "[OPTIONS]", .groups = groups, .num_groups = 1};
 
 /* Parse a space-separated line (argv[0] added) into *t with command c. */
 static int parse_with(const cli_command *c, target *t, const char *line, char *err,
@@ -92,8 +92,9 @@ static void test_stores_every_kind_of_value(void **state)
     (void)state;
     target t;
     char err[256];
-    assert_int_equal(parse(&t, "--flag --no-on --count 7 --seed 0x10 --rate=0.5 --name x "
-                               "--colour blue",
+    assert_int_equal(parse(&t,
+                           "--flag --no-on --count 7 --seed 0x10 --rate=0.5 --name x "
+                           "--colour blue",
                            err),
                      CLI_OK);
     assert_int_equal(t.flag, 1);

@@ -51,37 +51,30 @@ static int add_plugin(void *target, const cli_value *v)
 static int set_rows(void *target, const cli_value *v)
 {
     bench_args *a = target;
-    uint32_t n = 0;
-    for (const char *p = v->text; *p;) {
-        size_t len = strcspn(p, ",");
-        char tok[32];
-        uint64_t x;
-        snprintf(tok, sizeof(tok), "%.*s", (int)(len < sizeof(tok) ? len : 0), p);
-        if (n == MAX_ROWS || !cli_parse_u64(tok, 0, &x) || x == 0 || x > BENCH_MAX_COUNT)
-            return cli_fail(v, "expected up to %d sizes 1..%d, comma-separated", MAX_ROWS,
-                            BENCH_MAX_COUNT);
-        a->rows[n++] = (uint32_t)x;
-        p += len + (p[len] == ',');
-    }
-    if (n == 0)
-        return cli_fail(v, "empty list");
-    a->num_rows = n;
+    int n = cli_parse_u32_list(v->text, a->rows, MAX_ROWS, 1, BENCH_MAX_COUNT);
+    if (n < 0)
+        return cli_fail(v, "expected up to %d sizes 1..%d, comma-separated", MAX_ROWS,
+                        BENCH_MAX_COUNT);
+    a->num_rows = (uint32_t)n;
     return CLI_OK;
 }
 
 #define OFF(field) offsetof(bench_args, field)
 
 static const cli_option bench_option_table[] = {
-    {CLI_OPT("plugin", "P", "measure P (repeatable; default every bundled plugin\n"
-                            "and the pipeline below)",
+    {CLI_OPT("plugin", "P",
+             "measure P (repeatable; default every bundled plugin\n"
+             "and the pipeline below)",
              NULL),
      CLI_AS_CALL(add_plugin)},
-    {CLI_OPT("pipeline", NULL, "also measure pipeline with scorers softmax, p2c and\n"
-                               "dpgroup, and its ratio to its most expensive child",
+    {CLI_OPT("pipeline", NULL,
+             "also measure pipeline with scorers softmax, p2c and\n"
+             "dpgroup, and its ratio to its most expensive child",
              NULL),
      CLI_AS_FLAG(OFF(pipeline))},
-    {CLI_OPT("config", "JSON", "configuration of every --plugin given (and of\n"
-                               "--callgrind-one)",
+    {CLI_OPT("config", "JSON",
+             "configuration of every --plugin given (and of\n"
+             "--callgrind-one)",
              "each plugin's defaults"),
      CLI_AS_STR(OFF(config))},
     {CLI_OPT("rows", "LIST", "table sizes, comma-separated", "8,64,512,1024,4096"),
@@ -90,29 +83,29 @@ static const cli_option bench_option_table[] = {
      CLI_AS_U32(OFF(runs), 1, BENCH_MAX_COUNT)},
     {CLI_OPT("selects", "N", "timed selects per run", "20000, 5000 past 1024 rows"),
      CLI_AS_U32(OFF(selects), 1, BENCH_MAX_COUNT)},
-    {CLI_OPT("temperature", "T", "the requests' temperature (Dynamo's default); the\n"
-                                 "default run adds softmax at T=0.5, where it samples",
+    {CLI_OPT("temperature", "T",
+             "the requests' temperature (Dynamo's default); the\n"
+             "default run adds softmax at T=0.5, where it samples",
              "0"),
      CLI_AS_DOUBLE(OFF(temperature), 0, 100)},
     {CLI_OPT("json", NULL, "print JSON", NULL), CLI_AS_FLAG(OFF(json))},
-    {CLI_OPT("alloc-check", NULL, "fail if any select or score allocates (quick; for CTest)",
-             NULL),
+    {CLI_OPT("alloc-check", NULL,
+             "fail if any select or score allocates (quick; for CTest)", NULL),
      CLI_AS_FLAG(OFF(alloc_check))},
-    {CLI_OPT("callgrind-one", "P", "run --selects selects of P for callgrind\n"
-                                   "(bench/callgrind.sh)",
+    {CLI_OPT("callgrind-one", "P",
+             "run --selects selects of P for callgrind\n"
+             "(bench/callgrind.sh)",
              NULL),
      CLI_AS_STR(OFF(callgrind_one))},
     {CLI_OPT("host", NULL, "with --callgrind-one: through wsel_host_select", NULL),
      CLI_AS_FLAG(OFF(via)), .value = 1},
     {CLI_OPT("score", NULL, "with --callgrind-one: the plugin's score instead", NULL),
      CLI_AS_FLAG(OFF(via)), .value = 2},
-    {CLI_OPT("callgrind-build", NULL, "run --selects wsel_table_build calls for callgrind",
-             NULL),
+    {CLI_OPT("callgrind-build", NULL,
+             "run --selects wsel_table_build calls for callgrind", NULL),
      CLI_AS_FLAG(OFF(callgrind_build))},
 };
-static const cli_group bench_options = {
-    NULL, bench_option_table, sizeof(bench_option_table) / sizeof(bench_option_table[0]),
-    0};
+static const cli_group bench_options = {NULL, CLI_TABLE(bench_option_table), 0};
 static const cli_group *const bench_groups[] = {&bench_options};
 
 static const cli_command bench_command = {
@@ -125,8 +118,7 @@ static const cli_command bench_command = {
              "       wsel bench --callgrind-build [--rows N] [--selects N]",
     .about = "Measure select latency per plugin, directly and through the host, and\n"
              "score latency (directly) for plugins with a score function.",
-    .groups = bench_groups,
-    .num_groups = 1,
+    CLI_GROUPS(bench_groups),
 };
 
 /* 0 with *a filled, or CLI_HELP / CLI_USAGE with a message in err. */

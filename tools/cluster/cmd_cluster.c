@@ -47,8 +47,8 @@ static const cli_option cluster_option_table[] = {
     {CLI_OPT("workers", "N", "engines to start", "1"),
      CLI_AS_U32(OFF(workers), 1, MAX_WORKERS)},
     {CLI_OPT("dp", "D", "data-parallel ranks per engine", "1"), CLI_AS_STR(OFF(dp))},
-    {CLI_OPT("kv-events", NULL, "each engine publishes KV events (and replays) on free ports",
-             NULL),
+    {CLI_OPT("kv-events", NULL,
+             "each engine publishes KV events (and replays) on free ports", NULL),
      CLI_AS_FLAG(OFF(kv))},
     {CLI_OPT("engine", "PATH", "the wsel-engine program",
              "$WSEL_ENGINE, else beside wsel, else the build tree's"),
@@ -56,9 +56,7 @@ static const cli_option cluster_option_table[] = {
     {CLI_OPT("ready-file", "F", "write every worker's lines to F once all listen", NULL),
      CLI_AS_STR(OFF(ready))},
 };
-static const cli_group cluster_options_group = {
-    NULL, cluster_option_table,
-    sizeof(cluster_option_table) / sizeof(cluster_option_table[0]), 0};
+static const cli_group cluster_options_group = {NULL, CLI_TABLE(cluster_option_table), 0};
 static const cli_group *const cluster_groups[] = {&cluster_options_group};
 
 static const cli_command cluster_command = {
@@ -69,8 +67,7 @@ static const cli_command cluster_command = {
         "worker, its URL and (with --kv-events) the KV event endpoints of its ranks.\n"
         "Other options go to every engine unchanged (see wsel-engine --help), e.g.\n"
         "--time-scale 10 --kv-blocks 4096. Ctrl-C stops them all.",
-    .groups = cluster_groups,
-    .num_groups = 1,
+    CLI_GROUPS(cluster_groups),
     .operand = pass_on,
     .pass_unknown = 1,
 };
@@ -159,7 +156,8 @@ static void worker_args(cluster *c, uint32_t w, char **args)
 static int start_workers(cluster *c)
 {
     for (uint32_t w = 0; w < c->o->workers; w++) {
-        snprintf(c->port_file[w], sizeof(c->port_file[w]), "%s/worker-%u.port", c->dir, w);
+        snprintf(c->port_file[w], sizeof(c->port_file[w]), "%s/worker-%u.port", c->dir,
+                 w);
         char *args[MAX_ARGS];
         worker_args(c, w, args);
         pid_t pid = fork();

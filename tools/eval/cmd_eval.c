@@ -37,7 +37,8 @@ static int set_loads(void *target, const cli_value *v)
         double x = strtod(p, &end);
         if (end == p || !(x > 0) || x > 1000 || (*end && *end != ',') ||
             n == EVAL_MAX_LOADS)
-            return cli_fail(v, "expected up to %d percentages above 0, separated by commas",
+            return cli_fail(v,
+                            "expected up to %d percentages above 0, separated by commas",
                             EVAL_MAX_LOADS);
         o->loads[n++] = x;
         p = *end ? end + 1 : end;
@@ -93,8 +94,7 @@ static const cli_option eval_option_table[] = {
      CLI_AS_STR(OFF(plot_dir))},
 };
 
-static const cli_group eval_option_group = {
-    NULL, eval_option_table, sizeof(eval_option_table) / sizeof(eval_option_table[0]), 0};
+static const cli_group eval_option_group = {NULL, CLI_TABLE(eval_option_table), 0};
 /* sim_option_group's target is the sim_options at the start of eval_options. */
 _Static_assert(offsetof(eval_options, sim) == 0, "eval_options starts with sim");
 /* Eval's own options first: --json and --plot are eval's, not wsel sim's. */
@@ -107,8 +107,7 @@ static const cli_command eval_command = {
              "shape, run every policy at fractions of it with several seeds, and print\n"
              "per load the mean and 95 % CI of every metric, marking the differences\n"
              "from softmax that are significant (paired t over seeds).",
-    .groups = eval_groups,
-    .num_groups = 2,
+    CLI_GROUPS(eval_groups),
     .unlisted = 1,
     .footer = "Every `wsel sim` option is accepted (see wsel sim --help): --trace or\n"
               "--workload, --workers/--dp/--dp-mode, --plugin/--config, --seed (the\n"

@@ -217,7 +217,8 @@ void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, 
             int worst = 1;
             for (uint32_t p = 0; p < r->num_policies; p++)
                 if ((int)p != hy &&
-                    !bound_check(o, r, l, SIM_METRIC_TTFT_P99, (int)p, hy, 1, 0, 1, "").ok)
+                    !bound_check(o, r, l, SIM_METRIC_TTFT_P99, (int)p, hy, 1, 0, 1, "")
+                         .ok)
                     worst = 0; /* someone is not significantly below hysteresis */
             check w = {"not the worst ttft p99", !worst, 0, 0};
             emit(out, json, &first, load, "hysteresis", w, 1);
@@ -280,8 +281,8 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
     for (uint32_t w = 0; w < so->cluster.num_workers; w++)
         fprintf(out, "%s%u", w ? "," : "", so->cluster.dp[w]);
     fprintf(out, "],\"dp_mode\":\"%s\",\"kv_blocks\":%u,\"block_size\":%u},",
-            sim_dp_mode_names[so->cluster.dp_mode],
-            so->cluster.kv_blocks, so->cluster.block_size);
+            sim_dp_mode_names[so->cluster.dp_mode], so->cluster.kv_blocks,
+            so->cluster.block_size);
     fprintf(out,
             "\"saturation\":{\"speedup\":%.6g,\"unloaded_ttft_ms\":%.6g,"
             "\"given\":%s,\"probes\":[",

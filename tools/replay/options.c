@@ -2,10 +2,8 @@
 /*
  * options.c -- `wsel replay`'s command line (cli/ drives it).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -25,20 +23,10 @@ typedef struct replay_args {
 static int set_dp(void *target, const cli_value *v)
 {
     replay_args *a = target;
-    const char *p = v->text;
-    a->dp_count = 0;
-    while (*p) {
-        char *end;
-        errno = 0;
-        unsigned long x = strtoul(p, &end, 10);
-        if (errno || end == p || x < 1 || x > 64 || (*end && *end != ',') ||
-            a->dp_count == REPLAY_MAX_URLS || *p == '-')
-            break;
-        a->o.dp[a->dp_count++] = (uint32_t)x;
-        p = *end ? end + 1 : end;
-    }
-    if (*p || a->dp_count == 0)
+    int n = cli_parse_u32_list(v->text, a->o.dp, REPLAY_MAX_URLS, 1, 64);
+    if (n < 0)
         return cli_fail(v, "expected sizes 1..64, comma-separated");
+    a->dp_count = (uint32_t)n;
     return CLI_OK;
 }
 
@@ -63,12 +51,14 @@ static int set_kv_events(void *target, const cli_value *v)
 #define OFF(field) offsetof(replay_args, field)
 
 static const cli_option replay_option_table[] = {
-    {CLI_OPT("url", "URL", "an engine's base URL; request i goes to URL i mod N\n"
-                           "(unless --plugin routes)",
+    {CLI_OPT("url", "URL",
+             "an engine's base URL; request i goes to URL i mod N\n"
+             "(unless --plugin routes)",
              NULL),
      CLI_AS_CALL(add_url)},
-    {CLI_OPT("trace", "FILE", "Mooncake JSONL (timestamp, input_length,\n"
-                              "output_length, hash_ids)",
+    {CLI_OPT("trace", "FILE",
+             "Mooncake JSONL (timestamp, input_length,\n"
+             "output_length, hash_ids)",
              NULL),
      CLI_AS_STR(OFF(o.trace))},
     {CLI_OPT("trace-block-size", "N", "tokens per hash id", "512"),
@@ -84,14 +74,16 @@ static const cli_option replay_option_table[] = {
     {CLI_OPT("seed", "S", "workload seed", "1"), CLI_AS_DOUBLE(OFF(seed), 0, 1e18)},
     {CLI_OPT("speedup", "X", "arrival times divided by X", "1"),
      CLI_AS_DOUBLE(OFF(o.speedup), 1e-6, 1e9)},
-    {CLI_OPT("time-scale", "X", "the engines' --time-scale: arrivals come X times\n"
-                                "sooner still and times are reported x X, in model\n"
-                                "time, comparable with wsel sim",
+    {CLI_OPT("time-scale", "X",
+             "the engines' --time-scale: arrivals come X times\n"
+             "sooner still and times are reported x X, in model\n"
+             "time, comparable with wsel sim",
              "1"),
      CLI_AS_DOUBLE(OFF(o.time_scale), 1e-6, 1e6)},
     {CLI_OPT("concurrency", "N", "requests in flight at most", "256"),
      CLI_AS_DOUBLE(OFF(concurrency), 1, 1e6)},
-    {CLI_OPT("model", "NAME", "the \"model\" field", "left out"), CLI_AS_STR(OFF(o.model))},
+    {CLI_OPT("model", "NAME", "the \"model\" field", "left out"),
+     CLI_AS_STR(OFF(o.model))},
     {CLI_OPT("vocab-size", "N", "token ids below N", "32000"),
      CLI_AS_DOUBLE(OFF(vocab_size), 2, 4e9)},
     {CLI_OPT("timeout", "S", "give up on a request after S seconds (0 = never)", "0"),
@@ -99,7 +91,8 @@ static const cli_option replay_option_table[] = {
     {CLI_OPT("requests-out", "FILE", "one JSON line per request: status, usage, timings",
              NULL),
      CLI_AS_STR(OFF(o.requests_out))},
-    {CLI_OPT("plot", "DIR", "TTFT chart (gnuplot) into DIR", NULL), CLI_AS_STR(OFF(o.plot_dir))},
+    {CLI_OPT("plot", "DIR", "TTFT chart (gnuplot) into DIR", NULL),
+     CLI_AS_STR(OFF(o.plot_dir))},
     {CLI_OPT("json", NULL, "the JSON document instead of the table", NULL),
      CLI_AS_FLAG(OFF(o.json))},
     {CLI_OPT("no-progress", NULL, "no progress line on stderr", NULL),
@@ -110,37 +103,37 @@ static const cli_option routing_option_table[] = {
     {CLI_OPT("plugin", "NAME|PATH", "route with this policy (seeded by --seed)", NULL),
      CLI_AS_STR(OFF(o.plugin))},
     {CLI_OPT("config", "JSON", "its configuration", "{}"), CLI_AS_STR(OFF(o.config))},
-    {CLI_OPT("dp", "N|LIST", "ranks of each URL's engine: one size for all, or\n"
-                             "one per --url; sent as X-data-parallel-rank",
+    {CLI_OPT("dp", "N|LIST",
+             "ranks of each URL's engine: one size for all, or\n"
+             "one per --url; sent as X-data-parallel-rank",
              "1"),
      CLI_AS_CALL(set_dp)},
-    {CLI_OPT("kv-events", "LIST", "the preceding --url's KV event endpoints, one per\n"
-                                  "rank (tcp://H:P,...): the KV index follows them\n"
-                                  "instead of the routing history",
+    {CLI_OPT("kv-events", "LIST",
+             "the preceding --url's KV event endpoints, one per\n"
+             "rank (tcp://H:P,...): the KV index follows them\n"
+             "instead of the routing history",
              NULL),
      CLI_AS_CALL(set_kv_events)},
     {CLI_OPT("block-size", "N", "the engines' KV block, tokens", "64"),
      CLI_AS_DOUBLE(OFF(block_size), 1, 1 << 16)},
 };
 
-#define COUNT(t) (sizeof(t) / sizeof((t)[0]))
-static const cli_group replay_group = {NULL, replay_option_table,
-                                       COUNT(replay_option_table), 0};
+static const cli_group replay_group = {NULL, CLI_TABLE(replay_option_table), 0};
 static const cli_group routing_group = {
     "Routing (docs/real-time.md): the replay routes each request itself through\n"
     "libwsel-router and the policy gets every request's outcome.",
-    routing_option_table, COUNT(routing_option_table), 0};
+    CLI_TABLE(routing_option_table), 0};
 static const cli_group *const replay_groups[] = {&replay_group, &routing_group};
 
 const cli_command replay_command = {
     .name = "wsel replay",
     .usage = "--url URL [--url URL ...] (--trace FILE | --workload NAME) [OPTIONS]",
-    .about = "Send a Mooncake trace or a generated workload to OpenAI-compatible engines\n"
-             "(wsel-engine, vLLM) as streamed /v1/completions with token-id prompts, and\n"
-             "report wsel sim's table (or --json keys) measured from the client side;\n"
-             "'lost' counts requests that failed (by status below the table).",
-    .groups = replay_groups,
-    .num_groups = 2,
+    .about =
+        "Send a Mooncake trace or a generated workload to OpenAI-compatible engines\n"
+        "(wsel-engine, vLLM) as streamed /v1/completions with token-id prompts, and\n"
+        "report wsel sim's table (or --json keys) measured from the client side;\n"
+        "'lost' counts requests that failed (by status below the table).",
+    CLI_GROUPS(replay_groups),
 };
 
 static void set_defaults(replay_args *a)

@@ -16,5 +16,6 @@ SIM_METRIC_TABLE(SIM_METRIC_GETTER)
 #define SIM_METRIC_ROW(id, key, title, value, scale, fmt, better, object, name, type,    \
                        flags)                                                            \
     {key, title, get_##id, scale, fmt, better, object, name, type, flags},
-const sim_metric_def sim_metric_table[SIM_NUM_METRICS] = {SIM_METRIC_TABLE(SIM_METRIC_ROW)};
+const sim_metric_def sim_metric_table[SIM_NUM_METRICS] = {
+    SIM_METRIC_TABLE(SIM_METRIC_ROW)};
 #undef SIM_METRIC_ROW

@@ -32,7 +32,7 @@
  *            members of one object are consecutive rows
  */
 #define SIM_METRIC_TABLE(X)                                                              \
-    X(REQUESTS, "requests", NULL, m->requests, 1, "%.0f", 0, NULL, "requests",          \
+    X(REQUESTS, "requests", NULL, m->requests, 1, "%.0f", 0, NULL, "requests",           \
       SIM_MJ_COUNT, 0)                                                                   \
     X(KV_HIT_RATE, "kv_hit_rate", "hit%", m->kv_hit_rate, 100, "%.1f", 1, NULL,          \
       "kv_hit_rate", SIM_MJ_REAL, SIM_MF_EVAL)                                           \
@@ -92,7 +92,7 @@ typedef struct sim_metric_def {
     int higher_is_better;
     const char *json_object; /* NULL: a top-level member */
     const char *json_name;
-    int json_type; /* SIM_MJ_* */
+    int json_type;  /* SIM_MJ_* */
     unsigned flags; /* SIM_MF_* */
 } sim_metric_def;
 

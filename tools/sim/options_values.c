@@ -6,8 +6,6 @@
  */
 #include "options_values.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Latest switch time: 1e9 s = 1e18 ns, inside the int64 nanosecond clock. */
@@ -15,26 +13,16 @@
 
 int sim_dp_list(sim_options *o, const char *s)
 {
-    uint32_t n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        unsigned long x = strtoul(p, &end, 10);
-        if (end == p || errno || x == 0 || x > SIM_MAX_RANKS || (*end && *end != ',') ||
-            n == SIM_MAX_RANKS)
-            return -1;
-        o->cluster.dp[n++] = (uint32_t)x;
-        p = *end ? end + 1 : end;
-    }
-    o->dp_given = n;
-    return (int)n;
+    int n = cli_parse_u32_list(s, o->cluster.dp, SIM_MAX_RANKS, 1, SIM_MAX_RANKS);
+    if (n > 0)
+        o->dp_given = (uint32_t)n;
+    return n;
 }
 
 int sim_set_dp(void *target, const cli_value *v)
 {
     if (sim_dp_list(target, v->text) < 0)
-        return cli_fail(v, "expected sizes 1..%d separated by commas", SIM_MAX_RANKS);
+        return cli_fail(v, "expected sizes 1..%d, comma-separated", SIM_MAX_RANKS);
     return CLI_OK;
 }
 
@@ -90,11 +78,10 @@ int sim_set_workload(void *target, const cli_value *v)
     sim_options *o = target;
     int k = sim_workload_kind(v->text);
     if (k < 0)
-        return cli_fail(v, "expected %s, %s, %s or %s",
-                        sim_workload_name(SIM_WORKLOAD_SHARED_PREFIX),
-                        sim_workload_name(SIM_WORKLOAD_CHAT),
-                        sim_workload_name(SIM_WORKLOAD_AGENT),
-                        sim_workload_name(SIM_WORKLOAD_CONVERSATION));
+        return cli_fail(
+            v, "expected %s, %s, %s or %s", sim_workload_name(SIM_WORKLOAD_SHARED_PREFIX),
+            sim_workload_name(SIM_WORKLOAD_CHAT), sim_workload_name(SIM_WORKLOAD_AGENT),
+            sim_workload_name(SIM_WORKLOAD_CONVERSATION));
     o->workload.kind = (uint32_t)k;
     return CLI_OK;
 }

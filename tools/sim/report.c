@@ -192,11 +192,10 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
             ",\"dp_mode\":\"%s\",\"kv_event_delay_ms\":%.6g,\"overlap_weight\":%.6g,"
             "\"temperature\":%.6g,\"affinity_blocks\":%u,\"busy_decode_blocks\":%.6g,"
             "\"busy_prefill_tokens\":%llu,\"speedup\":%.6g,\"jitter_ms\":%.6g}",
-            sim_dp_mode_names[c->dp_mode],
-            (double)rc->kv_event_delay_ns / 1e6, rc->overlap_weight, rc->temperature,
-            rc->affinity_blocks, rc->busy_decode_blocks,
-            (unsigned long long)rc->busy_prefill_tokens, rc->speedup,
-            (double)rc->jitter_ns / 1e6);
+            sim_dp_mode_names[c->dp_mode], (double)rc->kv_event_delay_ns / 1e6,
+            rc->overlap_weight, rc->temperature, rc->affinity_blocks,
+            rc->busy_decode_blocks, (unsigned long long)rc->busy_prefill_tokens,
+            rc->speedup, (double)rc->jitter_ns / 1e6);
 }
 
 void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,

@@ -75,8 +75,9 @@ static const cli_option validate_option_table[] = {
     {CLI_OPT("config", "JSON", "configuration for every instance", "{}"),
      CLI_AS_STR(OFF(config))},
     {CLI_OPT("json", NULL, "print the results as JSON", NULL), CLI_AS_FLAG(OFF(json))},
-    {CLI_OPT("seed", "N", "seed for tables and requests (0x for hex); a failure\n"
-                          "prints the seed that reproduces it",
+    {CLI_OPT("seed", "N",
+             "seed for tables and requests (0x for hex); a failure\n"
+             "prints the seed that reproduces it",
              "from the clock"),
      CLI_AS_CALL(set_seed)},
     /* A ceiling for hung plugins, not a performance bound: a check that
@@ -85,9 +86,7 @@ static const cli_option validate_option_table[] = {
     {CLI_OPT("timeout", "S", "seconds before a hung check is killed", "60"),
      CLI_AS_U64(OFF(timeout_s), 1, 3600), .flags = CLI_ANY_BASE},
 };
-static const cli_group validate_options = {
-    NULL, validate_option_table,
-    sizeof(validate_option_table) / sizeof(validate_option_table[0]), 0};
+static const cli_group validate_options = {NULL, CLI_TABLE(validate_option_table), 0};
 static const cli_group *const validate_groups[] = {&validate_options};
 
 static const cli_command validate_command = {
@@ -95,8 +94,7 @@ static const cli_command validate_command = {
     .usage = "PLUGIN [--config JSON] [--json] [--seed N] [--timeout S]",
     .about = "Run the conformance checks on a plugin, each in its own process.\n"
              "PLUGIN is a bundled name (softmax, p2c, ...) or a path with '/'.",
-    .groups = validate_groups,
-    .num_groups = 1,
+    CLI_GROUPS(validate_groups),
     .operand_name = "PLUGIN",
     .operand_offset = OFF(spec),
 };
@@ -119,8 +117,8 @@ static int prepare(const voptions *o, vcontext *ctx, char *path)
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;
     }
-    *ctx = (vcontext){.path = path, .config = o->config,
-                      .seed = o->have_seed ? o->seed : clock_seed()};
+    *ctx = (vcontext){
+        .path = path, .config = o->config, .seed = o->have_seed ? o->seed : clock_seed()};
     return -1;
 }
 
@@ -155,7 +153,7 @@ static void print_refusal(const vcontext *ctx, int json, const char *name,
                           const char *refusal)
 {
     const char *why = strcmp(name, "config") != 0 ? "the host refuses this file"
-                                                   : "the host refuses this configuration";
+                                                  : "the host refuses this configuration";
     if (json) {
         printf("{\"name\":\"%s\",\"passed\":false,\"skipped\":false,"
                "\"detail\":",
@@ -249,7 +247,8 @@ int wsel_cmd_validate(int argc, char **argv)
     status = prepare(&o, &ctx, path);
     if (status >= 0)
         return status;
-    const char *refused = refusal_of(&ctx, (unsigned)o.timeout_s, refusal, sizeof(refusal));
+    const char *refused =
+        refusal_of(&ctx, (unsigned)o.timeout_s, refusal, sizeof(refusal));
     if (o.json) {
         printf("{\"plugin\":");
         wsel_json_write_string(stdout, path);
