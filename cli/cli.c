@@ -135,6 +135,19 @@ static int store_choice(void *field, const cli_value *v)
     return cli_fail(v, "expected %s", list);
 }
 
+static int store_list(void *target, const cli_value *v)
+{
+    const cli_option *o = v->opt;
+    int n = cli_parse_u32_list(v->text, (uint32_t *)((char *)target + o->offset),
+                               o->max_count, (uint32_t)o->min, (uint32_t)o->max);
+    if (n < 0)
+        return cli_fail(v,
+                        "expected up to %zu integers in [%.10g, %.10g], comma-separated",
+                        o->max_count, o->min, o->max);
+    *(uint32_t *)((char *)target + o->count_offset) = (uint32_t)n;
+    return CLI_OK;
+}
+
 static int store(void *target, const cli_value *v)
 {
     void *field = (char *)target + v->opt->offset;
@@ -161,6 +174,8 @@ static int store(void *target, const cli_value *v)
         return CLI_OK;
     case CLI_CHOICE:
         return store_choice(field, v);
+    case CLI_U32_LIST:
+        return store_list(target, v);
     case CLI_CALL:
         return v->opt->call(target, v);
     }

@@ -33,14 +33,16 @@
 #define CLI_USAGE 2 /* bad usage, message in err: exit 2 */
 
 typedef enum cli_kind {
-    CLI_FLAG,   /* no value: stores .value (1 when 0) into an int */
-    CLI_CLEAR,  /* no value: stores 0 into an int (--no-X) */
-    CLI_U32,    /* a decimal integer into a uint32_t */
-    CLI_U64,    /* a decimal integer into a uint64_t */
-    CLI_DOUBLE, /* a finite number into a double */
-    CLI_STR,    /* the text itself into a const char * */
-    CLI_CHOICE, /* one of .choices: its index into a uint32_t */
-    CLI_CALL,   /* handed to .call (with or without a value, as .arg says) */
+    CLI_FLAG,     /* no value: stores .value (1 when 0) into an int */
+    CLI_CLEAR,    /* no value: stores 0 into an int (--no-X) */
+    CLI_U32,      /* a decimal integer into a uint32_t */
+    CLI_U64,      /* a decimal integer into a uint64_t */
+    CLI_DOUBLE,   /* a finite number into a double */
+    CLI_STR,      /* the text itself into a const char * */
+    CLI_CHOICE,   /* one of .choices: its index into a uint32_t */
+    CLI_U32_LIST, /* "N,N,...": up to .max_count integers in [min, max] into a
+                   * uint32_t array, their count into the uint32_t at .count_offset */
+    CLI_CALL,     /* handed to .call (with or without a value, as .arg says) */
 } cli_kind;
 
 /* Option flags. */
@@ -59,7 +61,8 @@ typedef struct cli_option {
     double min, max; /* numbers: accepted range, shown in --help; both 0: any */
     unsigned flags;  /* CLI_ANY_BASE, CLI_ABOVE_MIN */
     int value;       /* CLI_FLAG: stored value, 0 meaning 1 */
-    const char *const *choices; /* CLI_CHOICE: NULL-terminated */
+    const char *const *choices;     /* CLI_CHOICE: NULL-terminated */
+    size_t count_offset, max_count; /* CLI_U32_LIST */
     /* CLI_CALL: 0, or CLI_USAGE after cli_fail. */
     int (*call)(void *target, const struct cli_value *v);
 } cli_option;
@@ -115,6 +118,9 @@ typedef struct cli_command {
     .kind = CLI_DOUBLE, .offset = (off), .min = (lo), .max = (hi)
 #define CLI_AS_CHOICE(off, list) .kind = CLI_CHOICE, .offset = (off), .choices = (list)
 #define CLI_AS_CALL(fn)          .kind = CLI_CALL, .call = (fn)
+#define CLI_AS_U32_LIST(off, count_off, max_n, lo, hi)                                   \
+    .kind = CLI_U32_LIST, .offset = (off), .count_offset = (count_off),                  \
+    .max_count = (max_n), .min = (lo), .max = (hi)
 
 /* What a callback gets: the option (NULL for an operand), its text, the
  * option given just before it (NULL if none), where errors go. */

@@ -24,6 +24,7 @@ typedef struct target {
     uint32_t choice;
     const char *after; /* the option before --after */
     const char *operand;
+    uint32_t list[3], list_count;
     char passed[256];
 } target;
 
@@ -54,6 +55,8 @@ static const cli_option table[] = {
      .flags = CLI_ABOVE_MIN},
     {CLI_OPT("name", "S", "a name", NULL), CLI_AS_STR(OFF(str))},
     {CLI_OPT("colour", "C", "a colour", "red"), CLI_AS_CHOICE(OFF(choice), colours)},
+    {CLI_OPT("sizes", "LIST", "up to 3 sizes", NULL),
+     CLI_AS_U32_LIST(OFF(list), OFF(list_count), 3, 1, 9)},
     {CLI_OPT("after", "X", "notes the option before", NULL), CLI_AS_CALL(note_prev)},
     {CLI_OPT("counter", "N", "shares a prefix with --count", NULL),
      CLI_AS_U32(OFF(u32), 0, 0)},
@@ -94,7 +97,7 @@ static void test_stores_every_kind_of_value(void **state)
     char err[256];
     assert_int_equal(parse(&t,
                            "--flag --no-on --count 7 --seed 0x10 --rate=0.5 --name x "
-                           "--colour blue",
+                           "--colour blue --sizes 4,5",
                            err),
                      CLI_OK);
     assert_int_equal(t.flag, 1);
@@ -104,6 +107,8 @@ static void test_stores_every_kind_of_value(void **state)
     assert_true(t.d == 0.5);
     assert_string_equal(t.str, "x");
     assert_int_equal(t.choice, 2);
+    assert_int_equal(t.list_count, 2);
+    assert_int_equal(t.list[1], 5);
 }
 
 static void test_words_each_error_once(void **state)
@@ -122,6 +127,8 @@ static void test_words_each_error_once(void **state)
         {"--rate x", "--rate 'x': expected a number"},
         {"--colour pink", "--colour 'pink': expected red, green or blue"},
         {"--flag=1", "--flag takes no value"},
+        {"--sizes 1,2,3,4", "--sizes '1,2,3,4': expected up to 3 integers in [1, 9], "
+                            "comma-separated"},
         {"stray", "unexpected argument 'stray' (see wsel test --help)"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -193,9 +200,9 @@ static void test_usage_comes_from_the_table(void **state)
     cli_usage(f, &cmd);
     fclose(f);
     assert_non_null(strstr(text, "usage: wsel test [OPTIONS]\n"));
-    assert_non_null(strstr(text, "  --count N    a count [default: 3] [range: 1..10]\n"));
-    assert_non_null(strstr(text, "--rate R     a rate [range: above 0, up to 1]\n"));
-    assert_non_null(strstr(text, "--help       print this help (also -h)\n"));
+    assert_non_null(strstr(text, "  --count N     a count [default: 3] [range: 1..10]\n"));
+    assert_non_null(strstr(text, "--rate R      a rate [range: above 0, up to 1]\n"));
+    assert_non_null(strstr(text, "--help        print this help (also -h)\n"));
     free(text);
 }
 

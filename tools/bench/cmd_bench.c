@@ -48,17 +48,6 @@ static int add_plugin(void *target, const cli_value *v)
     return CLI_OK;
 }
 
-static int set_rows(void *target, const cli_value *v)
-{
-    bench_args *a = target;
-    int n = cli_parse_u32_list(v->text, a->rows, MAX_ROWS, 1, BENCH_MAX_COUNT);
-    if (n < 0)
-        return cli_fail(v, "expected up to %d sizes 1..%d, comma-separated", MAX_ROWS,
-                        BENCH_MAX_COUNT);
-    a->num_rows = (uint32_t)n;
-    return CLI_OK;
-}
-
 #define OFF(field) offsetof(bench_args, field)
 
 static const cli_option bench_option_table[] = {
@@ -78,7 +67,7 @@ static const cli_option bench_option_table[] = {
              "each plugin's defaults"),
      CLI_AS_STR(OFF(config))},
     {CLI_OPT("rows", "LIST", "table sizes, comma-separated", "8,64,512,1024,4096"),
-     CLI_AS_CALL(set_rows)},
+     CLI_AS_U32_LIST(OFF(rows), OFF(num_rows), MAX_ROWS, 1, BENCH_MAX_COUNT)},
     {CLI_OPT("runs", "N", "runs per measurement; medians are reported", "5"),
      CLI_AS_U32(OFF(runs), 1, BENCH_MAX_COUNT)},
     {CLI_OPT("selects", "N", "timed selects per run", "20000, 5000 past 1024 rows"),

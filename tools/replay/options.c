@@ -19,17 +19,6 @@ typedef struct replay_args {
     uint32_t dp_count;
 } replay_args;
 
-/* --dp "4" or "2,1,4": one size for every URL, or one per URL. */
-static int set_dp(void *target, const cli_value *v)
-{
-    replay_args *a = target;
-    int n = cli_parse_u32_list(v->text, a->o.dp, REPLAY_MAX_URLS, 1, 64);
-    if (n < 0)
-        return cli_fail(v, "expected sizes 1..64, comma-separated");
-    a->dp_count = (uint32_t)n;
-    return CLI_OK;
-}
-
 static int add_url(void *target, const cli_value *v)
 {
     replay_options *o = &((replay_args *)target)->o;
@@ -107,7 +96,7 @@ static const cli_option routing_option_table[] = {
              "ranks of each URL's engine: one size for all, or\n"
              "one per --url; sent as X-data-parallel-rank",
              "1"),
-     CLI_AS_CALL(set_dp)},
+     CLI_AS_U32_LIST(OFF(o.dp), OFF(dp_count), REPLAY_MAX_URLS, 1, 64)},
     {CLI_OPT("kv-events", "LIST",
              "the preceding --url's KV event endpoints, one per\n"
              "rank (tcp://H:P,...): the KV index follows them\n"

@@ -80,7 +80,7 @@ static const cli_option sim_option_table[] = {
      CLI_AS_U32(OFF(workers_given), 1, SIM_MAX_RANKS)},
     {CLI_OPT("dp", "N|LIST", "ranks per worker: one size for all, or one per worker",
              DEF_DP " (1 when only --workers is given)"),
-     CLI_AS_CALL(sim_set_dp)},
+     CLI_AS_U32_LIST(OFF(cluster.dp), OFF(dp_given), SIM_MAX_RANKS, 1, SIM_MAX_RANKS)},
     {CLI_OPT("kv-blocks", "N", "KV cache blocks per rank",
              "1024; with --trace 16384 (Dynamo mocker's)"),
      CLI_AS_U32(OFF(cluster.kv_blocks), 1, 1u << 28)},
@@ -197,7 +197,10 @@ static int check_shape(sim_options *o, char *err, size_t err_size)
 {
     uint32_t workers = o->workers_given;
     if (o->dp_given == 0 && workers == 0) {
-        sim_dp_list(o, DEF_DP); /* the default cluster */
+        /* the default cluster */
+        int n =
+            cli_parse_u32_list(DEF_DP, o->cluster.dp, SIM_MAX_RANKS, 1, SIM_MAX_RANKS);
+        o->dp_given = (uint32_t)n;
     } else if (o->dp_given == 0) {
         o->cluster.dp[0] = 1; /* --workers alone: one rank each */
         o->dp_given = 1;

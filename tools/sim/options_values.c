@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * options_values.c -- turn option values that need more than a store (DP
- * size lists, SECONDS:NAME switches, plugins and their configurations)
+ * options_values.c -- turn option values that need more than a store
+ * (SECONDS:NAME switches, plugins and their configurations)
  * into fields of sim_options.
  */
 #include "options_values.h"
@@ -10,21 +10,6 @@
 
 /* Latest switch time: 1e9 s = 1e18 ns, inside the int64 nanosecond clock. */
 #define SIM_MAX_SWITCH_S 1e9
-
-int sim_dp_list(sim_options *o, const char *s)
-{
-    int n = cli_parse_u32_list(s, o->cluster.dp, SIM_MAX_RANKS, 1, SIM_MAX_RANKS);
-    if (n > 0)
-        o->dp_given = (uint32_t)n;
-    return n;
-}
-
-int sim_set_dp(void *target, const cli_value *v)
-{
-    if (sim_dp_list(target, v->text) < 0)
-        return cli_fail(v, "expected sizes 1..%d, comma-separated", SIM_MAX_RANKS);
-    return CLI_OK;
-}
 
 int sim_set_switch(void *target, const cli_value *v)
 {

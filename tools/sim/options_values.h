@@ -12,12 +12,6 @@
 
 #include "options.h"
 
-/* "N" or "N,N,...": DP sizes 1..SIM_MAX_RANKS into o->cluster.dp, their
- * count into o->dp_given. The count, or -1 (o->cluster.dp then partly
- * written). */
-int sim_dp_list(sim_options *o, const char *s);
-/* --dp, through sim_dp_list. */
-int sim_set_dp(void *o, const cli_value *v);
 /* --switch-at "SECONDS:NAME|PATH", appended to o->switches (time order, at
  * most SIM_MAX_PHASES - 1). */
 int sim_set_switch(void *o, const cli_value *v);
