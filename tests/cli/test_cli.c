@@ -190,6 +190,26 @@ static void test_requires_its_one_operand(void **state)
     assert_string_equal(err, "one PLUGIN only ('b' is extra)");
 }
 
+static void test_first_group_wins_a_shared_name(void **state)
+{
+    (void)state;
+    static const cli_option first[] = {
+        {CLI_OPT("flag", NULL, "the first group's", NULL), CLI_AS_FLAG(OFF(on))},
+    };
+    static const cli_group first_group = {NULL, CLI_TABLE(first), 0};
+    static const cli_group *const both[] = {&first_group, &group};
+    cli_command c = cmd;
+    c.groups = both;
+    c.num_groups = 2;
+    target t;
+    char err[256];
+    assert_int_equal(parse_with(&c, &t, "--no-on --flag --count 2", err, sizeof(err)),
+                     CLI_OK);
+    assert_int_equal(t.on, 1);
+    assert_int_equal(t.flag, 0);
+    assert_int_equal(t.u32, 2);
+}
+
 static void test_usage_comes_from_the_table(void **state)
 {
     (void)state;
@@ -200,7 +220,8 @@ static void test_usage_comes_from_the_table(void **state)
     cli_usage(f, &cmd);
     fclose(f);
     assert_non_null(strstr(text, "usage: wsel test [OPTIONS]\n"));
-    assert_non_null(strstr(text, "  --count N     a count [default: 3] [range: 1..10]\n"));
+    assert_non_null(
+        strstr(text, "  --count N     a count [default: 3] [range: 1..10]\n"));
     assert_non_null(strstr(text, "--rate R      a rate [range: above 0, up to 1]\n"));
     assert_non_null(strstr(text, "--help        print this help (also -h)\n"));
     free(text);
@@ -215,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_callback_sees_the_option_before),
         cmocka_unit_test(test_hands_unknown_options_on_in_order),
         cmocka_unit_test(test_requires_its_one_operand),
+        cmocka_unit_test(test_first_group_wins_a_shared_name),
         cmocka_unit_test(test_usage_comes_from_the_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
