@@ -172,20 +172,85 @@ static void emit(FILE *out, int json, int *first, double load, const char *polic
             ch.value * scale, ch.bound * scale, ch.ok ? "met" : "**not met**");
 }
 
-void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, int json)
+/* When a target applies, beyond its load being 60 % or more. */
+enum { T_ALWAYS, T_DP_LOCKSTEP_80, T_NO_DP };
+
+/* One target: x <= k * y + c over the seeds (x < ... when strict), on
+ * metric, shown * scale. x NULL: "not the worst", y against every other
+ * policy. Rows whose policies did not run are left out. */
+typedef struct target {
+    const char *policy;
+    int when;
+    uint32_t metric;
+    const char *x, *y;
+    double k, c;
+    int strict;
+    double scale;
+    const char *what;
+} target;
+
+static const target targets[] = {
+    {"hysteresis", T_ALWAYS, SIM_METRIC_FLICKER, "hysteresis", "softmax", 1.0 / 3, 0, 0,
+     100, "flicker <= 1/3 softmax"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_KV_HIT_RATE, "softmax", "hysteresis", 1, 0.01, 0,
+     100, "hit >= softmax - 1 pt (shown: softmax, hysteresis + 1 pt)"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_TTFT_MEAN, "hysteresis", "softmax", 1.05, 0, 0, 1,
+     "ttft mean <= 1.05 softmax"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_TTFT_P99, "hysteresis", "softmax", 1.05, 0, 0, 1,
+     "ttft p99 <= 1.05 softmax"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_TTFT_P99, NULL, "hysteresis", 1, 0, 1, 1,
+     "not the worst ttft p99"},
+    {"dpgroup", T_DP_LOCKSTEP_80, SIM_METRIC_TTFT_P99, "dpgroup", "softmax", 0.95, 0, 0,
+     1, "ttft p99 <= 0.95 softmax"},
+    {"dpgroup", T_DP_LOCKSTEP_80, SIM_METRIC_GROUP_IMBALANCE, "dpgroup", "softmax", 1, 0,
+     1, 1, "group imbalance below softmax"},
+    {"dpgroup", T_NO_DP, SIM_METRIC_TTFT_MEAN, "dpgroup", "softmax", 1, 0, 0, 1,
+     "ttft mean no worse than softmax"},
+    {"dpgroup", T_NO_DP, SIM_METRIC_TTFT_P99, "dpgroup", "softmax", 1, 0, 0, 1,
+     "ttft p99 no worse than softmax"},
+    {"chash", T_ALWAYS, SIM_METRIC_KV_HIT_RATE, "softmax", "chash", 1, 0.05, 0, 100,
+     "hit >= softmax - 5 pt (shown: softmax, chash + 5 pt)"},
+    {"chash", T_ALWAYS, SIM_METRIC_TTFT_P99, "chash", "random", 1, 0, 1, 1,
+     "ttft p99 below random"},
+    {"chash", T_ALWAYS, SIM_METRIC_TTFT_P99, "chash", "roundrobin", 1, 0, 1, 1,
+     "ttft p99 below roundrobin"},
+};
+#define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
+
+/* Target t at load l, or .what NULL when it does not apply. */
+static check target_check(const eval_options *o, const eval_result *r, const target *t,
+                          uint32_t l)
 {
-    int sm = policy_index(r, "softmax"), hy = policy_index(r, "hysteresis"),
-        dg = policy_index(r, "dpgroup"), ch = policy_index(r, "chash"),
-        rn = policy_index(r, "random"), rr = policy_index(r, "roundrobin");
-    int first = 1;
-    if (sm < 0)
-        return;
-    if (!json && hy < 0 && dg < 0 && ch < 0)
-        return; /* no policy with a target here: no empty table */
+    check none = {NULL, 0, 0, 0};
     const sim_cluster *c = &o->sim.cluster;
     int dp_shape = 0;
     for (uint32_t w = 0; w < c->num_workers; w++)
         dp_shape |= c->dp[w] > 1;
+    int y = policy_index(r, t->y);
+    int x = t->x ? policy_index(r, t->x) : y;
+    if (policy_index(r, t->policy) < 0 || x < 0 || y < 0 || o->loads[l] < 59 ||
+        (t->when == T_NO_DP && dp_shape) ||
+        (t->when == T_DP_LOCKSTEP_80 &&
+         (!dp_shape || c->dp_mode != SIM_DP_LOCKSTEP || o->loads[l] < 79)))
+        return none;
+    if (t->x)
+        return bound_check(o, r, l, t->metric, x, y, t->k, t->c, t->strict, t->what);
+    int worst = 1;
+    for (uint32_t p = 0; p < r->num_policies; p++)
+        if ((int)p != y &&
+            !bound_check(o, r, l, t->metric, (int)p, y, t->k, t->c, t->strict, "").ok)
+            worst = 0; /* someone is not significantly below y */
+    check w = {t->what, !worst, 0, 0};
+    return w;
+}
+
+void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, int json)
+{
+    int any = 0;
+    for (size_t t = 0; t < NUM_TARGETS; t++)
+        any |= policy_index(r, targets[t].policy) >= 0;
+    if (policy_index(r, "softmax") < 0 || (!json && !any))
+        return; /* no policy with a target here: no empty table */
     if (json)
         fprintf(out, "[");
     else
@@ -193,73 +258,14 @@ void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, 
                 "\ntargets (issue 12; at most = not significantly above, below = "
                 "significantly below):\n\n| load | policy | target | value | bound | "
                 "|\n|---:|---|---|---:|---:|---|\n");
-    for (uint32_t l = 0; l < o->num_loads; l++) {
-        double load = o->loads[l];
-        if (load < 59)
-            continue; /* the targets hold at 60, 80 and 95 % */
-        if (hy >= 0) {
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, SIM_METRIC_FLICKER, hy, sm, 1.0 / 3, 0, 0,
-                             "flicker <= 1/3 softmax"),
-                 100);
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, SIM_METRIC_KV_HIT_RATE, sm, hy, 1, 0.01, 0,
-                             "hit >= softmax - 1 pt (shown: softmax, hysteresis + 1 pt)"),
-                 100);
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, SIM_METRIC_TTFT_MEAN, hy, sm, 1.05, 0, 0,
-                             "ttft mean <= 1.05 softmax"),
-                 1);
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, SIM_METRIC_TTFT_P99, hy, sm, 1.05, 0, 0,
-                             "ttft p99 <= 1.05 softmax"),
-                 1);
-            int worst = 1;
-            for (uint32_t p = 0; p < r->num_policies; p++)
-                if ((int)p != hy &&
-                    !bound_check(o, r, l, SIM_METRIC_TTFT_P99, (int)p, hy, 1, 0, 1, "")
-                         .ok)
-                    worst = 0; /* someone is not significantly below hysteresis */
-            check w = {"not the worst ttft p99", !worst, 0, 0};
-            emit(out, json, &first, load, "hysteresis", w, 1);
+    int first = 1;
+    for (uint32_t l = 0; l < o->num_loads; l++)
+        for (size_t t = 0; t < NUM_TARGETS; t++) {
+            check ch = target_check(o, r, &targets[t], l);
+            if (ch.what != NULL)
+                emit(out, json, &first, o->loads[l], targets[t].policy, ch,
+                     targets[t].scale);
         }
-        if (dg >= 0 && dp_shape && c->dp_mode == SIM_DP_LOCKSTEP && load >= 79) {
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, SIM_METRIC_TTFT_P99, dg, sm, 0.95, 0, 0,
-                             "ttft p99 <= 0.95 softmax"),
-                 1);
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, SIM_METRIC_GROUP_IMBALANCE, dg, sm, 1, 0, 1,
-                             "group imbalance below softmax"),
-                 1);
-        }
-        if (dg >= 0 && !dp_shape) {
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, SIM_METRIC_TTFT_MEAN, dg, sm, 1, 0, 0,
-                             "ttft mean no worse than softmax"),
-                 1);
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, SIM_METRIC_TTFT_P99, dg, sm, 1, 0, 0,
-                             "ttft p99 no worse than softmax"),
-                 1);
-        }
-        if (ch >= 0) {
-            emit(out, json, &first, load, "chash",
-                 bound_check(o, r, l, SIM_METRIC_KV_HIT_RATE, sm, ch, 1, 0.05, 0,
-                             "hit >= softmax - 5 pt (shown: softmax, chash + 5 pt)"),
-                 100);
-            if (rn >= 0)
-                emit(out, json, &first, load, "chash",
-                     bound_check(o, r, l, SIM_METRIC_TTFT_P99, ch, rn, 1, 0, 1,
-                                 "ttft p99 below random"),
-                     1);
-            if (rr >= 0)
-                emit(out, json, &first, load, "chash",
-                     bound_check(o, r, l, SIM_METRIC_TTFT_P99, ch, rr, 1, 0, 1,
-                                 "ttft p99 below roundrobin"),
-                     1);
-        }
-    }
     if (json)
         fprintf(out, "]");
 }
