@@ -14,6 +14,9 @@
 #include "simcore.h"
 #include "step_model.h"
 
+const char *const sim_cost_model_names[] = {"polynomial", "linear", NULL};
+const char *const sim_dp_mode_names[] = {"lockstep", "independent", NULL};
+
 void sim_cluster_default(sim_cluster *c)
 {
     memset(c, 0, sizeof(*c));

@@ -33,6 +33,11 @@
 #define SIM_DP_LOCKSTEP    0 /* one step for all ranks, as long as the slowest */
 #define SIM_DP_INDEPENDENT 1 /* every rank steps on its own */
 
+/* Their names (options, reports), indexed by SIM_COST_* / SIM_DP_*;
+ * NULL-terminated. */
+extern const char *const sim_cost_model_names[];
+extern const char *const sim_dp_mode_names[];
+
 typedef struct sim_cluster {
     uint32_t num_workers;
     uint32_t dp[SIM_MAX_RANKS]; /* ranks of each worker */

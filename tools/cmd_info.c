@@ -7,18 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "json_write.h"
 #include "plugin_path.h"
 #include "wsel_host.h"
-
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: wsel info PLUGIN [--json]\n\n"
-                 "Print a plugin's descriptor and parameter table.\n\n"
-                 "  PLUGIN   a bundled name (softmax, p2c, ...) or a path with '/'\n"
-                 "  --json   print as one JSON object\n");
-}
 
 static const char *type_name(uint32_t type)
 {
@@ -218,34 +211,36 @@ static void print_json(const wsel_library *lib)
     printf("]}\n");
 }
 
+typedef struct info_options {
+    const char *spec;
+    int json;
+} info_options;
+
+static const cli_option info_option_table[] = {
+    {CLI_OPT("json", NULL, "print as one JSON object", NULL),
+     CLI_AS_FLAG(offsetof(info_options, json))},
+};
+static const cli_group info_options_group = {NULL, CLI_TABLE(info_option_table), 0};
+static const cli_group *const info_groups[] = {&info_options_group};
+
+static const cli_command info_command = {
+    .name = "wsel info",
+    .usage = "PLUGIN [--json]",
+    .about = "Print a plugin's descriptor and parameter table.\n"
+             "PLUGIN is a bundled name (softmax, p2c, ...) or a path with '/'.",
+    CLI_GROUPS(info_groups),
+    .operand_name = "PLUGIN",
+    .operand_offset = offsetof(info_options, spec),
+};
+
 int wsel_cmd_info(int argc, char **argv)
 {
-    const char *spec = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return WSEL_EXIT_OK;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "wsel info: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return WSEL_EXIT_USAGE;
-        } else if (spec == NULL) {
-            spec = argv[i];
-        } else {
-            fprintf(stderr, "wsel info: one PLUGIN only ('%s' is extra)\n", argv[i]);
-            return WSEL_EXIT_USAGE;
-        }
-    }
-    if (spec == NULL) {
-        usage(stderr);
-        return WSEL_EXIT_USAGE;
-    }
-
+    info_options o = {NULL, 0};
     char path[PATH_MAX], err[2400];
-    if (wsel_plugin_resolve(spec, path, sizeof(path), err, sizeof(err)) < 0) {
+    int rc = cli_parse(&info_command, &o, argc, argv, err, sizeof(err));
+    if (rc != CLI_OK)
+        return cli_report(&info_command, rc, err);
+    if (wsel_plugin_resolve(o.spec, path, sizeof(path), err, sizeof(err)) < 0) {
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;
     }
@@ -254,7 +249,7 @@ int wsel_cmd_info(int argc, char **argv)
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;
     }
-    if (json)
+    if (o.json)
         print_json(lib);
     else
         print_text(lib);

@@ -5,6 +5,8 @@
 The layers (ARCHITECTURE.md), bottom up:
 
     abi       abi/wsel.h                  depends on nothing
+    cli       cli/ (the option parser)    depends on nothing; tools/ and
+                                          engine/ include it
     host      host/ (host/isolated/ too)  abi
     plugins   plugins/NAME/               abi, its own folder, plugins/common/
                                           (source compiled into each plugin
@@ -42,6 +44,8 @@ def layer_of(rel):
     top = parts[0]
     if top == "abi":
         return ("abi", "abi")
+    if top == "cli":
+        return ("cli", "cli")
     if top == "host":
         private = not (len(parts) > 1 and parts[1] == "include")
         return ("host", "host-private" if private else "host-public")
@@ -69,7 +73,9 @@ def allowed(src, dst):
     d_layer, d_unit = dst
     if d_layer == "abi":
         return True
-    if s_layer == "abi":
+    if d_layer == "cli":
+        return s_layer in ("cli", "tools", "engine")
+    if s_layer in ("abi", "cli"):
         return False
     if s_layer == "plugins":
         return d_unit == s_unit or (d_unit == "plugins/common" and

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cli.h"
 #include "commands.h"
 #include "plugin_path.h"
 
@@ -22,65 +23,6 @@
 
 /* Exit code CTest reads as "skipped" (SKIP_RETURN_CODE). */
 #define EXIT_SKIPPED 77
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: wsel bench [--plugin NAME|PATH]... [--pipeline] [--rows LIST]\n"
-            "                  [--json] [--runs N] [--selects N] [--temperature T]\n"
-            "       wsel bench --alloc-check [--plugin NAME|PATH]... [--pipeline]\n"
-            "       wsel bench --callgrind-one PLUGIN [--config JSON] [--rows N]\n"
-            "                  [--selects N] [--host|--score]\n"
-            "       wsel bench --callgrind-build [--rows N] [--selects N]\n\n"
-            "Measure select latency per plugin, directly and through the host, and\n"
-            "score latency (directly) for plugins with a score function.\n\n"
-            "  --plugin P       measure P (repeatable; default every bundled plugin\n"
-            "                   and the pipeline below)\n"
-            "  --pipeline       also measure pipeline with scorers softmax, p2c and\n"
-            "                   dpgroup, and its ratio to its most expensive child\n"
-            "  --config JSON    configuration of every --plugin given (and of\n"
-            "                   --callgrind-one); default: each plugin's defaults\n"
-            "  --rows LIST      table sizes, comma-separated (default "
-            "8,64,512,1024,4096)\n"
-            "  --runs N         runs per measurement; medians are reported (default 5)\n"
-            "  --selects N      timed selects per run (default 20000, 5000 past 1024 "
-            "rows)\n"
-            "  --temperature T  the requests' temperature (default 0, Dynamo's); the\n"
-            "                   default run adds softmax at T=0.5, where it samples\n"
-            "  --json           print JSON\n"
-            "  --alloc-check    fail if any select or score allocates (quick; for "
-            "CTest)\n"
-            "  --callgrind-one P  run --selects selects of P for callgrind "
-            "(bench/callgrind.sh)\n"
-            "  --host           with --callgrind-one: through wsel_host_select\n"
-            "  --score          with --callgrind-one: the plugin's score instead\n"
-            "  --callgrind-build  run --selects wsel_table_build calls for callgrind\n");
-}
-
-static int parse_u32(const char *s, uint32_t *out)
-{
-    char *end = NULL;
-    unsigned long v = strtoul(s, &end, 10);
-    if (end == s || *end != '\0' || s[0] == '-' || v == 0 || v > 1000000)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int parse_rows(const char *list, uint32_t *rows, uint32_t *count)
-{
-    char buf[256];
-    snprintf(buf, sizeof(buf), "%s", list);
-    uint32_t n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (n == MAX_ROWS || parse_u32(tok, &rows[n]) < 0)
-            return -1;
-        n++;
-    }
-    *count = n;
-    return n ? 0 : -1;
-}
 
 typedef struct bench_args {
     const char *plugins[MAX_PLUGINS];
@@ -95,70 +37,88 @@ typedef struct bench_args {
     const char *config; /* --config: for the --plugin and --callgrind-one given */
 } bench_args;
 
-static int parse_args(int argc, char **argv, bench_args *a)
+#define BENCH_MAX_COUNT 1000000 /* --runs, --selects, --rows sizes */
+
+static int add_plugin(void *target, const cli_value *v)
+{
+    bench_args *a = target;
+    if (a->num_plugins == MAX_PLUGINS)
+        return cli_fail(v, "at most %d --plugin", MAX_PLUGINS);
+    a->plugins[a->num_plugins++] = v->text;
+    return CLI_OK;
+}
+
+#define OFF(field) offsetof(bench_args, field)
+
+static const cli_option bench_option_table[] = {
+    {CLI_OPT("plugin", "P",
+             "measure P (repeatable; default every bundled plugin\n"
+             "and the pipeline below)",
+             NULL),
+     CLI_AS_CALL(add_plugin)},
+    {CLI_OPT("pipeline", NULL,
+             "also measure pipeline with scorers softmax, p2c and\n"
+             "dpgroup, and its ratio to its most expensive child",
+             NULL),
+     CLI_AS_FLAG(OFF(pipeline))},
+    {CLI_OPT("config", "JSON",
+             "configuration of every --plugin given (and of\n"
+             "--callgrind-one)",
+             "each plugin's defaults"),
+     CLI_AS_STR(OFF(config))},
+    {CLI_OPT("rows", "LIST", "table sizes, comma-separated", "8,64,512,1024,4096"),
+     CLI_AS_U32_LIST(OFF(rows), OFF(num_rows), MAX_ROWS, 1, BENCH_MAX_COUNT)},
+    {CLI_OPT("runs", "N", "runs per measurement; medians are reported", "5"),
+     CLI_AS_U32(OFF(runs), 1, BENCH_MAX_COUNT)},
+    {CLI_OPT("selects", "N", "timed selects per run", "20000, 5000 past 1024 rows"),
+     CLI_AS_U32(OFF(selects), 1, BENCH_MAX_COUNT)},
+    {CLI_OPT("temperature", "T",
+             "the requests' temperature (Dynamo's default); the\n"
+             "default run adds softmax at T=0.5, where it samples",
+             "0"),
+     CLI_AS_DOUBLE(OFF(temperature), 0, 100)},
+    {CLI_OPT("json", NULL, "print JSON", NULL), CLI_AS_FLAG(OFF(json))},
+    {CLI_OPT("alloc-check", NULL,
+             "fail if any select or score allocates (quick; for CTest)", NULL),
+     CLI_AS_FLAG(OFF(alloc_check))},
+    {CLI_OPT("callgrind-one", "P",
+             "run --selects selects of P for callgrind\n"
+             "(bench/callgrind.sh)",
+             NULL),
+     CLI_AS_STR(OFF(callgrind_one))},
+    {CLI_OPT("host", NULL, "with --callgrind-one: through wsel_host_select", NULL),
+     CLI_AS_FLAG(OFF(via)), .value = 1},
+    {CLI_OPT("score", NULL, "with --callgrind-one: the plugin's score instead", NULL),
+     CLI_AS_FLAG(OFF(via)), .value = 2},
+    {CLI_OPT("callgrind-build", NULL,
+             "run --selects wsel_table_build calls for callgrind", NULL),
+     CLI_AS_FLAG(OFF(callgrind_build))},
+};
+static const cli_group bench_options = {NULL, CLI_TABLE(bench_option_table), 0};
+static const cli_group *const bench_groups[] = {&bench_options};
+
+static const cli_command bench_command = {
+    .name = "wsel bench",
+    .usage = "[--plugin NAME|PATH]... [--pipeline] [--rows LIST]\n"
+             "                  [--json] [--runs N] [--selects N] [--temperature T]\n"
+             "       wsel bench --alloc-check [--plugin NAME|PATH]... [--pipeline]\n"
+             "       wsel bench --callgrind-one PLUGIN [--config JSON] [--rows N]\n"
+             "                  [--selects N] [--host|--score]\n"
+             "       wsel bench --callgrind-build [--rows N] [--selects N]",
+    .about = "Measure select latency per plugin, directly and through the host, and\n"
+             "score latency (directly) for plugins with a score function.",
+    CLI_GROUPS(bench_groups),
+};
+
+/* 0 with *a filled, or CLI_HELP / CLI_USAGE with a message in err. */
+static int parse_args(int argc, char **argv, bench_args *a, char *err, size_t err_size)
 {
     static const uint32_t default_rows[] = {8, 64, 512, 1024, 4096};
     memset(a, 0, sizeof(*a));
     memcpy(a->rows, default_rows, sizeof(default_rows));
     a->num_rows = 5;
     a->runs = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        int has_value = i + 1 < argc;
-        if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-            usage(stdout);
-            return -1;
-        } else if (strcmp(s, "--json") == 0) {
-            a->json = 1;
-        } else if (strcmp(s, "--alloc-check") == 0) {
-            a->alloc_check = 1;
-        } else if (strcmp(s, "--pipeline") == 0) {
-            a->pipeline = 1;
-        } else if (strcmp(s, "--callgrind-build") == 0) {
-            a->callgrind_build = 1;
-        } else if (strcmp(s, "--host") == 0) {
-            a->via = 1;
-        } else if (strcmp(s, "--score") == 0) {
-            a->via = 2;
-        } else if (strcmp(s, "--plugin") == 0 && has_value) {
-            if (a->num_plugins == MAX_PLUGINS) {
-                fprintf(stderr, "wsel bench: at most %d --plugin\n", MAX_PLUGINS);
-                return WSEL_EXIT_USAGE;
-            }
-            a->plugins[a->num_plugins++] = argv[++i];
-        } else if (strcmp(s, "--temperature") == 0 && has_value) {
-            char *end = NULL;
-            a->temperature = strtod(argv[++i], &end);
-            if (end == argv[i] || *end != '\0' || !(a->temperature >= 0) ||
-                a->temperature > 100) {
-                fprintf(stderr, "wsel bench: --temperature '%s' is not 0..100\n",
-                        argv[i]);
-                return WSEL_EXIT_USAGE;
-            }
-        } else if (strcmp(s, "--config") == 0 && has_value) {
-            a->config = argv[++i];
-        } else if (strcmp(s, "--callgrind-one") == 0 && has_value) {
-            a->callgrind_one = argv[++i];
-        } else if (strcmp(s, "--rows") == 0 && has_value) {
-            if (parse_rows(argv[++i], a->rows, &a->num_rows) < 0) {
-                fprintf(stderr, "wsel bench: --rows '%s' is not a list of 1..1000000\n",
-                        argv[i]);
-                return WSEL_EXIT_USAGE;
-            }
-        } else if ((strcmp(s, "--runs") == 0 || strcmp(s, "--selects") == 0) &&
-                   has_value) {
-            uint32_t *dst = s[2] == 'r' ? &a->runs : &a->selects;
-            if (parse_u32(argv[++i], dst) < 0) {
-                fprintf(stderr, "wsel bench: %s '%s' is not 1..1000000\n", s, argv[i]);
-                return WSEL_EXIT_USAGE;
-            }
-        } else {
-            fprintf(stderr, "wsel bench: unknown or incomplete option '%s'\n", s);
-            usage(stderr);
-            return WSEL_EXIT_USAGE;
-        }
-    }
-    return 0;
+    return cli_parse(&bench_command, a, argc, argv, err, err_size);
 }
 
 /* One line of the benchmark: a plugin at a request temperature, with a
@@ -488,9 +448,10 @@ static int print_pipeline_ratio(const bench_store *st, const bench_args *a,
 int wsel_cmd_bench(int argc, char **argv)
 {
     bench_args a;
-    int rc = parse_args(argc, argv, &a);
-    if (rc != 0)
-        return rc < 0 ? WSEL_EXIT_OK : rc;
+    char err[1024], machine[512];
+    int rc = parse_args(argc, argv, &a, err, sizeof(err));
+    if (rc != CLI_OK)
+        return cli_report(&bench_command, rc, err);
     if (a.alloc_check)
         return run_alloc_check(&a);
     if (a.callgrind_one)
@@ -504,7 +465,6 @@ int wsel_cmd_bench(int argc, char **argv)
     if (n == 0 || bad)
         return WSEL_EXIT_FAILURE;
 
-    char err[1024], machine[512];
     bench_config cfg = {.runs = a.runs, .warmup = 1000};
     double cost_ns = 0;
     if (bench_table_build(4096, &cfg, &cost_ns, err, sizeof(err)) < 0) {

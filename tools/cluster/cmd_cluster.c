@@ -15,26 +15,62 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 
 #define MAX_WORKERS 256
 #define MAX_ARGS    128
 
-static const char usage_text[] =
-    "usage: wsel cluster [--workers N] [--dp D] [--kv-events] [--engine PATH] "
-    "[ENGINE OPTIONS...]\n"
-    "\n"
-    "Start N wsel-engine workers (default 1) on free 127.0.0.1 ports and print, per\n"
-    "worker, its URL and (with --kv-events) the KV event endpoints of its ranks.\n"
-    "Other options go to every engine unchanged (see wsel-engine --help), e.g.\n"
-    "--time-scale 10 --kv-blocks 4096. Ctrl-C stops them all.\n"
-    "\n"
-    "  --workers N     engines to start (1)\n"
-    "  --dp D          data-parallel ranks per engine (1)\n"
-    "  --kv-events     each engine publishes KV events (and replays) on free ports\n"
-    "  --engine PATH   the wsel-engine program (default: $WSEL_ENGINE, else the\n"
-    "                  one beside wsel, else the build tree's)\n"
-    "  --ready-file F  write every worker's lines to F once all listen\n";
+/* The command line, parsed. */
+typedef struct cluster_options {
+    uint32_t workers;
+    const char *dp, *engine, *ready;
+    int kv;
+    char *pass[MAX_ARGS]; /* to every engine, unchanged */
+    int npass;
+} cluster_options;
+
+static int pass_on(void *target, const cli_value *v)
+{
+    cluster_options *o = target;
+    if (o->npass == MAX_ARGS - 24) {
+        snprintf(v->err, v->err_size, "too many engine options");
+        return CLI_USAGE;
+    }
+    o->pass[o->npass++] = (char *)v->text;
+    return CLI_OK;
+}
+
+#define OFF(field) offsetof(cluster_options, field)
+
+static const cli_option cluster_option_table[] = {
+    {CLI_OPT("workers", "N", "engines to start", "1"),
+     CLI_AS_U32(OFF(workers), 1, MAX_WORKERS)},
+    {CLI_OPT("dp", "D", "data-parallel ranks per engine", "1"), CLI_AS_STR(OFF(dp))},
+    {CLI_OPT("kv-events", NULL,
+             "each engine publishes KV events (and replays) on free ports", NULL),
+     CLI_AS_FLAG(OFF(kv))},
+    {CLI_OPT("engine", "PATH", "the wsel-engine program",
+             "$WSEL_ENGINE, else beside wsel, else the build tree's"),
+     CLI_AS_STR(OFF(engine))},
+    {CLI_OPT("ready-file", "F", "write every worker's lines to F once all listen", NULL),
+     CLI_AS_STR(OFF(ready))},
+};
+static const cli_group cluster_options_group = {NULL, CLI_TABLE(cluster_option_table), 0};
+static const cli_group *const cluster_groups[] = {&cluster_options_group};
+
+static const cli_command cluster_command = {
+    .name = "wsel cluster",
+    .usage = "[--workers N] [--dp D] [--kv-events] [--engine PATH] [ENGINE OPTIONS...]",
+    .about =
+        "Start N wsel-engine workers (default 1) on free 127.0.0.1 ports and print, per\n"
+        "worker, its URL and (with --kv-events) the KV event endpoints of its ranks.\n"
+        "Other options go to every engine unchanged (see wsel-engine --help), e.g.\n"
+        "--time-scale 10 --kv-blocks 4096. Ctrl-C stops them all.",
+    CLI_GROUPS(cluster_groups),
+    .operand = pass_on,
+    .pass_unknown = 1,
+};
 
 static void engine_path(char *out, size_t size, const char *given)
 {
@@ -83,153 +119,163 @@ static void stop_all(const pid_t *pids, int n)
     }
 }
 
-int wsel_cmd_cluster(int argc, char **argv)
-{
-    long workers = 1;
-    const char *dp = "1", *engine = NULL, *ready = NULL;
-    int kv = 0;
-    char *pass[MAX_ARGS];
-    int npass = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage_text, stdout);
-            return WSEL_EXIT_OK;
-        }
-        if (strcmp(a, "--kv-events") == 0) {
-            kv = 1;
-        } else if (strcmp(a, "--workers") == 0 && i + 1 < argc) {
-            char *end;
-            workers = strtol(argv[++i], &end, 10);
-            if (*end || workers < 1 || workers > MAX_WORKERS) {
-                fprintf(stderr, "wsel cluster: --workers 1 to %d\n", MAX_WORKERS);
-                return WSEL_EXIT_USAGE;
-            }
-        } else if (strcmp(a, "--dp") == 0 && i + 1 < argc) {
-            dp = argv[++i];
-        } else if (strcmp(a, "--engine") == 0 && i + 1 < argc) {
-            engine = argv[++i];
-        } else if (strcmp(a, "--ready-file") == 0 && i + 1 < argc) {
-            ready = argv[++i];
-        } else if (npass < MAX_ARGS - 24) {
-            pass[npass++] = argv[i];
-        } else {
-            fprintf(stderr, "wsel cluster: too many engine options\n");
-            return WSEL_EXIT_USAGE;
-        }
-    }
+/* The workers run and what waits for them. */
+typedef struct cluster {
+    const cluster_options *o;
     char exe[PATH_MAX];
-    engine_path(exe, sizeof(exe), engine);
-    char dir[] = "/tmp/wsel-cluster-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "wsel cluster: cannot create a folder in /tmp: %s\n",
-                strerror(errno));
-        return WSEL_EXIT_FAILURE;
-    }
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &stop, &old);
-
-    pid_t pids[MAX_WORKERS] = {0};
+    char dir[32]; /* the port files' folder */
     char port_file[MAX_WORKERS][PATH_MAX + 32];
-    int status = WSEL_EXIT_FAILURE, started = 0;
-    for (long w = 0; w < workers; w++) {
-        snprintf(port_file[w], sizeof(port_file[w]), "%s/worker-%ld.port", dir, w);
+    pid_t pids[MAX_WORKERS];
+    int started;
+    sigset_t stop, old; /* blocked while the cluster runs; the mask before */
+} cluster;
+
+/* Worker w's command line into args[MAX_ARGS]. */
+static void worker_args(cluster *c, uint32_t w, char **args)
+{
+    int n = 0;
+    args[n++] = c->exe;
+    args[n++] = "--port";
+    args[n++] = "0";
+    args[n++] = "--port-file";
+    args[n++] = c->port_file[w];
+    args[n++] = "--dp";
+    args[n++] = (char *)c->o->dp;
+    if (c->o->kv) {
+        args[n++] = "--kv-events";
+        args[n++] = "tcp://127.0.0.1:0";
+        args[n++] = "--kv-events-replay";
+        args[n++] = "tcp://127.0.0.1:0";
+    }
+    for (int k = 0; k < c->o->npass; k++)
+        args[n++] = c->o->pass[k];
+    args[n] = NULL;
+}
+
+/* Fork and exec every worker. 0, or -1 after a message. */
+static int start_workers(cluster *c)
+{
+    for (uint32_t w = 0; w < c->o->workers; w++) {
+        snprintf(c->port_file[w], sizeof(c->port_file[w]), "%s/worker-%u.port", c->dir,
+                 w);
         char *args[MAX_ARGS];
-        int n = 0;
-        args[n++] = exe;
-        args[n++] = "--port";
-        args[n++] = "0";
-        args[n++] = "--port-file";
-        args[n++] = port_file[w];
-        args[n++] = "--dp";
-        args[n++] = (char *)dp;
-        if (kv) {
-            args[n++] = "--kv-events";
-            args[n++] = "tcp://127.0.0.1:0";
-            args[n++] = "--kv-events-replay";
-            args[n++] = "tcp://127.0.0.1:0";
-        }
-        for (int k = 0; k < npass; k++)
-            args[n++] = pass[k];
-        args[n] = NULL;
+        worker_args(c, w, args);
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "wsel cluster: fork: %s\n", strerror(errno));
-            goto out_stop;
+            return -1;
         }
         if (pid == 0) {
-            sigprocmask(SIG_SETMASK, &old, NULL);
+            sigprocmask(SIG_SETMASK, &c->old, NULL);
             /* The cluster prints every worker's lines itself. */
             if (!freopen("/dev/null", "w", stdout))
                 _exit(127);
-            execv(exe, args);
-            fprintf(stderr, "wsel cluster: cannot run %s: %s\n", exe, strerror(errno));
+            execv(c->exe, args);
+            fprintf(stderr, "wsel cluster: cannot run %s: %s\n", c->exe, strerror(errno));
             _exit(127);
         }
-        pids[w] = pid;
-        started++;
+        c->pids[w] = pid;
+        c->started++;
     }
-    /* Wait for every port file (an engine writes it once listening). */
-    for (long w = 0; w < workers; w++) {
+    return 0;
+}
+
+/* Wait for every port file (an engine writes it once listening). 0 or -1. */
+static int wait_listening(cluster *c)
+{
+    for (uint32_t w = 0; w < c->o->workers; w++) {
         struct timespec tick = {0, 20000000};
         int waited = 0;
-        while (access(port_file[w], R_OK) != 0) {
-            if (waitpid(pids[w], NULL, WNOHANG) == pids[w]) {
-                pids[w] = 0;
-                fprintf(stderr, "wsel cluster: worker %ld exited before listening\n", w);
-                goto out_stop;
+        while (access(c->port_file[w], R_OK) != 0) {
+            if (waitpid(c->pids[w], NULL, WNOHANG) == c->pids[w]) {
+                c->pids[w] = 0;
+                fprintf(stderr, "wsel cluster: worker %u exited before listening\n", w);
+                return -1;
             }
             if (++waited > 3000) { /* 60 s */
-                fprintf(stderr, "wsel cluster: worker %ld did not listen within 60 s\n",
+                fprintf(stderr, "wsel cluster: worker %u did not listen within 60 s\n",
                         w);
-                goto out_stop;
+                return -1;
             }
             nanosleep(&tick, NULL);
         }
     }
-    FILE *rf = ready ? fopen(ready, "w") : NULL;
-    for (long w = 0; w < workers; w++) {
-        FILE *f = fopen(port_file[w], "r");
+    return 0;
+}
+
+/* Every worker's lines, on stdout and in --ready-file. */
+static void print_ready(const cluster *c)
+{
+    FILE *rf = c->o->ready ? fopen(c->o->ready, "w") : NULL;
+    for (uint32_t w = 0; w < c->o->workers; w++) {
+        FILE *f = fopen(c->port_file[w], "r");
         char line[512];
         while (f && fgets(line, sizeof(line), f)) {
-            printf("worker %ld %s", w, line);
+            printf("worker %u %s", w, line);
             if (rf)
-                fprintf(rf, "worker %ld %s", w, line);
+                fprintf(rf, "worker %u %s", w, line);
         }
         if (f)
             fclose(f);
     }
     if (rf)
         fclose(rf);
-    printf("wsel cluster: %ld worker(s) up; Ctrl-C stops them\n", workers);
+    printf("wsel cluster: %u worker(s) up; Ctrl-C stops them\n", c->o->workers);
     fflush(stdout);
+}
+
+/* Until SIGINT or SIGTERM (exit 0) or a worker's exit (1). */
+static int wait_for_stop(cluster *c)
+{
     for (;;) {
         int sig;
-        sigwait(&stop, &sig);
-        if (sig != SIGCHLD) {
-            status = WSEL_EXIT_OK;
-            break;
-        }
+        sigwait(&c->stop, &sig);
+        if (sig != SIGCHLD)
+            return WSEL_EXIT_OK;
         int gone = 0;
-        for (long w = 0; w < workers; w++)
-            if (pids[w] > 0 && waitpid(pids[w], NULL, WNOHANG) == pids[w]) {
-                fprintf(stderr, "wsel cluster: worker %ld exited; stopping the others\n",
+        for (uint32_t w = 0; w < c->o->workers; w++)
+            if (c->pids[w] > 0 && waitpid(c->pids[w], NULL, WNOHANG) == c->pids[w]) {
+                fprintf(stderr, "wsel cluster: worker %u exited; stopping the others\n",
                         w);
-                pids[w] = 0;
+                c->pids[w] = 0;
                 gone = 1;
             }
         if (gone)
-            break;
+            return WSEL_EXIT_FAILURE;
     }
+}
 
-out_stop:
-    stop_all(pids, started);
-    for (long w = 0; w < workers; w++)
-        unlink(port_file[w]);
-    rmdir(dir);
+int wsel_cmd_cluster(int argc, char **argv)
+{
+    static cluster_options o;
+    static cluster c;
+    char err[512];
+    o = (cluster_options){.workers = 1, .dp = "1"};
+    int rc = cli_parse(&cluster_command, &o, argc, argv, err, sizeof(err));
+    if (rc != CLI_OK)
+        return cli_report(&cluster_command, rc, err);
+    memset(&c, 0, sizeof(c));
+    c.o = &o;
+    engine_path(c.exe, sizeof(c.exe), o.engine);
+    snprintf(c.dir, sizeof(c.dir), "/tmp/wsel-cluster-XXXXXX");
+    if (!mkdtemp(c.dir)) {
+        fprintf(stderr, "wsel cluster: cannot create a folder in /tmp: %s\n",
+                strerror(errno));
+        return WSEL_EXIT_FAILURE;
+    }
+    sigemptyset(&c.stop);
+    sigaddset(&c.stop, SIGINT);
+    sigaddset(&c.stop, SIGTERM);
+    sigaddset(&c.stop, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &c.stop, &c.old);
+    int status = WSEL_EXIT_FAILURE;
+    if (start_workers(&c) == 0 && wait_listening(&c) == 0) {
+        print_ready(&c);
+        status = wait_for_stop(&c);
+    }
+    stop_all(c.pids, c.started);
+    for (uint32_t w = 0; w < o.workers; w++)
+        unlink(c.port_file[w]);
+    rmdir(c.dir);
     return status;
 }

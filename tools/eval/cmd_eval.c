@@ -12,7 +12,6 @@
 
 #include "commands.h"
 #include "eval.h"
-#include "options_values.h"
 #include "plugin_path.h"
 
 /* Twice the unloaded TTFT is saturation; the search brackets it by
@@ -28,153 +27,114 @@ static double wall_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void usage(FILE *out)
+static int set_loads(void *target, const cli_value *v)
 {
-    fprintf(out,
-            "usage: wsel eval [EVAL OPTIONS] [wsel sim OPTIONS]\n\n"
-            "Find the saturation point of softmax on a trace or workload and a cluster\n"
-            "shape, run every policy at fractions of it with several seeds, and print\n"
-            "per load the mean and 95 %% CI of every metric, marking the differences\n"
-            "from softmax that are significant (paired t over seeds).\n\n"
-            "  --seeds N              seeds per policy and load (>= 2) [default: 5]\n"
-            "  --loads LIST           percent of saturation [default: 30,60,80,95]\n"
-            "  --jobs N               worker processes [default: 2]\n"
-            "  --saturation X         skip the search: saturation is speedup X\n"
-            "  --unloaded-speedup X   speedup of the unloaded run [default: 0.01]\n"
-            "  --metrics LIST         table columns (JSON keys) [default: all]\n"
-            "  --no-targets           do not print the issue-12 target checks\n"
-            "  --json                 JSON document instead of the tables\n"
-            "  --plot DIR             PNG charts against load (gnuplot)\n"
-            "  --help                 this help\n\n"
-            "Every `wsel sim` option is accepted (see wsel sim --help): --trace or\n"
-            "--workload, --workers/--dp/--dp-mode, --plugin/--config, --seed (the\n"
-            "first seed), --jitter-ms (for traces: what else a seed varies).\n"
-            "Seeds vary the workload (generated input), the policies' random draws\n"
-            "and tie breaks, and the jitter when --jitter-ms is given.\n\n"
-            "Exit status: 0 success, 1 failure, 2 bad usage. See docs/evaluation.md.\n");
-}
-
-static int parse_loads(eval_options *o, const char *s, char *err, size_t err_size)
-{
+    eval_options *o = target;
     uint32_t n = 0;
-    const char *p = s;
+    const char *p = v->text;
     while (*p) {
         char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v > 0) || v > 1000 || (*end && *end != ',') ||
-            n == EVAL_MAX_LOADS) {
-            snprintf(err, err_size,
-                     "--loads '%s': expected up to %d percentages above 0, "
-                     "separated by commas",
-                     s, EVAL_MAX_LOADS);
-            return 2;
-        }
-        o->loads[n++] = v;
+        double x = strtod(p, &end);
+        if (end == p || !(x > 0) || x > 1000 || (*end && *end != ',') ||
+            n == EVAL_MAX_LOADS)
+            return cli_fail(v,
+                            "expected up to %d percentages above 0, separated by commas",
+                            EVAL_MAX_LOADS);
+        o->loads[n++] = x;
         p = *end ? end + 1 : end;
     }
-    if (n == 0) {
-        snprintf(err, err_size, "--loads: empty list");
-        return 2;
-    }
+    if (n == 0)
+        return cli_fail(v, "empty list");
     o->num_loads = n;
-    return 0;
+    return CLI_OK;
 }
 
-/* Take eval's own options out of argv; the rest goes to wsel sim's parser. */
+/* --metrics: every name a key of an SIM_MF_EVAL row of sim_metric_table. */
+static int set_metrics(void *target, const cli_value *v)
+{
+    for (const char *p = v->text; *p;) {
+        size_t n = strcspn(p, ",");
+        if (eval_metric_index(p, n) < 0) {
+            char names[512];
+            size_t used = 0;
+            for (uint32_t k = 0; k < SIM_NUM_METRICS && used < sizeof(names); k++) {
+                if (!(sim_metric_table[k].flags & SIM_MF_EVAL))
+                    continue;
+                int w = snprintf(names + used, sizeof(names) - used, "%s %s",
+                                 used ? "," : "", sim_metric_table[k].key);
+                used += w > 0 ? (size_t)w : 0;
+            }
+            return cli_fail(v, "unknown metric '%.*s'; the metrics:%s", (int)n, p, names);
+        }
+        p += n + (p[n] == ',');
+    }
+    ((eval_options *)target)->metrics = v->text;
+    return CLI_OK;
+}
+
+#define OFF(field) offsetof(eval_options, field)
+
+static const cli_option eval_option_table[] = {
+    {CLI_OPT("seeds", "N", "seeds per policy and load", "5"),
+     CLI_AS_U32(OFF(seeds), 2, EVAL_MAX_SEEDS)},
+    {CLI_OPT("loads", "LIST", "percent of saturation", "30,60,80,95"),
+     CLI_AS_CALL(set_loads)},
+    {CLI_OPT("jobs", "N", "worker processes", "2"), CLI_AS_U32(OFF(jobs), 1, 64)},
+    {CLI_OPT("saturation", "X", "skip the search: saturation is speedup X", NULL),
+     CLI_AS_DOUBLE(OFF(saturation), 0, INFINITY), .flags = CLI_ABOVE_MIN},
+    {CLI_OPT("unloaded-speedup", "X", "speedup of the unloaded run", "0.01"),
+     CLI_AS_DOUBLE(OFF(unloaded), 0, INFINITY), .flags = CLI_ABOVE_MIN},
+    {CLI_OPT("metrics", "LIST", "table columns (JSON keys)", "all"),
+     CLI_AS_CALL(set_metrics)},
+    {CLI_OPT("no-targets", NULL, "do not print the issue-12 target checks", NULL),
+     CLI_AS_CLEAR(OFF(targets))},
+    {CLI_OPT("json", NULL, "JSON document instead of the tables", NULL),
+     CLI_AS_FLAG(OFF(json))},
+    {CLI_OPT("plot", "DIR", "PNG charts against load (gnuplot)", NULL),
+     CLI_AS_STR(OFF(plot_dir))},
+};
+
+static const cli_group eval_option_group = {NULL, CLI_TABLE(eval_option_table), 0};
+/* sim_option_group's target is the sim_options at the start of eval_options. */
+_Static_assert(offsetof(eval_options, sim) == 0, "eval_options starts with sim");
+/* Eval's own options first: --json and --plot are eval's, not wsel sim's. */
+static const cli_group *const eval_groups[] = {&eval_option_group, &sim_option_group};
+
+static const cli_command eval_command = {
+    .name = "wsel eval",
+    .usage = "[EVAL OPTIONS] [wsel sim OPTIONS]",
+    .about = "Find the saturation point of softmax on a trace or workload and a cluster\n"
+             "shape, run every policy at fractions of it with several seeds, and print\n"
+             "per load the mean and 95 % CI of every metric, marking the differences\n"
+             "from softmax that are significant (paired t over seeds).",
+    CLI_GROUPS(eval_groups),
+    .unlisted = 1,
+    .footer = "Every `wsel sim` option is accepted (see wsel sim --help): --trace or\n"
+              "--workload, --workers/--dp/--dp-mode, --plugin/--config, --seed (the\n"
+              "first seed), --jitter-ms (for traces: what else a seed varies).\n"
+              "Seeds vary the workload (generated input), the policies' random draws\n"
+              "and tie breaks, and the jitter when --jitter-ms is given.\n\n"
+              "Exit status: 0 success, 1 failure, 2 bad usage. See docs/evaluation.md.",
+};
+
+/* Eval's options and wsel sim's, in one pass. 0 or 2 with a message. */
 static int parse(eval_options *o, int argc, char **argv, char *err, size_t err_size)
 {
-    static char *rest[1024];
-    int nrest = 0;
     memset(o, 0, sizeof(*o));
+    sim_options_defaults(&o->sim);
     o->seeds = 5;
     o->jobs = 2;
     o->unloaded = 0.01;
     o->targets = 1;
-    parse_loads(o, "30,60,80,95", err, err_size);
-    rest[nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int takes = strcmp(a, "--seeds") == 0 || strcmp(a, "--loads") == 0 ||
-                    strcmp(a, "--jobs") == 0 || strcmp(a, "--saturation") == 0 ||
-                    strcmp(a, "--unloaded-speedup") == 0 || strcmp(a, "--metrics") == 0 ||
-                    strcmp(a, "--plot") == 0;
-        if (strcmp(a, "--help") == 0) {
-            o->help = 1;
-            return 0;
-        }
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(a, "--no-targets") == 0) {
-            o->targets = 0;
-            continue;
-        }
-        if (!takes) {
-            if (nrest == 1023) {
-                snprintf(err, err_size, "too many arguments");
-                return 2;
-            }
-            rest[nrest++] = argv[i];
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, err_size, "%s needs a value", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        uint64_t u;
-        double d;
-        if (strcmp(a, "--seeds") == 0) {
-            if (!sim_parse_u64(v, &u) || u < 2 || u > EVAL_MAX_SEEDS) {
-                snprintf(err, err_size, "--seeds '%s': expected 2..%d", v,
-                         EVAL_MAX_SEEDS);
-                return 2;
-            }
-            o->seeds = (uint32_t)u;
-        } else if (strcmp(a, "--jobs") == 0) {
-            if (!sim_parse_u64(v, &u) || u < 1 || u > 64) {
-                snprintf(err, err_size, "--jobs '%s': expected 1..64", v);
-                return 2;
-            }
-            o->jobs = (uint32_t)u;
-        } else if (strcmp(a, "--loads") == 0) {
-            if (parse_loads(o, v, err, err_size) != 0)
-                return 2;
-        } else if (strcmp(a, "--saturation") == 0 ||
-                   strcmp(a, "--unloaded-speedup") == 0) {
-            if (!sim_parse_double(v, &d) || !(d > 0)) {
-                snprintf(err, err_size, "%s '%s': expected a speedup above 0", a, v);
-                return 2;
-            }
-            *(strcmp(a, "--saturation") == 0 ? &o->saturation : &o->unloaded) = d;
-        } else if (strcmp(a, "--metrics") == 0) {
-            for (const char *p = v; *p;) {
-                const char *end = strchr(p, ',');
-                size_t n = end ? (size_t)(end - p) : strlen(p);
-                int found = 0;
-                for (uint32_t k = 0; k < eval_num_metrics; k++)
-                    found |= strlen(eval_metrics[k].key) == n &&
-                             strncmp(eval_metrics[k].key, p, n) == 0;
-                if (!found) {
-                    int len =
-                        snprintf(err, err_size,
-                                 "--metrics '%s': unknown metric '%.*s'; the metrics:", v,
-                                 (int)n, p);
-                    for (uint32_t k = 0;
-                         k < eval_num_metrics && len >= 0 && (size_t)len < err_size; k++)
-                        len += snprintf(err + len, err_size - (size_t)len, "%s %s",
-                                        k ? "," : "", eval_metrics[k].key);
-                    return 2;
-                }
-                p += n + (end ? 1 : 0);
-            }
-            o->metrics = v;
-        } else {
-            o->plot_dir = v;
-        }
+    static const double default_loads[] = {30, 60, 80, 95};
+    memcpy(o->loads, default_loads, sizeof(default_loads));
+    o->num_loads = sizeof(default_loads) / sizeof(default_loads[0]);
+    int rc = cli_parse(&eval_command, o, argc, argv, err, err_size);
+    if (rc == CLI_HELP) {
+        o->help = 1;
+        return CLI_OK;
     }
-    return sim_options_parse(&o->sim, nrest, rest, err, err_size);
+    return rc == CLI_OK ? sim_options_check(&o->sim, err, err_size) : rc;
 }
 
 /* The policies: --plugin's, else every bundled one; softmax is the
@@ -307,7 +267,7 @@ int wsel_cmd_eval(int argc, char **argv)
         return WSEL_EXIT_USAGE;
     }
     if (o.help) {
-        usage(stdout);
+        cli_usage(stdout, &eval_command);
         return WSEL_EXIT_OK;
     }
     if (o.sim.num_switches || o.sim.analyze) {

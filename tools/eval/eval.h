@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "metric_table.h"
 #include "options.h"
 
 #define EVAL_MAX_LOADS  8
@@ -83,18 +84,11 @@ typedef struct eval_stat {
  * NULL: no difference). */
 eval_stat eval_stat_paired(const double *x, const double *ref, uint32_t n);
 
-/* eval_report.c */
-typedef struct eval_metric {
-    const char *key;   /* --metrics name and JSON field */
-    const char *title; /* table heading */
-    double scale;
-    const char *fmt;
-    int higher_is_better;
-    double (*get)(const sim_metrics *m);
-} eval_metric;
-extern const eval_metric eval_metrics[];
-extern const uint32_t eval_num_metrics;
-/* Values of metric k for (load, policy) across seeds into v[seeds]. */
+/* eval_report.c: the metrics are sim_metric_table's rows flagged
+ * SIM_MF_EVAL, in its order. */
+/* The row whose key is name[0..len) (an SIM_MF_EVAL one), or -1. */
+int eval_metric_index(const char *name, size_t len);
+/* Values of sim_metric_table row k for (load, policy) across seeds into v[seeds]. */
 void eval_values(const eval_options *o, const eval_result *r, uint32_t k, uint32_t load,
                  uint32_t policy, double *v);
 void eval_print_tables(FILE *out, const eval_options *o, const eval_result *r);

@@ -15,53 +15,11 @@
 #include "eval.h"
 #include "json_write.h"
 
-#define GET(name, expr)                                                                  \
-    static double name(const sim_metrics *m)                                             \
-    {                                                                                    \
-        return (double)(expr);                                                           \
-    }
-GET(g_hit, m->kv_hit_rate)
-GET(g_ttft_mean, m->ttft_ms.mean)
-GET(g_ttft_p50, m->ttft_ms.p50)
-GET(g_ttft_p99, m->ttft_ms.p99)
-GET(g_e2e_p50, m->e2e_ms.p50)
-GET(g_e2e_p99, m->e2e_ms.p99)
-GET(g_tput, m->throughput_tok_s)
-GET(g_flicker, m->flicker_rate)
-GET(g_keymove, m->key_move_rate)
-GET(g_copies, m->prefix_copies)
-GET(g_vol, m->share_volatility)
-GET(g_rank_imb, m->rank_load_imbalance)
-GET(g_group_imb, m->group_load_imbalance)
-GET(g_fallbacks, m->fallbacks)
-
-const eval_metric eval_metrics[] = {
-    {"kv_hit_rate", "hit%", 100, "%.1f", 1, g_hit},
-    {"ttft_mean_ms", "ttft_mean_ms", 1, "%.0f", 0, g_ttft_mean},
-    {"ttft_p50_ms", "ttft_p50_ms", 1, "%.0f", 0, g_ttft_p50},
-    {"ttft_p99_ms", "ttft_p99_ms", 1, "%.0f", 0, g_ttft_p99},
-    {"e2e_p50_ms", "e2e_p50_s", 1e-3, "%.2f", 0, g_e2e_p50},
-    {"e2e_p99_ms", "e2e_p99_s", 1e-3, "%.2f", 0, g_e2e_p99},
-    {"throughput_tok_s", "tok/s", 1, "%.0f", 1, g_tput},
-    {"flicker_rate", "flicker%", 100, "%.1f", 0, g_flicker},
-    {"key_move_rate", "keymove%", 100, "%.1f", 0, g_keymove},
-    {"prefix_copies", "copies", 1, "%.2f", 0, g_copies},
-    {"share_volatility", "share_vol", 1, "%.3f", 0, g_vol},
-    {"rank_load_imbalance", "rank_imb", 1, "%.2f", 0, g_rank_imb},
-    {"group_load_imbalance", "group_imb", 1, "%.2f", 0, g_group_imb},
-    {"fallbacks", "fallbk", 1, "%.0f", 0, g_fallbacks},
-};
-const uint32_t eval_num_metrics = sizeof(eval_metrics) / sizeof(eval_metrics[0]);
-
-enum { M_HIT, M_TTFT_MEAN, M_TTFT_P50, M_TTFT_P99 };
-#define M_FLICKER   7
-#define M_GROUP_IMB 12
-
 void eval_values(const eval_options *o, const eval_result *r, uint32_t k, uint32_t load,
                  uint32_t policy, double *v)
 {
     for (uint32_t s = 0; s < o->seeds; s++)
-        v[s] = eval_metrics[k].get(
+        v[s] = sim_metric_table[k].get(
             &r->metrics[(load * r->num_policies + policy) * o->seeds + s]);
 }
 
@@ -84,19 +42,29 @@ static eval_stat stat_of(const eval_options *o, const eval_result *r, uint32_t k
     return eval_stat_paired(v, sm >= 0 && (uint32_t)sm != p ? ref : NULL, o->seeds);
 }
 
+int eval_metric_index(const char *name, size_t len)
+{
+    for (uint32_t k = 0; k < SIM_NUM_METRICS; k++) {
+        const sim_metric_def *d = &sim_metric_table[k];
+        if ((d->flags & SIM_MF_EVAL) && strlen(d->key) == len &&
+            strncmp(d->key, name, len) == 0)
+            return (int)k;
+    }
+    return -1;
+}
+
 /* Is metric k one of the --metrics columns? */
 static int wanted(const eval_options *o, uint32_t k)
 {
+    if (!(sim_metric_table[k].flags & SIM_MF_EVAL))
+        return 0;
     if (!o->metrics)
         return 1;
-    const char *key = eval_metrics[k].key;
-    size_t len = strlen(key);
     for (const char *p = o->metrics; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, key, n) == 0)
+        size_t n = strcspn(p, ",");
+        if (eval_metric_index(p, n) == (int)k)
             return 1;
-        p += n + (end ? 1 : 0);
+        p += n + (p[n] == ',');
     }
     return 0;
 }
@@ -121,11 +89,11 @@ void eval_print_tables(FILE *out, const eval_options *o, const eval_result *r)
         fprintf(out, "\n%.0f %% of saturation (speedup %.4g), %u seeds:\n\n", o->loads[l],
                 r->saturation * o->loads[l] / 100.0, o->seeds);
         fprintf(out, "| policy |");
-        for (uint32_t k = 0; k < eval_num_metrics; k++)
+        for (uint32_t k = 0; k < SIM_NUM_METRICS; k++)
             if (wanted(o, k))
-                fprintf(out, " %s |", eval_metrics[k].title);
+                fprintf(out, " %s |", sim_metric_table[k].title);
         fprintf(out, "\n|---|");
-        for (uint32_t k = 0; k < eval_num_metrics; k++)
+        for (uint32_t k = 0; k < SIM_NUM_METRICS; k++)
             if (wanted(o, k))
                 fprintf(out, "---:|");
         fputc('\n', out);
@@ -133,10 +101,10 @@ void eval_print_tables(FILE *out, const eval_options *o, const eval_result *r)
             char name[256];
             label_of(r, p, name, sizeof(name));
             fprintf(out, "| %s |", name);
-            for (uint32_t k = 0; k < eval_num_metrics; k++) {
+            for (uint32_t k = 0; k < SIM_NUM_METRICS; k++) {
                 if (!wanted(o, k))
                     continue;
-                const eval_metric *m = &eval_metrics[k];
+                const sim_metric_def *m = &sim_metric_table[k];
                 eval_stat st = stat_of(o, r, k, l, p);
                 char a[32], b[32];
                 snprintf(a, sizeof(a), m->fmt, st.mean * m->scale);
@@ -204,20 +172,85 @@ static void emit(FILE *out, int json, int *first, double load, const char *polic
             ch.value * scale, ch.bound * scale, ch.ok ? "met" : "**not met**");
 }
 
-void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, int json)
+/* When a target applies, beyond its load being 60 % or more. */
+enum { T_ALWAYS, T_DP_LOCKSTEP_80, T_NO_DP };
+
+/* One target: x <= k * y + c over the seeds (x < ... when strict), on
+ * metric, shown * scale. x NULL: "not the worst", y against every other
+ * policy. Rows whose policies did not run are left out. */
+typedef struct target {
+    const char *policy;
+    int when;
+    uint32_t metric;
+    const char *x, *y;
+    double k, c;
+    int strict;
+    double scale;
+    const char *what;
+} target;
+
+static const target targets[] = {
+    {"hysteresis", T_ALWAYS, SIM_METRIC_FLICKER, "hysteresis", "softmax", 1.0 / 3, 0, 0,
+     100, "flicker <= 1/3 softmax"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_KV_HIT_RATE, "softmax", "hysteresis", 1, 0.01, 0,
+     100, "hit >= softmax - 1 pt (shown: softmax, hysteresis + 1 pt)"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_TTFT_MEAN, "hysteresis", "softmax", 1.05, 0, 0, 1,
+     "ttft mean <= 1.05 softmax"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_TTFT_P99, "hysteresis", "softmax", 1.05, 0, 0, 1,
+     "ttft p99 <= 1.05 softmax"},
+    {"hysteresis", T_ALWAYS, SIM_METRIC_TTFT_P99, NULL, "hysteresis", 1, 0, 1, 1,
+     "not the worst ttft p99"},
+    {"dpgroup", T_DP_LOCKSTEP_80, SIM_METRIC_TTFT_P99, "dpgroup", "softmax", 0.95, 0, 0,
+     1, "ttft p99 <= 0.95 softmax"},
+    {"dpgroup", T_DP_LOCKSTEP_80, SIM_METRIC_GROUP_IMBALANCE, "dpgroup", "softmax", 1, 0,
+     1, 1, "group imbalance below softmax"},
+    {"dpgroup", T_NO_DP, SIM_METRIC_TTFT_MEAN, "dpgroup", "softmax", 1, 0, 0, 1,
+     "ttft mean no worse than softmax"},
+    {"dpgroup", T_NO_DP, SIM_METRIC_TTFT_P99, "dpgroup", "softmax", 1, 0, 0, 1,
+     "ttft p99 no worse than softmax"},
+    {"chash", T_ALWAYS, SIM_METRIC_KV_HIT_RATE, "softmax", "chash", 1, 0.05, 0, 100,
+     "hit >= softmax - 5 pt (shown: softmax, chash + 5 pt)"},
+    {"chash", T_ALWAYS, SIM_METRIC_TTFT_P99, "chash", "random", 1, 0, 1, 1,
+     "ttft p99 below random"},
+    {"chash", T_ALWAYS, SIM_METRIC_TTFT_P99, "chash", "roundrobin", 1, 0, 1, 1,
+     "ttft p99 below roundrobin"},
+};
+#define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
+
+/* Target t at load l, or .what NULL when it does not apply. */
+static check target_check(const eval_options *o, const eval_result *r, const target *t,
+                          uint32_t l)
 {
-    int sm = policy_index(r, "softmax"), hy = policy_index(r, "hysteresis"),
-        dg = policy_index(r, "dpgroup"), ch = policy_index(r, "chash"),
-        rn = policy_index(r, "random"), rr = policy_index(r, "roundrobin");
-    int first = 1;
-    if (sm < 0)
-        return;
-    if (!json && hy < 0 && dg < 0 && ch < 0)
-        return; /* no policy with a target here: no empty table */
+    check none = {NULL, 0, 0, 0};
     const sim_cluster *c = &o->sim.cluster;
     int dp_shape = 0;
     for (uint32_t w = 0; w < c->num_workers; w++)
         dp_shape |= c->dp[w] > 1;
+    int y = policy_index(r, t->y);
+    int x = t->x ? policy_index(r, t->x) : y;
+    if (policy_index(r, t->policy) < 0 || x < 0 || y < 0 || o->loads[l] < 59 ||
+        (t->when == T_NO_DP && dp_shape) ||
+        (t->when == T_DP_LOCKSTEP_80 &&
+         (!dp_shape || c->dp_mode != SIM_DP_LOCKSTEP || o->loads[l] < 79)))
+        return none;
+    if (t->x)
+        return bound_check(o, r, l, t->metric, x, y, t->k, t->c, t->strict, t->what);
+    int worst = 1;
+    for (uint32_t p = 0; p < r->num_policies; p++)
+        if ((int)p != y &&
+            !bound_check(o, r, l, t->metric, (int)p, y, t->k, t->c, t->strict, "").ok)
+            worst = 0; /* someone is not significantly below y */
+    check w = {t->what, !worst, 0, 0};
+    return w;
+}
+
+void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, int json)
+{
+    int any = 0;
+    for (size_t t = 0; t < NUM_TARGETS; t++)
+        any |= policy_index(r, targets[t].policy) >= 0;
+    if (policy_index(r, "softmax") < 0 || (!json && !any))
+        return; /* no policy with a target here: no empty table */
     if (json)
         fprintf(out, "[");
     else
@@ -225,72 +258,14 @@ void eval_print_targets(FILE *out, const eval_options *o, const eval_result *r, 
                 "\ntargets (issue 12; at most = not significantly above, below = "
                 "significantly below):\n\n| load | policy | target | value | bound | "
                 "|\n|---:|---|---|---:|---:|---|\n");
-    for (uint32_t l = 0; l < o->num_loads; l++) {
-        double load = o->loads[l];
-        if (load < 59)
-            continue; /* the targets hold at 60, 80 and 95 % */
-        if (hy >= 0) {
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, M_FLICKER, hy, sm, 1.0 / 3, 0, 0,
-                             "flicker <= 1/3 softmax"),
-                 100);
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, M_HIT, sm, hy, 1, 0.01, 0,
-                             "hit >= softmax - 1 pt (shown: softmax, hysteresis + 1 pt)"),
-                 100);
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, M_TTFT_MEAN, hy, sm, 1.05, 0, 0,
-                             "ttft mean <= 1.05 softmax"),
-                 1);
-            emit(out, json, &first, load, "hysteresis",
-                 bound_check(o, r, l, M_TTFT_P99, hy, sm, 1.05, 0, 0,
-                             "ttft p99 <= 1.05 softmax"),
-                 1);
-            int worst = 1;
-            for (uint32_t p = 0; p < r->num_policies; p++)
-                if ((int)p != hy &&
-                    !bound_check(o, r, l, M_TTFT_P99, (int)p, hy, 1, 0, 1, "").ok)
-                    worst = 0; /* someone is not significantly below hysteresis */
-            check w = {"not the worst ttft p99", !worst, 0, 0};
-            emit(out, json, &first, load, "hysteresis", w, 1);
+    int first = 1;
+    for (uint32_t l = 0; l < o->num_loads; l++)
+        for (size_t t = 0; t < NUM_TARGETS; t++) {
+            check ch = target_check(o, r, &targets[t], l);
+            if (ch.what != NULL)
+                emit(out, json, &first, o->loads[l], targets[t].policy, ch,
+                     targets[t].scale);
         }
-        if (dg >= 0 && dp_shape && c->dp_mode == SIM_DP_LOCKSTEP && load >= 79) {
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, M_TTFT_P99, dg, sm, 0.95, 0, 0,
-                             "ttft p99 <= 0.95 softmax"),
-                 1);
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, M_GROUP_IMB, dg, sm, 1, 0, 1,
-                             "group imbalance below softmax"),
-                 1);
-        }
-        if (dg >= 0 && !dp_shape) {
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, M_TTFT_MEAN, dg, sm, 1, 0, 0,
-                             "ttft mean no worse than softmax"),
-                 1);
-            emit(out, json, &first, load, "dpgroup",
-                 bound_check(o, r, l, M_TTFT_P99, dg, sm, 1, 0, 0,
-                             "ttft p99 no worse than softmax"),
-                 1);
-        }
-        if (ch >= 0) {
-            emit(out, json, &first, load, "chash",
-                 bound_check(o, r, l, M_HIT, sm, ch, 1, 0.05, 0,
-                             "hit >= softmax - 5 pt (shown: softmax, chash + 5 pt)"),
-                 100);
-            if (rn >= 0)
-                emit(out, json, &first, load, "chash",
-                     bound_check(o, r, l, M_TTFT_P99, ch, rn, 1, 0, 1,
-                                 "ttft p99 below random"),
-                     1);
-            if (rr >= 0)
-                emit(out, json, &first, load, "chash",
-                     bound_check(o, r, l, M_TTFT_P99, ch, rr, 1, 0, 1,
-                                 "ttft p99 below roundrobin"),
-                     1);
-        }
-    }
     if (json)
         fprintf(out, "]");
 }
@@ -312,8 +287,8 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
     for (uint32_t w = 0; w < so->cluster.num_workers; w++)
         fprintf(out, "%s%u", w ? "," : "", so->cluster.dp[w]);
     fprintf(out, "],\"dp_mode\":\"%s\",\"kv_blocks\":%u,\"block_size\":%u},",
-            so->cluster.dp_mode == SIM_DP_INDEPENDENT ? "independent" : "lockstep",
-            so->cluster.kv_blocks, so->cluster.block_size);
+            sim_dp_mode_names[so->cluster.dp_mode], so->cluster.kv_blocks,
+            so->cluster.block_size);
     fprintf(out,
             "\"saturation\":{\"speedup\":%.6g,\"unloaded_ttft_ms\":%.6g,"
             "\"given\":%s,\"probes\":[",
@@ -334,15 +309,19 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
             wsel_json_write_string(out, r->policies[p].label);
             fprintf(out, ",\"config\":%s,\"metrics\":{",
                     r->policies[p].config ? r->policies[p].config : "{}");
-            for (uint32_t k = 0; k < eval_num_metrics; k++) {
+            int first = 1;
+            for (uint32_t k = 0; k < SIM_NUM_METRICS; k++) {
+                if (!(sim_metric_table[k].flags & SIM_MF_EVAL))
+                    continue;
                 eval_stat st = stat_of(o, r, k, l, p);
                 double v[EVAL_MAX_SEEDS];
                 eval_values(o, r, k, l, p, v);
                 fprintf(out,
                         "%s\"%s\":{\"mean\":%.6g,\"ci95\":%.6g,\"diff\":%.6g,"
                         "\"diff_ci95\":%.6g,\"significant\":%s,\"values\":[",
-                        k ? "," : "", eval_metrics[k].key, st.mean, st.ci, st.diff,
-                        st.diff_ci, st.significant ? "true" : "false");
+                        first ? "" : ",", sim_metric_table[k].key, st.mean, st.ci,
+                        st.diff, st.diff_ci, st.significant ? "true" : "false");
+                first = 0;
                 for (uint32_t s = 0; s < o->seeds; s++)
                     fprintf(out, "%s%.6g", s ? "," : "", v[s]);
                 fprintf(out, "]}");
@@ -359,7 +338,8 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
 /* Charts: per metric, mean with its CI against load, one line per policy. */
 int eval_plot(const eval_options *o, const eval_result *r)
 {
-    static const uint32_t charted[] = {M_TTFT_MEAN, M_TTFT_P99, M_HIT, M_FLICKER};
+    static const uint32_t charted[] = {SIM_METRIC_TTFT_MEAN, SIM_METRIC_TTFT_P99,
+                                       SIM_METRIC_KV_HIT_RATE, SIM_METRIC_FLICKER};
     static const char *const files[] = {"eval_ttft_mean", "eval_ttft_p99", "eval_hit",
                                         "eval_flicker"};
     char path[PATH_MAX];
@@ -378,7 +358,7 @@ int eval_plot(const eval_options *o, const eval_result *r)
             fprintf(f, "%g", o->loads[l]);
             for (size_t c = 0; c < sizeof(charted) / sizeof(charted[0]); c++) {
                 eval_stat st = stat_of(o, r, charted[c], l, p);
-                double sc = eval_metrics[charted[c]].scale;
+                double sc = sim_metric_table[charted[c]].scale;
                 fprintf(f, " %.6g %.6g", st.mean * sc, st.ci * sc);
             }
             fputc('\n', f);
@@ -395,7 +375,7 @@ int eval_plot(const eval_options *o, const eval_result *r)
                 "set xlabel '%% of saturation'\nset grid\n");
     for (size_t c = 0; c < sizeof(charted) / sizeof(charted[0]); c++) {
         fprintf(gp, "set output '%s.png'\nset ylabel '%s'\nplot ", files[c],
-                eval_metrics[charted[c]].title);
+                sim_metric_table[charted[c]].title);
         for (uint32_t p = 0; p < r->num_policies; p++)
             fprintf(gp,
                     "%s'eval_%u.dat' using 1:%zu:%zu with yerrorlines lw 2 title '%s'",

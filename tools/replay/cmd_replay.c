@@ -137,17 +137,62 @@ static void print_statuses(FILE *f, const tally *t)
     fputc('\n', f);
 }
 
+/* The run as one row of wsel sim's table or JSON, then the statuses (and
+ * the routing). 0, or -1 after a message. */
+static int print_report(const replay_options *o, tally *t, replay_source *src,
+                        replay_route *route)
+{
+    static sim_report_row row;
+    memset(&row, 0, sizeof(row));
+    row.plugin = route ? o->plugin : "replay";
+    if (sim_acc_finish(&t->acc, o->num_urls, &row.result.total) != 0) {
+        fprintf(stderr, "wsel replay: out of memory for the metrics\n");
+        return -1;
+    }
+    row.result.total.requests = t->done;
+    row.result.total.lost_requests = t->errors;
+    row.result.num_phases = 1;
+    row.result.phase[0] = row.result.total;
+    row.result.phase_label[0] = "replay";
+    if (o->json) {
+        sim_report_input in = {
+            .trace = o->trace,
+            .workload = o->use_workload ? sim_workload_name(o->workload.kind) : NULL,
+            .trace_block_size = o->trace_block_size,
+            .seed = o->workload.seed,
+            .bad_lines = replay_source_bad_lines(src),
+            .rate = o->workload.rate};
+        sim_cluster c;
+        memset(&c, 0, sizeof(c));
+        c.num_workers = o->num_urls; /* the targets; their engines are not known here */
+        sim_router_config rc_cfg;
+        memset(&rc_cfg, 0, sizeof(rc_cfg));
+        rc_cfg.speedup = o->speedup;
+        if (route)
+            json_with_routing(&in, &c, &rc_cfg, &row, route);
+        else
+            sim_report_json(stdout, &in, &c, &rc_cfg, &row, 1, 1);
+        print_statuses(stderr, t);
+        return 0;
+    }
+    sim_report_table(stdout, &row, 1);
+    printf("replay: %llu requests to %u URL(s), %llu failed; inter-token latency mean "
+           "%.2f ms\n",
+           (unsigned long long)t->done, o->num_urls, (unsigned long long)t->errors,
+           t->itl_n ? t->itl_sum / (double)t->itl_n : 0.0);
+    print_statuses(stdout, t);
+    if (route)
+        replay_route_report(stdout, route);
+    return 0;
+}
+
 int wsel_cmd_replay(int argc, char **argv)
 {
     replay_options o;
     char err[1024];
     int rc = replay_options_parse(&o, argc, argv, err, sizeof(err));
-    if (rc == 1)
-        return WSEL_EXIT_OK;
-    if (rc != 0) {
-        fprintf(stderr, "wsel replay: %s\n", err);
-        return WSEL_EXIT_USAGE;
-    }
+    if (rc != CLI_OK)
+        return cli_report(&replay_command, rc, err);
     raise_fd_limit();
     int status = WSEL_EXIT_FAILURE;
     tally t;
@@ -182,49 +227,8 @@ int wsel_cmd_replay(int argc, char **argv)
     }
     if (t.progress)
         fputc('\n', stderr);
-    sim_report_row row;
-    memset(&row, 0, sizeof(row));
-    row.plugin = route ? o.plugin : "replay";
-    if (sim_acc_finish(&t.acc, o.num_urls, &row.result.total) != 0) {
-        fprintf(stderr, "wsel replay: out of memory for the metrics\n");
+    if (print_report(&o, &t, src, route) != 0)
         goto out_close_plot;
-    }
-    row.result.total.requests = t.done;
-    row.result.total.lost_requests = t.errors;
-    row.result.num_phases = 1;
-    row.result.phase[0] = row.result.total;
-    row.result.phase_label[0] = "replay";
-    if (o.json) {
-        sim_report_input in = {
-            .trace = o.trace,
-            .workload = o.use_workload ? sim_workload_name(o.workload.kind) : NULL,
-            .trace_block_size = o.trace_block_size,
-            .seed = o.workload.seed,
-            .bad_lines = replay_source_bad_lines(src),
-            .rate = o.workload.rate};
-        sim_cluster c;
-        memset(&c, 0, sizeof(c));
-        c.num_workers = o.num_urls; /* the targets; their engines are not known here */
-        sim_router_config rc_cfg;
-        memset(&rc_cfg, 0, sizeof(rc_cfg));
-        rc_cfg.speedup = o.speedup;
-        if (route)
-            json_with_routing(&in, &c, &rc_cfg, &row, route);
-        else
-            sim_report_json(stdout, &in, &c, &rc_cfg, &row, 1, 1);
-    } else {
-        sim_report_table(stdout, &row, 1);
-        printf(
-            "replay: %llu requests to %u URL(s), %llu failed; inter-token latency mean "
-            "%.2f ms\n",
-            (unsigned long long)t.done, o.num_urls, (unsigned long long)t.errors,
-            t.itl_n ? t.itl_sum / (double)t.itl_n : 0.0);
-        print_statuses(stdout, &t);
-        if (route)
-            replay_route_report(stdout, route);
-    }
-    if (o.json)
-        print_statuses(stderr, &t);
     status = WSEL_EXIT_OK;
     if (t.plot && sim_plot_render(t.plot) != 0)
         status = WSEL_EXIT_FAILURE;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "source.h"
 #include "trace.h"
 
@@ -50,7 +51,9 @@ typedef struct replay_options {
     uint64_t seed;                          /* workload and host seed */
 } replay_options;
 
-/* 0, 1 after --help, or 2 with a message. */
+/* The command line (options.c). CLI_OK, CLI_HELP or CLI_USAGE with a
+ * message in err: cli_report(&replay_command, ...) says either. */
+extern const cli_command replay_command;
 int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
                          size_t err_size);
 

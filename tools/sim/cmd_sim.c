@@ -281,118 +281,149 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
     return WSEL_EXIT_OK;
 }
 
-static int compare(const sim_options *o)
-{
-    static policy_entry policies[SIM_MAX_PLUGINS];
-    static char switch_paths[SIM_MAX_PHASES][PATH_MAX];
+/* One comparison: the policies, their hosts and results. */
+typedef struct comparison {
+    policy_entry *policies;
+    int n;
     sim_switch switches[SIM_MAX_PHASES];
-    int n = resolve_policies(o, policies);
-    if (n < 0 || resolve_switches(o, switches, switch_paths) != 0)
-        return WSEL_EXIT_FAILURE;
-    sim_report_row *rows = calloc((size_t)n, sizeof(*rows));
-    sim_host_policy *hosts = calloc((size_t)n, sizeof(*hosts));
-    sim_explain *explains = o->explain ? calloc((size_t)n, sizeof(*explains)) : NULL;
-    sim_plot *plot = NULL;
-    int opened = 0;
-    uint64_t total = 0;
-    if (!rows || !hosts || (o->explain && !explains)) {
-        free(rows);
-        free(hosts);
-        free(explains);
-        return WSEL_EXIT_FAILURE;
-    }
-    int status = o->explain ? count_requests(o, &total) : WSEL_EXIT_OK;
-    if (status != WSEL_EXIT_OK)
-        goto out_close_hosts;
-    if (o->plot_dir && sim_plot_open(&plot, o->plot_dir, o->cluster.num_workers) != 0) {
-        status = WSEL_EXIT_FAILURE;
-        goto out_close_hosts;
-    }
+    sim_report_row *rows;
+    sim_host_policy *hosts;
+    sim_explain *explains; /* with --explain, else NULL */
+    sim_plot *plot;        /* with --plot, else NULL */
+    int opened;            /* hosts[0..opened) may be open */
+    uint64_t total;        /* requests, with --explain */
+    uint64_t bad_lines;
+} comparison;
+
+/* Run every policy in turn, with a progress line. An exit status. */
+static int run_policies(const sim_options *o, comparison *c)
+{
     progress prog;
     memset(&prog, 0, sizeof(prog));
     prog.enabled = o->progress != 0 && isatty(STDERR_FILENO);
-    prog.count = (uint32_t)n;
-    uint64_t bad_lines = 0;
-    for (int i = 0; i < n && status == WSEL_EXIT_OK; i++) {
-        watch w = {&prog, plot};
+    prog.count = (uint32_t)c->n;
+    int status = WSEL_EXIT_OK;
+    for (int i = 0; i < c->n && status == WSEL_EXIT_OK; i++) {
+        sim_report_row *row = &c->rows[i];
+        watch w = {&prog, c->plot};
         sim_observer ob = {&w, NULL, NULL, NULL, on_progress};
-        if (plot) {
+        if (c->plot) {
             ob.on_ttft = on_ttft;
             ob.on_route = on_route;
             ob.on_load = on_load;
-            if (sim_plot_begin(plot, policies[i].label) != 0) {
-                status = WSEL_EXIT_FAILURE;
-                break;
-            }
+            if (sim_plot_begin(c->plot, c->policies[i].label) != 0)
+                return WSEL_EXIT_FAILURE;
         }
-        prog.label = policies[i].label;
+        prog.label = c->policies[i].label;
         prog.index = (uint32_t)i;
         prog.start_s = wall_s();
-        status =
-            run_one(o, &policies[i], switches, &ob, &hosts[i],
-                    explains ? &explains[i] : NULL, total, &rows[i].result, &bad_lines);
-        if (explains)
-            rows[i].explain = &explains[i];
-        if (hosts[i].host != NULL) {
-            opened = i + 1;
-            wsel_host_read_counters(hosts[i].host, &rows[i].counters,
-                                    sizeof(rows[i].counters));
-            rows[i].has_counters = 1;
+        status = run_one(o, &c->policies[i], c->switches, &ob, &c->hosts[i],
+                         c->explains ? &c->explains[i] : NULL, c->total, &row->result,
+                         &c->bad_lines);
+        if (c->explains)
+            row->explain = &c->explains[i];
+        if (c->hosts[i].host != NULL) {
+            c->opened = i + 1;
+            wsel_host_read_counters(c->hosts[i].host, &row->counters,
+                                    sizeof(row->counters));
+            row->has_counters = 1;
         }
         clear_progress(&prog);
-        rows[i].plugin = policies[i].label;
-        rows[i].config = policies[i].config;
+        row->plugin = c->policies[i].label;
+        row->config = c->policies[i].config;
     }
-    if (status != WSEL_EXIT_OK)
-        goto out_close_plot;
-    if (bad_lines)
+    return status;
+}
+
+/* What the input did that the figures alone would not say. */
+static void warn_about_input(const sim_options *o, const comparison *c)
+{
+    if (c->bad_lines)
         fprintf(stderr, "wsel sim: skipped %llu bad lines of %s\n",
-                (unsigned long long)bad_lines, o->trace);
+                (unsigned long long)c->bad_lines, o->trace);
     /* A switch after the input's last arrival leaves its phase all zeros:
      * say why rather than let the row read as a policy that did nothing. */
-    for (uint32_t p = 1; n > 0 && p < rows[0].result.num_phases; p++)
-        if (rows[0].result.phase[p].requests == 0)
+    for (uint32_t p = 1; c->n > 0 && p < c->rows[0].result.num_phases; p++)
+        if (c->rows[0].result.phase[p].requests == 0)
             fprintf(stderr,
                     "wsel sim: warning: phase %u (%s) routed no request: its --switch-at "
                     "came after the input's last arrival\n",
-                    p, rows[0].result.phase_label[p]);
+                    p, c->rows[0].result.phase_label[p]);
+}
+
+static void print_results(const sim_options *o, const comparison *c)
+{
     if (o->json) {
         sim_report_input in = {o->trace,
                                sim_workload_name(o->workload.kind),
                                o->trace_block_size,
                                o->seed,
-                               bad_lines,
+                               c->bad_lines,
                                o->workload.rate};
-        sim_report_json(stdout, &in, &o->cluster, &o->router, rows, (uint32_t)n,
+        sim_report_json(stdout, &in, &o->cluster, &o->router, c->rows, (uint32_t)c->n,
                         o->timing);
-    } else {
-        sim_report_table(stdout, rows, (uint32_t)n);
-        for (int i = 0; explains && i < n; i++) {
-            char label[PATH_MAX + 16];
-            if (rows[i].config && rows[i].config[0] && strcmp(rows[i].config, "{}") != 0)
-                snprintf(label, sizeof(label), "%s [%d]", policies[i].label, i + 1);
-            else
-                snprintf(label, sizeof(label), "%s", policies[i].label);
-            sim_explain_print(stdout, &explains[i], label);
-        }
+        return;
     }
-    if (plot && sim_plot_render(plot) != 0)
-        status = WSEL_EXIT_FAILURE;
+    sim_report_table(stdout, c->rows, (uint32_t)c->n);
+    for (int i = 0; c->explains && i < c->n; i++) {
+        char label[PATH_MAX + 16];
+        const char *config = c->rows[i].config;
+        if (config && config[0] && strcmp(config, "{}") != 0)
+            snprintf(label, sizeof(label), "%s [%d]", c->policies[i].label, i + 1);
+        else
+            snprintf(label, sizeof(label), "%s", c->policies[i].label);
+        sim_explain_print(stdout, &c->explains[i], label);
+    }
+}
 
-out_close_plot:
-    sim_plot_close(plot);
-out_close_hosts:
-    /* The results are out before any plugin's destroy runs. */
+/* The results are out before any plugin's destroy runs. */
+static void close_comparison(comparison *c)
+{
+    sim_plot_close(c->plot);
     fflush(stdout);
     fflush(stderr);
-    for (int i = 0; explains && i < n; i++)
-        sim_explain_close(&explains[i]);
-    free(explains);
-    for (int i = 0; i < opened; i++)
-        if (hosts[i].host != NULL)
-            sim_host_policy_close(&hosts[i]);
-    free(hosts);
-    free(rows);
+    for (int i = 0; c->explains && i < c->n; i++)
+        sim_explain_close(&c->explains[i]);
+    free(c->explains);
+    for (int i = 0; i < c->opened; i++)
+        if (c->hosts[i].host != NULL)
+            sim_host_policy_close(&c->hosts[i]);
+    free(c->hosts);
+    free(c->rows);
+}
+
+static int compare(const sim_options *o)
+{
+    static policy_entry policies[SIM_MAX_PLUGINS];
+    static char switch_paths[SIM_MAX_PHASES][PATH_MAX];
+    comparison c;
+    memset(&c, 0, sizeof(c));
+    c.policies = policies;
+    c.n = resolve_policies(o, policies);
+    if (c.n < 0 || resolve_switches(o, c.switches, switch_paths) != 0)
+        return WSEL_EXIT_FAILURE;
+    c.rows = calloc((size_t)c.n, sizeof(*c.rows));
+    c.hosts = calloc((size_t)c.n, sizeof(*c.hosts));
+    c.explains = o->explain ? calloc((size_t)c.n, sizeof(*c.explains)) : NULL;
+    int status = WSEL_EXIT_FAILURE;
+    if (!c.rows || !c.hosts || (o->explain && !c.explains))
+        goto out_close;
+    status = o->explain ? count_requests(o, &c.total) : WSEL_EXIT_OK;
+    if (status != WSEL_EXIT_OK)
+        goto out_close;
+    if (o->plot_dir && sim_plot_open(&c.plot, o->plot_dir, o->cluster.num_workers) != 0) {
+        status = WSEL_EXIT_FAILURE;
+        goto out_close;
+    }
+    status = run_policies(o, &c);
+    if (status != WSEL_EXIT_OK)
+        goto out_close;
+    warn_about_input(o, &c);
+    print_results(o, &c);
+    if (c.plot && sim_plot_render(c.plot) != 0)
+        status = WSEL_EXIT_FAILURE;
+out_close:
+    close_comparison(&c);
     return status;
 }
 

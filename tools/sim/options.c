@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * options.c -- `wsel sim` options: one table drives parsing and --help.
+ * options.c -- `wsel sim` options: one table drives parsing and --help
+ * (cli/cli.h); the checks of options that hold together.
  */
 #include "options.h"
 #include "options_values.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The default run: one 8-rank worker beside eight 1-rank workers, so
@@ -22,220 +21,166 @@
  * tokens and more, over 1,024 blocks of 64). */
 #define DEF_KV_BLOCKS_TRACE 16384
 
-enum kind { K_U32, K_U64, K_DOUBLE, K_FLAG, K_STR, K_SPECIAL };
-
-typedef struct option {
-    const char *name;
-    const char *arg;
-    const char *def;
-    const char *help;
-    enum kind kind;
-    size_t offset; /* into sim_options */
-} option;
-
 #define OFF(field) offsetof(sim_options, field)
 
-static const option options[] = {
-    {"--trace", "FILE", "(none: built-in workload)",
-     "Mooncake JSONL trace; timestamps must not decrease", K_STR, OFF(trace)},
-    {"--trace-block-size", "N", "512", "tokens per trace hash id", K_U32,
-     OFF(trace_block_size)},
-    {"--skip-bad-lines", NULL, "off",
-     "count and skip bad trace lines instead of stopping", K_FLAG, OFF(skip_bad_lines)},
-    {"--workload", "NAME", "shared-prefix",
-     "built-in workload: shared-prefix, chat, agent, conversation", K_SPECIAL, 0},
-    {"--requests", "N", "2000", "chat/agent/conversation: number of requests", K_U32,
-     OFF(workload.requests)},
-    {"--rate", "R", "40", "mean arrivals per second (Poisson)", K_DOUBLE,
-     OFF(workload.rate)},
-    {"--groups", "G", "64", "shared-prefix: groups", K_U32, OFF(workload.groups)},
-    {"--prompts", "P", "16", "shared-prefix: prompts per group", K_U32,
-     OFF(workload.prompts)},
-    {"--prefix-tokens", "S", "2048", "shared-prefix: shared prefix length", K_U32,
-     OFF(workload.prefix_tokens)},
-    {"--question-tokens", "Q", "128", "shared-prefix: question length", K_U32,
-     OFF(workload.question_tokens)},
-    {"--output-tokens", "O", "256", "shared-prefix: output length", K_U32,
-     OFF(workload.output_tokens)},
-    {"--tools", "N", "4", "agent/conversation: shared tool prompts", K_U32,
-     OFF(workload.tools)},
-    {"--tool-tokens", "N", "8192", "agent/conversation: tool prompt length", K_U32,
-     OFF(workload.tool_tokens)},
-    {"--system-tokens", "N", "1024", "conversation: system prompt of every chat", K_U32,
-     OFF(workload.system_tokens)},
-    {"--agent-share", "F", "0.4", "conversation: share of sessions that are tool agents",
-     K_DOUBLE, OFF(workload.agent_share)},
-    {"--burst", "B", "8", "conversation: mean requests arriving at one instant (>= 1)",
-     K_DOUBLE, OFF(workload.burst)},
-    {"--speedup", "X", "1",
-     "divide arrival times by X (clock starts at the first request)", K_DOUBLE,
-     OFF(router.speedup)},
-    {"--jitter-ms", "MS", "0",
-     "move each arrival instant later by uniform [0, MS) ms (seeded by --seed)",
-     K_SPECIAL, 0},
-    {"--workers", "N", DEF_WORKERS, "workers (data-parallel engines)", K_SPECIAL, 0},
-    {"--dp", "N|LIST", DEF_DP " (1 when only --workers is given)",
-     "ranks per worker: one size for all, or one per worker", K_SPECIAL, 0},
-    {"--kv-blocks", "N", "1024; with --trace 16384 (Dynamo mocker's)",
-     "KV cache blocks per rank", K_U32, OFF(cluster.kv_blocks)},
-    {"--block-size", "N", "64", "router and engine block size, tokens", K_U32,
-     OFF(cluster.block_size)},
-    {"--max-running", "N", "256", "running sequences per rank", K_U32,
-     OFF(cluster.max_running)},
-    {"--token-budget", "N", "8192", "batched tokens per rank step", K_U32,
-     OFF(cluster.token_budget)},
-    {"--cost-model", "NAME", "polynomial", "step time model: polynomial (mocker), linear",
-     K_SPECIAL, 0},
-    {"--dp-mode", "MODE", "lockstep",
-     "ranks of a worker step in lockstep (wide-EP MoE) or independent", K_SPECIAL, 0},
-    {"--step-fixed-ms", "MS", "5", "linear: fixed cost per step", K_DOUBLE,
-     OFF(cluster.step_fixed_ms)},
-    {"--prefill-token-ms", "MS", "0.015", "linear: cost per prefill token", K_DOUBLE,
-     OFF(cluster.prefill_token_ms)},
-    {"--decode-seq-ms", "MS", "0.1", "linear: cost per decoding sequence", K_DOUBLE,
-     OFF(cluster.decode_seq_ms)},
-    {"--kv-event-delay-ms", "MS", "0", "KV events reach the router this late", K_SPECIAL,
-     0},
-    {"--overlap-weight", "W", "1.0", "overlap_score_weight in every request", K_DOUBLE,
-     OFF(router.overlap_weight)},
-    {"--temperature", "T", "0.0", "temperature in every request", K_DOUBLE,
-     OFF(router.temperature)},
-    {"--affinity-blocks", "K", "4", "affinity key = hash of block min(K, n)", K_U32,
-     OFF(router.affinity_blocks)},
-    {"--busy-decode-blocks", "FRAC", "off",
-     "Dynamo busy threshold: active KV blocks / capacity above FRAC (0..1)", K_DOUBLE,
-     OFF(router.busy_decode_blocks)},
-    {"--busy-prefill-tokens", "N", "off",
-     "Dynamo busy threshold: prefill tokens queued or running above N", K_U64,
-     OFF(router.busy_prefill_tokens)},
-    {"--plugin", "NAME|PATH", "(every bundled policy)", "policy to compare; repeatable",
-     K_SPECIAL, 0},
-    {"--config", "JSON", "{}", "configuration of the preceding --plugin", K_SPECIAL, 0},
-    {"--switch-at", "S:NAME|PATH", "(none)",
-     "switch policy at S simulated seconds; repeatable; --config may follow", K_SPECIAL,
-     0},
-    {"--seed", "N", "1", "seed of the workload and of every host", K_U64, OFF(seed)},
-    {"--isolated", NULL, "off",
-     "run every policy in its own wsel-isolated-helper process (docs/isolated.md)",
-     K_FLAG, OFF(isolated)},
-    {"--isolated-deadline-us", "US", "5000",
-     "isolated select deadline; a late answer falls back, the helper is kept", K_U32,
-     OFF(isolated_deadline_us)},
-    {"--json", NULL, "off", "print JSON instead of the table", K_FLAG, OFF(json)},
-    {"--no-timing", NULL, "off", "print select_ns as 0 (byte-identical JSON)", K_SPECIAL,
-     0},
-    {"--analyze", NULL, "off", "statistics of the input alone, no routing", K_FLAG,
-     OFF(analyze)},
-    {"--explain", "N", "0 (off)",
-     "explain N requests sampled over the run: the rows that mattered, why the "
-     "answer won",
-     K_U32, OFF(explain)},
-    {"--plot", "DIR", "(none)", "write PNG charts to DIR (needs gnuplot)", K_STR,
-     OFF(plot_dir)},
-    {"--no-progress", NULL, "auto", "no progress line on stderr", K_SPECIAL, 0},
-    {"--help", NULL, NULL, "print this help", K_FLAG, OFF(help)},
-};
-#define NUM_OPTIONS (sizeof(options) / sizeof(options[0]))
-
 /*
- * The documented range of every numeric option (--help prints it). A value
+ * Every numeric option has a documented range (--help prints it). A value
  * outside is refused naming the option and the range, before it can
  * overflow a nanosecond clock (times), wrap a 32-bit token count, collide
  * with a "not set" marker (--kv-blocks) or size an allocation past reason.
  * Times stay below 1e9 s = 1e18 ns, inside int64 nanoseconds.
  */
-typedef struct option_range {
-    const char *name;
-    double min, max;
-} option_range;
-
-static const option_range ranges[] = {
-    {"--trace-block-size", 1, 1u << 20},
-    {"--requests", 1, 1e8},
-    {"--rate", 1e-3, 1e9},
-    {"--groups", 1, 1e6},
-    {"--prompts", 1, 1e6},
-    {"--prefix-tokens", 0, 1u << 24},
-    {"--question-tokens", 0, 1u << 24},
-    {"--output-tokens", 0, 1u << 24},
-    {"--tools", 0, 1e4},
-    {"--tool-tokens", 0, 1u << 24},
-    {"--system-tokens", 0, 1u << 24},
-    {"--agent-share", 0, 1},
-    {"--burst", 1, 1e6},
-    {"--speedup", 1e-3, 1e6},
-    {"--jitter-ms", 0, 1e9},
-    {"--kv-blocks", 1, 1u << 28},
-    {"--block-size", 1, 1u << 16},
-    {"--max-running", 1, 1u << 20},
-    {"--token-budget", 1, 1u << 24},
-    {"--step-fixed-ms", 0, 1e6},
-    {"--prefill-token-ms", 0, 1e6},
-    {"--decode-seq-ms", 0, 1e6},
-    {"--kv-event-delay-ms", 0, 1e9},
-    {"--overlap-weight", 0, 1e6},
-    {"--temperature", 0, 1e6},
-    {"--affinity-blocks", 0, 1u << 20},
-    {"--busy-decode-blocks", 0, 1},
-    {"--busy-prefill-tokens", 0, 1e15},
-    {"--explain", 0, 10000},
+static const cli_option sim_option_table[] = {
+    {CLI_OPT("trace", "FILE", "Mooncake JSONL trace; timestamps must not decrease",
+             "(none: built-in workload)"),
+     CLI_AS_STR(OFF(trace))},
+    {CLI_OPT("trace-block-size", "N", "tokens per trace hash id", "512"),
+     CLI_AS_U32(OFF(trace_block_size), 1, 1u << 20)},
+    {CLI_OPT("skip-bad-lines", NULL, "count and skip bad trace lines instead of stopping",
+             "off"),
+     CLI_AS_FLAG(OFF(skip_bad_lines))},
+    {CLI_OPT("workload", "NAME",
+             "built-in workload: shared-prefix, chat, agent, conversation",
+             "shared-prefix"),
+     CLI_AS_CALL(sim_set_workload)},
+    {CLI_OPT("requests", "N", "chat/agent/conversation: number of requests", "2000"),
+     CLI_AS_U32(OFF(workload.requests), 1, 1e8)},
+    {CLI_OPT("rate", "R", "mean arrivals per second (Poisson)", "40"),
+     CLI_AS_DOUBLE(OFF(workload.rate), 1e-3, 1e9)},
+    {CLI_OPT("groups", "G", "shared-prefix: groups", "64"),
+     CLI_AS_U32(OFF(workload.groups), 1, 1e6)},
+    {CLI_OPT("prompts", "P", "shared-prefix: prompts per group", "16"),
+     CLI_AS_U32(OFF(workload.prompts), 1, 1e6)},
+    {CLI_OPT("prefix-tokens", "S", "shared-prefix: shared prefix length", "2048"),
+     CLI_AS_U32(OFF(workload.prefix_tokens), 0, 1u << 24)},
+    {CLI_OPT("question-tokens", "Q", "shared-prefix: question length", "128"),
+     CLI_AS_U32(OFF(workload.question_tokens), 0, 1u << 24)},
+    {CLI_OPT("output-tokens", "O", "shared-prefix: output length", "256"),
+     CLI_AS_U32(OFF(workload.output_tokens), 0, 1u << 24)},
+    {CLI_OPT("tools", "N", "agent/conversation: shared tool prompts", "4"),
+     CLI_AS_U32(OFF(workload.tools), 0, 1e4)},
+    {CLI_OPT("tool-tokens", "N", "agent/conversation: tool prompt length", "8192"),
+     CLI_AS_U32(OFF(workload.tool_tokens), 0, 1u << 24)},
+    {CLI_OPT("system-tokens", "N", "conversation: system prompt of every chat", "1024"),
+     CLI_AS_U32(OFF(workload.system_tokens), 0, 1u << 24)},
+    {CLI_OPT("agent-share", "F", "conversation: share of sessions that are tool agents",
+             "0.4"),
+     CLI_AS_DOUBLE(OFF(workload.agent_share), 0, 1)},
+    {CLI_OPT("burst", "B", "conversation: mean requests arriving at one instant (>= 1)",
+             "8"),
+     CLI_AS_DOUBLE(OFF(workload.burst), 1, 1e6)},
+    {CLI_OPT("speedup", "X",
+             "divide arrival times by X (clock starts at the first request)", "1"),
+     CLI_AS_DOUBLE(OFF(router.speedup), 1e-3, 1e6)},
+    {CLI_OPT("jitter-ms", "MS",
+             "move each arrival instant later by uniform [0, MS) ms (seeded by --seed)",
+             "0"),
+     CLI_AS_DOUBLE(OFF(jitter_ms), 0, 1e9)},
+    {CLI_OPT("workers", "N", "workers (data-parallel engines)", DEF_WORKERS),
+     CLI_AS_U32(OFF(workers_given), 1, SIM_MAX_RANKS)},
+    {CLI_OPT("dp", "N|LIST", "ranks per worker: one size for all, or one per worker",
+             DEF_DP " (1 when only --workers is given)"),
+     CLI_AS_U32_LIST(OFF(cluster.dp), OFF(dp_given), SIM_MAX_RANKS, 1, SIM_MAX_RANKS)},
+    {CLI_OPT("kv-blocks", "N", "KV cache blocks per rank",
+             "1024; with --trace 16384 (Dynamo mocker's)"),
+     CLI_AS_U32(OFF(cluster.kv_blocks), 1, 1u << 28)},
+    {CLI_OPT("block-size", "N", "router and engine block size, tokens", "64"),
+     CLI_AS_U32(OFF(cluster.block_size), 1, 1u << 16)},
+    {CLI_OPT("max-running", "N", "running sequences per rank", "256"),
+     CLI_AS_U32(OFF(cluster.max_running), 1, 1u << 20)},
+    {CLI_OPT("token-budget", "N", "batched tokens per rank step", "8192"),
+     CLI_AS_U32(OFF(cluster.token_budget), 1, 1u << 24)},
+    {CLI_OPT("cost-model", "NAME", "step time model: polynomial (mocker), linear",
+             "polynomial"),
+     CLI_AS_CHOICE(OFF(cluster.cost_model), sim_cost_model_names)},
+    {CLI_OPT("dp-mode", "MODE",
+             "ranks of a worker step in lockstep (wide-EP MoE) or independent",
+             "lockstep"),
+     CLI_AS_CHOICE(OFF(cluster.dp_mode), sim_dp_mode_names)},
+    {CLI_OPT("step-fixed-ms", "MS", "linear: fixed cost per step", "5"),
+     CLI_AS_DOUBLE(OFF(cluster.step_fixed_ms), 0, 1e6)},
+    {CLI_OPT("prefill-token-ms", "MS", "linear: cost per prefill token", "0.015"),
+     CLI_AS_DOUBLE(OFF(cluster.prefill_token_ms), 0, 1e6)},
+    {CLI_OPT("decode-seq-ms", "MS", "linear: cost per decoding sequence", "0.1"),
+     CLI_AS_DOUBLE(OFF(cluster.decode_seq_ms), 0, 1e6)},
+    {CLI_OPT("kv-event-delay-ms", "MS", "KV events reach the router this late", "0"),
+     CLI_AS_DOUBLE(OFF(kv_event_delay_ms), 0, 1e9)},
+    {CLI_OPT("overlap-weight", "W", "overlap_score_weight in every request", "1.0"),
+     CLI_AS_DOUBLE(OFF(router.overlap_weight), 0, 1e6)},
+    {CLI_OPT("temperature", "T", "temperature in every request", "0.0"),
+     CLI_AS_DOUBLE(OFF(router.temperature), 0, 1e6)},
+    {CLI_OPT("affinity-blocks", "K", "affinity key = hash of block min(K, n)", "4"),
+     CLI_AS_U32(OFF(router.affinity_blocks), 0, 1u << 20)},
+    {CLI_OPT("busy-decode-blocks", "FRAC",
+             "Dynamo busy threshold: active KV blocks / capacity above FRAC (0..1)",
+             "off"),
+     CLI_AS_DOUBLE(OFF(router.busy_decode_blocks), 0, 1)},
+    {CLI_OPT("busy-prefill-tokens", "N",
+             "Dynamo busy threshold: prefill tokens queued or running above N", "off"),
+     CLI_AS_U64(OFF(router.busy_prefill_tokens), 0, 1e15)},
+    {CLI_OPT("plugin", "NAME|PATH", "policy to compare; repeatable",
+             "(every bundled policy)"),
+     CLI_AS_CALL(sim_set_plugin)},
+    {CLI_OPT("config", "JSON", "configuration of the preceding --plugin", "{}"),
+     CLI_AS_CALL(sim_set_config)},
+    {CLI_OPT("switch-at", "S:NAME|PATH",
+             "switch policy at S simulated seconds; repeatable; --config may follow",
+             "(none)"),
+     CLI_AS_CALL(sim_set_switch)},
+    {CLI_OPT("seed", "N", "seed of the workload and of every host", "1"),
+     CLI_AS_U64(OFF(seed), 0, 0)},
+    {CLI_OPT(
+         "isolated", NULL,
+         "run every policy in its own wsel-isolated-helper process (docs/isolated.md)",
+         "off"),
+     CLI_AS_FLAG(OFF(isolated))},
+    {CLI_OPT("isolated-deadline-us", "US",
+             "isolated select deadline; a late answer falls back, the helper is kept",
+             "5000"),
+     CLI_AS_U32(OFF(isolated_deadline_us), 0, 0)},
+    {CLI_OPT("json", NULL, "print JSON instead of the table", "off"),
+     CLI_AS_FLAG(OFF(json))},
+    {CLI_OPT("no-timing", NULL, "print select_ns as 0 (byte-identical JSON)", "off"),
+     CLI_AS_CLEAR(OFF(timing))},
+    {CLI_OPT("analyze", NULL, "statistics of the input alone, no routing", "off"),
+     CLI_AS_FLAG(OFF(analyze))},
+    {CLI_OPT("explain", "N",
+             "explain N requests sampled over the run: the rows that mattered, why the "
+             "answer won",
+             "0 (off)"),
+     CLI_AS_U32(OFF(explain), 0, 10000)},
+    {CLI_OPT("plot", "DIR", "write PNG charts to DIR (needs gnuplot)", "(none)"),
+     CLI_AS_STR(OFF(plot_dir))},
+    {CLI_OPT("no-progress", NULL, "no progress line on stderr", "auto"),
+     CLI_AS_CLEAR(OFF(progress))},
 };
-#define NUM_RANGES (sizeof(ranges) / sizeof(ranges[0]))
+
+const cli_group sim_option_group = {NULL, CLI_TABLE(sim_option_table), 0};
+static const cli_group *const sim_groups[] = {&sim_option_group};
+
+static const cli_command sim_command = {
+    .name = "wsel sim",
+    .usage = "[OPTIONS]",
+    .about = "Replay a trace (or a built-in workload) through a simulated cluster of\n"
+             "data-parallel workers once per policy, and compare the policies.",
+    CLI_GROUPS(sim_groups),
+    .footer = "Exit status: 0 success, 1 failure, 2 bad usage. See docs/sim.md.",
+};
 
 /* Most KV blocks over all ranks (--kv-blocks x ranks): the caches are
  * allocated up front. */
 #define SIM_MAX_TOTAL_KV_BLOCKS (1u << 27)
 
-static const option_range *range_of(const char *name)
-{
-    for (size_t i = 0; i < NUM_RANGES; i++)
-        if (strcmp(ranges[i].name, name) == 0)
-            return &ranges[i];
-    return NULL;
-}
-
-/* 2 with a message naming the option and its range, or 0. */
-static int check_range(const char *name, const char *val, char *err, size_t err_size)
-{
-    const option_range *r = range_of(name);
-    if (r == NULL)
-        return 0;
-    char *end;
-    double v = strtod(val, &end);
-    if (*end != '\0' || !(v >= r->min && v <= r->max)) {
-        snprintf(err, err_size, "%s '%s': out of range [%.17g, %.17g]", name, val, r->min,
-                 r->max);
-        return 2;
-    }
-    return 0;
-}
-
 void sim_options_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: wsel sim [OPTIONS]\n\n"
-            "Replay a trace (or a built-in workload) through a simulated cluster of\n"
-            "data-parallel workers once per policy, and compare the policies.\n\n");
-    for (size_t i = 0; i < NUM_OPTIONS; i++) {
-        char left[64];
-        snprintf(left, sizeof(left), "%s%s%s", options[i].name, options[i].arg ? " " : "",
-                 options[i].arg ? options[i].arg : "");
-        fprintf(out, "  %-28s %s", left, options[i].help);
-        if (options[i].def)
-            fprintf(out, " [default: %s]", options[i].def);
-        const option_range *r = range_of(options[i].name);
-        if (r != NULL)
-            fprintf(out, " [range: %g..%g]", r->min, r->max);
-        fputc('\n', out);
-    }
-    fprintf(out, "\nExit status: 0 success, 1 failure, 2 bad usage. See docs/sim.md.\n");
+    cli_usage(out, &sim_command);
 }
 
-static void set_defaults(sim_options *o)
+void sim_options_defaults(sim_options *o)
 {
     memset(o, 0, sizeof(*o));
     sim_cluster_default(&o->cluster);
-    o->cluster.kv_blocks = UINT32_MAX; /* chosen in check() */
+    o->cluster.kv_blocks = UINT32_MAX; /* chosen in sim_options_check() */
     sim_workload_default(&o->workload, SIM_WORKLOAD_SHARED_PREFIX);
     o->router.overlap_weight = 1.0;
     o->router.temperature = 0.0;
@@ -247,262 +192,81 @@ static void set_defaults(sim_options *o)
     o->progress = -1;
 }
 
-/* Options whose value needs more than a store. */
-static int parse_special(sim_options *o, const char *name, const char *val,
-                         uint32_t *workers, uint32_t *dp_count, int *last, char *err,
-                         size_t err_size)
+/* The cluster's shape from --workers and --dp. 0 or 2 with a message. */
+static int check_shape(sim_options *o, char *err, size_t err_size)
 {
-    uint64_t u;
-    double d;
-    if (strcmp(name, "--workload") == 0) {
-        int k = sim_workload_kind(val);
-        if (k < 0) {
-            snprintf(
-                err, err_size,
-                "--workload '%s': expected shared-prefix, chat, agent or conversation",
-                val);
-            return 2;
-        }
-        o->workload.kind = (uint32_t)k;
-    } else if (strcmp(name, "--workers") == 0) {
-        if (!sim_parse_u64(val, &u) || u == 0 || u > SIM_MAX_RANKS) {
-            snprintf(err, err_size, "--workers '%s': expected 1..%d", val, SIM_MAX_RANKS);
-            return 2;
-        }
-        *workers = (uint32_t)u;
-    } else if (strcmp(name, "--dp") == 0) {
-        return sim_parse_dp(o, val, dp_count, err, err_size);
-    } else if (strcmp(name, "--cost-model") == 0) {
-        if (strcmp(val, "polynomial") != 0 && strcmp(val, "linear") != 0) {
-            snprintf(err, err_size, "--cost-model '%s': expected polynomial or linear",
-                     val);
-            return 2;
-        }
-        o->cluster.cost_model =
-            strcmp(val, "linear") == 0 ? SIM_COST_LINEAR : SIM_COST_POLYNOMIAL;
-    } else if (strcmp(name, "--dp-mode") == 0) {
-        if (strcmp(val, "lockstep") != 0 && strcmp(val, "independent") != 0) {
-            snprintf(err, err_size, "--dp-mode '%s': expected lockstep or independent",
-                     val);
-            return 2;
-        }
-        o->cluster.dp_mode =
-            strcmp(val, "independent") == 0 ? SIM_DP_INDEPENDENT : SIM_DP_LOCKSTEP;
-    } else if (strcmp(name, "--jitter-ms") == 0) {
-        if (!sim_parse_double(val, &d)) {
-            snprintf(err, err_size, "--jitter-ms '%s': expected ms >= 0", val);
-            return 2;
-        }
-        o->router.jitter_ns = (uint64_t)llround(d * 1e6);
-    } else if (strcmp(name, "--kv-event-delay-ms") == 0) {
-        if (!sim_parse_double(val, &d)) {
-            snprintf(err, err_size, "--kv-event-delay-ms '%s': expected ms >= 0", val);
-            return 2;
-        }
-        o->router.kv_event_delay_ns = (uint64_t)llround(d * 1e6);
-    } else if (strcmp(name, "--plugin") == 0) {
-        if (o->num_plugins == SIM_MAX_PLUGINS) {
-            snprintf(err, err_size, "--plugin: at most %d plugins", SIM_MAX_PLUGINS);
-            return 2;
-        }
-        o->plugins[o->num_plugins++] = (sim_plugin_spec){val, NULL};
-        *last = 1;
-    } else if (strcmp(name, "--switch-at") == 0) {
-        *last = 2;
-        return sim_parse_switch(o, val, err, err_size);
-    } else if (strcmp(name, "--config") == 0) {
-        /* Only whitespace means the defaults, as for the host; stored as ""
-         * so the JSON report never pastes it as a value. */
-        if (val[strspn(val, " \t\r\n")] == '\0')
-            val = "";
-        if (*last == 1 && !o->plugins[o->num_plugins - 1].config)
-            o->plugins[o->num_plugins - 1].config = val;
-        else if (*last == 2 && !o->switches[o->num_switches - 1].config)
-            o->switches[o->num_switches - 1].config = val;
-        else {
-            snprintf(err, err_size, "--config '%s' must follow a --plugin or --switch-at",
-                     val);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-static int store(sim_options *o, const option *opt, const char *val, char *err,
-                 size_t err_size)
-{
-    char *field = (char *)o + opt->offset;
-    uint64_t u;
-    double d;
-    switch (opt->kind) {
-    case K_U32:
-        if (!sim_parse_u64(val, &u) || u > UINT32_MAX) {
-            snprintf(err, err_size, "%s '%s': expected a non-negative integer", opt->name,
-                     val);
-            return 2;
-        }
-        *(uint32_t *)(void *)field = (uint32_t)u;
-        return 0;
-    case K_U64:
-        if (!sim_parse_u64(val, &u)) {
-            snprintf(err, err_size, "%s '%s': expected a non-negative integer", opt->name,
-                     val);
-            return 2;
-        }
-        *(uint64_t *)(void *)field = u;
-        return 0;
-    case K_DOUBLE:
-        if (!sim_parse_double(val, &d)) {
-            snprintf(err, err_size, "%s '%s': expected a number >= 0", opt->name, val);
-            return 2;
-        }
-        *(double *)(void *)field = d;
-        return 0;
-    case K_STR:
-        *(const char **)(void *)field = val;
-        return 0;
-    default:
-        return 0;
-    }
-}
-
-static int check(sim_options *o, uint32_t workers, uint32_t dp_count, char *err,
-                 size_t err_size)
-{
-    if (dp_count == 0 && workers == 0)
-        sim_parse_dp(o, DEF_DP, &dp_count, err, err_size); /* the default cluster */
-    else if (dp_count == 0) {
+    uint32_t workers = o->workers_given;
+    if (o->dp_given == 0 && workers == 0) {
+        /* the default cluster */
+        int n =
+            cli_parse_u32_list(DEF_DP, o->cluster.dp, SIM_MAX_RANKS, 1, SIM_MAX_RANKS);
+        o->dp_given = (uint32_t)n;
+    } else if (o->dp_given == 0) {
         o->cluster.dp[0] = 1; /* --workers alone: one rank each */
-        dp_count = 1;
+        o->dp_given = 1;
     }
     if (workers == 0)
-        workers = dp_count;
-    if (dp_count == 1)
+        workers = o->dp_given;
+    if (o->dp_given == 1)
         for (uint32_t w = 1; w < workers; w++)
             o->cluster.dp[w] = o->cluster.dp[0];
-    else if (dp_count != workers) {
-        snprintf(err, err_size, "--dp lists %u sizes but --workers is %u", dp_count,
+    else if (o->dp_given != workers) {
+        snprintf(err, err_size, "--dp lists %u sizes but --workers is %u", o->dp_given,
                  workers);
-        return 2;
+        return CLI_USAGE;
     }
     o->cluster.num_workers = workers;
-    if (o->cluster.kv_blocks == UINT32_MAX)
-        o->cluster.kv_blocks = o->trace ? DEF_KV_BLOCKS_TRACE : DEF_KV_BLOCKS;
     uint32_t ranks = sim_cluster_ranks(&o->cluster);
     if (ranks > SIM_MAX_RANKS) {
         snprintf(err, err_size, "--workers x --dp gives %u ranks; at most %d", ranks,
                  SIM_MAX_RANKS);
-        return 2;
+        return CLI_USAGE;
     }
-    const struct {
-        uint32_t v;
-        const char *name;
-    } positive[] = {{o->cluster.kv_blocks, "--kv-blocks"},
-                    {o->cluster.block_size, "--block-size"},
-                    {o->cluster.max_running, "--max-running"},
-                    {o->cluster.token_budget, "--token-budget"},
-                    {o->trace_block_size, "--trace-block-size"}};
-    for (size_t i = 0; i < sizeof(positive) / sizeof(positive[0]); i++) {
-        if (positive[i].v == 0) {
-            snprintf(err, err_size, "%s must be at least 1", positive[i].name);
-            return 2;
-        }
-    }
+    return CLI_OK;
+}
+
+/* What the table's ranges cannot say: options that hold together. */
+int sim_options_check(sim_options *o, char *err, size_t err_size)
+{
+    if (check_shape(o, err, err_size) != CLI_OK)
+        return CLI_USAGE;
+    if (o->cluster.kv_blocks == UINT32_MAX)
+        o->cluster.kv_blocks = o->trace ? DEF_KV_BLOCKS_TRACE : DEF_KV_BLOCKS;
+    uint32_t ranks = sim_cluster_ranks(&o->cluster);
     if ((uint64_t)o->cluster.kv_blocks * ranks > SIM_MAX_TOTAL_KV_BLOCKS) {
         snprintf(err, err_size,
                  "--kv-blocks %u x %u ranks = %llu KV blocks, over the limit of %u",
                  o->cluster.kv_blocks, ranks,
                  (unsigned long long)o->cluster.kv_blocks * ranks,
                  SIM_MAX_TOTAL_KV_BLOCKS);
-        return 2;
+        return CLI_USAGE;
     }
     if (o->cluster.cost_model == SIM_COST_LINEAR && o->cluster.step_fixed_ms == 0 &&
         o->cluster.prefill_token_ms == 0 && o->cluster.decode_seq_ms == 0) {
         snprintf(err, err_size,
                  "--cost-model linear with --step-fixed-ms, --prefill-token-ms and "
                  "--decode-seq-ms all 0: a step would take no time; set one above 0");
-        return 2;
+        return CLI_USAGE;
     }
-    if (o->workload.rate <= 0) {
-        snprintf(err, err_size, "--rate must be above 0");
-        return 2;
-    }
-    if (!(o->router.speedup > 0)) {
-        snprintf(err, err_size, "--speedup must be above 0");
-        return 2;
-    }
-    if (o->router.busy_decode_blocks > 1) {
-        snprintf(err, err_size, "--busy-decode-blocks %g: expected a fraction 0..1",
-                 o->router.busy_decode_blocks);
-        return 2;
-    }
-    if (o->workload.agent_share > 1) {
-        snprintf(err, err_size, "--agent-share %g: expected a fraction 0..1",
-                 o->workload.agent_share);
-        return 2;
-    }
-    if (o->workload.burst < 1) {
-        snprintf(err, err_size, "--burst %g: expected at least 1", o->workload.burst);
-        return 2;
-    }
+    o->router.jitter_ns = (uint64_t)llround(o->jitter_ms * 1e6);
+    o->router.kv_event_delay_ns = (uint64_t)llround(o->kv_event_delay_ms * 1e6);
     o->workload.seed = o->seed;
     o->router.jitter_seed = o->seed;
-    return 0;
-}
-
-static int parse_into(sim_options *o, int argc, char **argv, char *err, size_t err_size)
-{
-    set_defaults(o);
-    uint32_t workers = 0, dp_count = 0;
-    int last = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const option *opt = NULL;
-        for (size_t k = 0; k < NUM_OPTIONS && !opt; k++)
-            if (strcmp(arg, options[k].name) == 0)
-                opt = &options[k];
-        if (!opt) {
-            snprintf(err, err_size, "unknown option '%s' (see wsel sim --help)", arg);
-            return 2;
-        }
-        if (strcmp(arg, "--no-timing") == 0) {
-            o->timing = 0;
-            continue;
-        }
-        if (strcmp(arg, "--no-progress") == 0) {
-            o->progress = 0;
-            continue;
-        }
-        if (opt->kind == K_FLAG) {
-            *(int *)(void *)((char *)o + opt->offset) = 1;
-            if (o->help)
-                return 0;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, err_size, "%s needs a value (%s)", arg, opt->arg);
-            return 2;
-        }
-        const char *val = argv[++i];
-        int rc = opt->kind == K_SPECIAL ? parse_special(o, arg, val, &workers, &dp_count,
-                                                        &last, err, err_size)
-                                        : store(o, opt, val, err, err_size);
-        if (rc == 0)
-            rc = check_range(arg, val, err, err_size);
-        if (rc != 0)
-            return rc;
-        if (strcmp(arg, "--config") != 0 && strcmp(arg, "--plugin") != 0 &&
-            strcmp(arg, "--switch-at") != 0)
-            last = 0;
-    }
-    return check(o, workers, dp_count, err, err_size);
+    return CLI_OK;
 }
 
 int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size)
 {
     sim_options parsed;
-    int rc = parse_into(&parsed, argc, argv, err, err_size);
-    if (rc == 0)
+    sim_options_defaults(&parsed);
+    int rc = cli_parse(&sim_command, &parsed, argc, argv, err, err_size);
+    if (rc == CLI_HELP) {
+        parsed.help = 1;
+        rc = CLI_OK;
+    } else if (rc == CLI_OK) {
+        rc = sim_options_check(&parsed, err, err_size);
+    }
+    if (rc == CLI_OK)
         *o = parsed;
     return rc;
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * options.h -- the command line of `wsel sim`: parse argv into
- * sim_options, print --help. Every option, its default and its meaning is
- * listed in one table (options.c), so --help and the parser agree.
+ * sim_options, print --help. Every option, its default, range and meaning
+ * is listed in one table (options.c, read by cli/), so --help and the
+ * parser agree; `wsel eval` parses the same table beside its own.
  * Not thread-safe. OWNERSHIP: string fields point into argv.
  */
 #ifndef WSEL_SIM_OPTIONS_H
@@ -10,6 +11,7 @@
 
 #include <stdio.h>
 
+#include "cli.h"
 #include "sim.h"
 #include "source.h"
 
@@ -48,12 +50,23 @@ typedef struct sim_options {
     int progress; /* -1 auto (terminal), 0 off */
     const char *plot_dir;
     uint32_t explain; /* --explain N: requests to explain, 0 = off */
+    /* As given, before sim_options_check: 0 = not given. */
+    uint32_t workers_given, dp_given;
+    double jitter_ms, kv_event_delay_ms;
 } sim_options;
 
 /* Parse argv (argv[0] is the subcommand) into *o, written only on
- * success. Returns 0, or 2 (bad usage) with a message naming the option
- * in err. */
+ * success. Returns 0 (o->help set after --help), or 2 (bad usage) with a
+ * message naming the option in err. */
 int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size);
 void sim_options_usage(FILE *out);
+
+/* For a command that takes wsel sim's options beside its own (wsel
+ * eval): the table (a group whose target is a sim_options, offset 0), the
+ * defaults to set before parsing and the checks to run after. check: 0 or
+ * 2 with a message in err. */
+extern const cli_group sim_option_group;
+void sim_options_defaults(sim_options *o);
+int sim_options_check(sim_options *o, char *err, size_t err_size);
 
 #endif

@@ -5,64 +5,13 @@
 #include "report.h"
 #include "explain.h"
 #include "json_write.h"
+#include "metric_table.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef struct column {
-    const char *title;
-    int higher_is_better;
-    double (*get)(const sim_metrics *m);
-    const char *fmt; /* printf format of one double */
-    double scale;
-} column;
-
-#define GETTER(name, expr)                                                               \
-    static double name(const sim_metrics *m)                                             \
-    {                                                                                    \
-        return (double)(expr);                                                           \
-    }
-GETTER(get_hit, m->kv_hit_rate)
-GETTER(get_ttft_mean, m->ttft_ms.mean)
-GETTER(get_ttft_p50, m->ttft_ms.p50)
-GETTER(get_ttft_p99, m->ttft_ms.p99)
-GETTER(get_e2e_p50, m->e2e_ms.p50)
-GETTER(get_e2e_p99, m->e2e_ms.p99)
-GETTER(get_tput, m->throughput_tok_s)
-GETTER(get_flicker, m->flicker_rate)
-GETTER(get_key_move, m->key_move_rate)
-GETTER(get_copies, m->prefix_copies)
-GETTER(get_vol, m->share_volatility)
-GETTER(get_rank_imb, m->rank_load_imbalance)
-GETTER(get_group_imb, m->group_load_imbalance)
-GETTER(get_fallbacks, m->fallbacks)
-GETTER(get_sel_p50, m->select_ns_p50)
-GETTER(get_sel_p99, m->select_ns_p99)
-GETTER(get_lost, m->lost_requests)
-
-static const column columns[] = {
-    {"hit%", 1, get_hit, "%.1f", 100},
-    {"ttft_mean_ms", 0, get_ttft_mean, "%.0f", 1},
-    {"ttft_p50_ms", 0, get_ttft_p50, "%.0f", 1},
-    {"ttft_p99_ms", 0, get_ttft_p99, "%.0f", 1},
-    {"e2e_p50_s", 0, get_e2e_p50, "%.2f", 1e-3},
-    {"e2e_p99_s", 0, get_e2e_p99, "%.2f", 1e-3},
-    {"tok/s", 1, get_tput, "%.0f", 1},
-    {"flicker%", 0, get_flicker, "%.1f", 100},
-    {"keymove%", 0, get_key_move, "%.1f", 100},
-    {"copies", 0, get_copies, "%.2f", 1},
-    {"share_vol", 0, get_vol, "%.3f", 1},
-    {"rank_imb", 0, get_rank_imb, "%.2f", 1},
-    {"group_imb", 0, get_group_imb, "%.2f", 1},
-    {"fallbk", 0, get_fallbacks, "%.0f", 1},
-    {"sel_p50_ns", 0, get_sel_p50, "%.0f", 1},
-    {"sel_p99_ns", 0, get_sel_p99, "%.0f", 1},
-    {"lost", 0, get_lost, "%.0f", 1},
-};
-#define NUM_COLUMNS (sizeof(columns) / sizeof(columns[0]))
-
 /* The value as printed, so "best" agrees with what the reader sees. */
-static double shown(const column *c, const sim_metrics *m)
+static double shown(const sim_metric_def *c, const sim_metrics *m)
 {
     char buf[64];
     snprintf(buf, sizeof(buf), c->fmt, c->get(m) * c->scale);
@@ -104,18 +53,21 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
             if ((int)strlen(name) > label_width)
                 label_width = (int)strlen(name);
         }
-    double best[NUM_COLUMNS];
-    for (size_t c = 0; c < NUM_COLUMNS; c++) {
-        best[c] = columns[c].higher_is_better ? -INFINITY : INFINITY;
-        for (uint32_t i = 0; i < n; i++) {
-            double v = shown(&columns[c], &rows[i].result.total);
-            if (columns[c].higher_is_better ? v > best[c] : v < best[c])
+    double best[SIM_NUM_METRICS];
+    for (size_t c = 0; c < SIM_NUM_METRICS; c++) {
+        const sim_metric_def *col = &sim_metric_table[c];
+        best[c] = col->higher_is_better ? -INFINITY : INFINITY;
+        for (uint32_t i = 0; col->title && i < n; i++) {
+            double v = shown(col, &rows[i].result.total);
+            if (col->higher_is_better ? v > best[c] : v < best[c])
                 best[c] = v;
         }
     }
     fprintf(out, "%-*s", label_width, "plugin");
-    for (size_t c = 0; c < NUM_COLUMNS; c++)
-        fprintf(out, " %*s", (int)strlen(columns[c].title) + 1, columns[c].title);
+    for (size_t c = 0; c < SIM_NUM_METRICS; c++)
+        if (sim_metric_table[c].title)
+            fprintf(out, " %*s", (int)strlen(sim_metric_table[c].title) + 1,
+                    sim_metric_table[c].title);
     fputc('\n', out);
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t p = 0; p < rows[i].result.num_phases; p++) {
@@ -127,14 +79,15 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
                 fprintf(out, "%s (phases)\n", rows[i].plugin);
             }
             fprintf(out, "%-*s", label_width, name);
-            for (size_t c = 0; c < NUM_COLUMNS; c++) {
+            for (size_t c = 0; c < SIM_NUM_METRICS; c++) {
+                const sim_metric_def *col = &sim_metric_table[c];
+                if (!col->title)
+                    continue;
                 char cell[64];
-                snprintf(cell, sizeof(cell), columns[c].fmt,
-                         columns[c].get(m) * columns[c].scale);
-                int mark = n > 1 && rows[i].result.num_phases == 1 &&
-                           shown(&columns[c], m) == best[c];
-                fprintf(out, " %*s%c", (int)strlen(columns[c].title), cell,
-                        mark ? '*' : ' ');
+                snprintf(cell, sizeof(cell), col->fmt, col->get(m) * col->scale);
+                int mark =
+                    n > 1 && rows[i].result.num_phases == 1 && shown(col, m) == best[c];
+                fprintf(out, " %*s%c", (int)strlen(col->title), cell, mark ? '*' : ' ');
             }
             fputc('\n', out);
         }
@@ -148,30 +101,47 @@ void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n)
                  "max/mean active tokens. See docs/sim.md.\n");
 }
 
-static void json_pct(FILE *out, const char *name, const sim_percentiles *p)
+static void json_member(FILE *out, const sim_metric_def *d, const sim_metrics *m,
+                        int timing)
 {
-    fprintf(out, "\"%s\":{\"mean\":%.6g,\"p50\":%.6g,\"p90\":%.6g,\"p99\":%.6g}", name,
-            p->mean, p->p50, p->p90, p->p99);
+    double v = (d->flags & SIM_MF_TIMING) && !timing ? 0 : d->get(m);
+    if (d->json_type == SIM_MJ_COUNT)
+        fprintf(out, "\"%s\":%llu", d->json_name, (unsigned long long)v);
+    else
+        fprintf(out, "\"%s\":%.6g", d->json_name, v);
 }
 
+/* The timing rows (or the others) as members: an object opens at its
+ * first row and closes after its last. */
+static void json_rows(FILE *out, const sim_metrics *m, int timing, unsigned timing_rows,
+                      int *first)
+{
+    const char *open = NULL;
+    for (size_t k = 0; k < SIM_NUM_METRICS; k++) {
+        const sim_metric_def *d = &sim_metric_table[k];
+        if ((d->flags & SIM_MF_TIMING) != timing_rows)
+            continue;
+        if (open && d->json_object && strcmp(open, d->json_object) == 0) {
+            fputc(',', out);
+        } else {
+            fputs(open ? "}" : "", out);
+            fputs(*first ? "" : ",", out);
+            if (d->json_object)
+                fprintf(out, "\"%s\":{", d->json_object);
+            open = d->json_object;
+        }
+        *first = 0;
+        json_member(out, d, m, timing);
+    }
+    fputs(open ? "}" : "", out);
+}
+
+/* Every figure; the timing ones last, as 0 unless timing. */
 static void json_metrics(FILE *out, const sim_metrics *m, int timing)
 {
-    fprintf(out, "\"requests\":%llu,\"kv_hit_rate\":%.6g,",
-            (unsigned long long)m->requests, m->kv_hit_rate);
-    json_pct(out, "ttft_ms", &m->ttft_ms);
-    fputc(',', out);
-    json_pct(out, "e2e_ms", &m->e2e_ms);
-    fprintf(out,
-            ",\"throughput_tok_s\":%.6g,\"flicker_rate\":%.6g,\"key_move_rate\":%.6g,"
-            "\"prefix_copies\":%.6g,\"share_volatility\":%.6g,"
-            "\"rank_load_imbalance\":%.6g,\"group_load_imbalance\":%.6g,"
-            "\"fallbacks\":%llu,\"lost_requests\":%llu,"
-            "\"select_ns\":{\"p50\":%llu,\"p99\":%llu}",
-            m->throughput_tok_s, m->flicker_rate, m->key_move_rate, m->prefix_copies,
-            m->share_volatility, m->rank_load_imbalance, m->group_load_imbalance,
-            (unsigned long long)m->fallbacks, (unsigned long long)m->lost_requests,
-            (unsigned long long)(timing ? m->select_ns_p50 : 0),
-            (unsigned long long)(timing ? m->select_ns_p99 : 0));
+    int first = 1;
+    json_rows(out, m, timing, 0, &first);
+    json_rows(out, m, timing, SIM_MF_TIMING, &first);
 }
 
 /* The host's own account: every fallback reason by name, and ejections. */
@@ -212,7 +182,7 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
             "],\"kv_blocks\":%u,\"block_size\":%u,\"max_running\":%u,\"token_budget\":%u,"
             "\"cost_model\":\"%s\"",
             c->kv_blocks, c->block_size, c->max_running, c->token_budget,
-            c->cost_model == SIM_COST_LINEAR ? "linear" : "polynomial");
+            sim_cost_model_names[c->cost_model]);
     if (c->cost_model == SIM_COST_LINEAR)
         fprintf(
             out,
@@ -222,11 +192,10 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
             ",\"dp_mode\":\"%s\",\"kv_event_delay_ms\":%.6g,\"overlap_weight\":%.6g,"
             "\"temperature\":%.6g,\"affinity_blocks\":%u,\"busy_decode_blocks\":%.6g,"
             "\"busy_prefill_tokens\":%llu,\"speedup\":%.6g,\"jitter_ms\":%.6g}",
-            c->dp_mode == SIM_DP_INDEPENDENT ? "independent" : "lockstep",
-            (double)rc->kv_event_delay_ns / 1e6, rc->overlap_weight, rc->temperature,
-            rc->affinity_blocks, rc->busy_decode_blocks,
-            (unsigned long long)rc->busy_prefill_tokens, rc->speedup,
-            (double)rc->jitter_ns / 1e6);
+            sim_dp_mode_names[c->dp_mode], (double)rc->kv_event_delay_ns / 1e6,
+            rc->overlap_weight, rc->temperature, rc->affinity_blocks,
+            rc->busy_decode_blocks, (unsigned long long)rc->busy_prefill_tokens,
+            rc->speedup, (double)rc->jitter_ns / 1e6);
 }
 
 void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,
