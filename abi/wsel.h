@@ -197,14 +197,8 @@ typedef struct wsel_request {
      * own overrides (Dynamo's overlap_score_weight; default 1.0). */
     double overlap_score_weight;
     /* Softmax temperature (>= 0, finite; default 0.0, Dynamo's). Which
-     * temperature a plugin with its own temperature parameter uses, first
-     * match wins:
-     *   1. `overrides` has WSEL_OVERRIDE_TEMPERATURE: this value, 0 included;
-     *   2. this value when it is not 0 (the 1.0 rule: a 1.0 router can only
-     *      override with a non-zero temperature);
-     *   3. the plugin's parameter as configured;
-     *   4. the parameter's default, 0.0 (Dynamo's router_temperature).
-     * A plugin without a temperature parameter uses this value. */
+     * temperature a plugin applies, given its own parameter or none, is
+     * wsel_request_temperature() (section 9): call it, never restate it. */
     double temperature;
     /* One uniform draw in [0, 1) taken for this request: enough for one
      * softmax_sample. */
@@ -1027,6 +1021,35 @@ static inline int32_t wsel_call_eligible_skip(const wsel_host_api *host,
     if (WSEL_HOST_HAS(host, eligible_skip))
         return host->eligible_skip(flags, n, out_skip, out_count);
     return wsel_inline_eligible_skip(flags, n, out_skip, out_count);
+}
+
+/*
+ * wsel_request_temperature: the temperature a plugin applies to `request`.
+ * [any thread] No allocation.
+ *
+ * `configured` is the plugin's own temperature parameter as configured,
+ * or 0.0 (its default, Dynamo's router_temperature) for a plugin without
+ * one. First match wins:
+ *   1. `overrides` has WSEL_OVERRIDE_TEMPERATURE: request->temperature,
+ *      0 included (0 asks for the cheapest row on this request);
+ *   2. request->temperature when it is not 0 (the 1.0 rule: a 1.0 router
+ *      can only override with a non-zero temperature);
+ *   3. `configured`.
+ * `overrides` is read only when the router's struct_size covers it (a
+ * request from a 1.0 router ends before it). The value is returned as it
+ * is, unchecked (the host refuses a negative or non-finite one).
+ * OWNERSHIP: `request` is the caller's, read during the call only.
+ */
+static inline double wsel_request_temperature(const wsel_request *request,
+                                              double configured)
+{
+    if (request->temperature != 0.0)
+        return request->temperature;
+    if (request->struct_size >=
+            offsetof(wsel_request, overrides) + sizeof(request->overrides) &&
+        (request->overrides & WSEL_OVERRIDE_TEMPERATURE))
+        return request->temperature;
+    return configured;
 }
 
 /* ===================================================================== */

@@ -366,7 +366,7 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
                                const wsel_table *t, wsel_choice *choice)
 {
     adaptive *a = instance;
-    double temperature = req->temperature > 0.0 ? req->temperature : a->temperature;
+    double temperature = wsel_request_temperature(req, a->temperature);
     if (!isfinite(temperature) || temperature < 0.0 ||
         !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;

@@ -261,7 +261,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     double best = scan.best;
     /* softmax_sample's own argument checks, so that keeping an owner
      * (which skips it) fails exactly where a fresh choice would. */
-    double temperature = req->temperature > 0.0 ? req->temperature : h->temperature;
+    double temperature = wsel_request_temperature(req, h->temperature);
     if (!isfinite(temperature) || temperature < 0.0 ||
         !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;

@@ -529,6 +529,14 @@ test_the_score_takes_the_band_off_the_owner_and_its_argmin_is_select(void **stat
     wsel_plugin_entry.destroy(h);
 }
 
+/* Configured at temperature 5, a request whose override says 0 still gets
+ * the cheapest row, loaded and called through libwsel-host. */
+static void test_override_of_zero_beats_a_configured_temperature(void **state)
+{
+    (void)state;
+    harness_expect_override_zero_is_cheapest("hysteresis", "{\"temperature\": 5}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_eight_threads_at_once_keep_every_key_on_one_row),
         cmocka_unit_test(
             test_the_score_takes_the_band_off_the_owner_and_its_argmin_is_select),
+        cmocka_unit_test(test_override_of_zero_beats_a_configured_temperature),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
