@@ -377,6 +377,22 @@ typedef struct wsel_choice {
     ((choice)->struct_size >=                                                     \
      offsetof(wsel_choice, member) + sizeof((choice)->member))
 
+/*
+ * wsel_choice_explain: write the explanation (ABI 1.1) into `choice`:
+ * `reason`, WSEL_CHOICE_SCORED and `score`, or nothing when the host's
+ * choice ends before them (a 1.0 host's). [select thread] No allocation.
+ * OWNERSHIP: `choice` is the host's, written during select only.
+ */
+static inline void wsel_choice_explain(wsel_choice *choice, uint32_t reason,
+                                       double score)
+{
+    if (!WSEL_CHOICE_HAS(choice, score))
+        return;
+    choice->reason = reason;
+    choice->flags = WSEL_CHOICE_SCORED;
+    choice->score = score;
+}
+
 /* Outcome flags (wsel_outcome.flags). */
 /* The request failed or was cancelled; the times run to the failure. */
 #define WSEL_OUTCOME_FAILED 0x1u

@@ -353,15 +353,6 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     return 0;
 }
 
-static void explain(wsel_choice *choice, uint32_t reason, double cost)
-{
-    if (!WSEL_CHOICE_HAS(choice, score))
-        return;
-    choice->reason = reason;
-    choice->flags = WSEL_CHOICE_SCORED;
-    choice->score = cost;
-}
-
 static int32_t adaptive_select(void *instance, const wsel_request *req,
                                const wsel_table *t, wsel_choice *choice)
 {
@@ -395,7 +386,7 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
     pending_put(&a->routed, req->request_id, fp, t->prefill_tokens[row],
                 row_worker_load(t, row));
     choice->row = row;
-    explain(choice, reason, t->cost[row]);
+    wsel_choice_explain(choice, reason, t->cost[row]);
     return 0;
 }
 

@@ -198,16 +198,6 @@ static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
     return UINT32_MAX;
 }
 
-/* The explanation (ABI 1.1), written only into a choice that has room. */
-static void explain(wsel_choice *choice, uint32_t reason, double cost)
-{
-    if (!WSEL_CHOICE_HAS(choice, score))
-        return;
-    choice->reason = reason;
-    choice->flags = WSEL_CHOICE_SCORED;
-    choice->score = cost;
-}
-
 /* Whether row `row` (a candidate) has its load inside the bound:
  *     load <= least + load_slack * (mean - least) over candidates,
  * the load being prefill_tokens: the tokens a rank must prefill before
@@ -275,7 +265,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
         load_in_bound(h, t, skip, &scan, kept)) {
         choice->row = kept;
         prefix_owner_record(&h->owners, req, owner, h->use_affinity_key);
-        explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
+        wsel_choice_explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
         return 0;
     }
 
@@ -292,7 +282,8 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     uint32_t reason = owner != 0          ? WSEL_REASON_SPILLED
                       : temperature > 0.0 ? WSEL_REASON_SAMPLED
                                           : WSEL_REASON_CHEAPEST;
-    explain(choice, skip & WSEL_ROW_BUSY ? reason : WSEL_REASON_ALL_BUSY, t->cost[row]);
+    wsel_choice_explain(choice, skip & WSEL_ROW_BUSY ? reason : WSEL_REASON_ALL_BUSY,
+                        t->cost[row]);
     return 0;
 }
 

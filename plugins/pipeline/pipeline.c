@@ -517,11 +517,7 @@ static int32_t pipeline_select(void *instance, const wsel_request *request,
     if (!(skip & WSEL_ROW_BUSY))
         reason = WSEL_REASON_ALL_BUSY;
     choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, score)) {
-        choice->reason = reason;
-        choice->flags = WSEL_CHOICE_SCORED;
-        choice->score = p->combined[row];
-    }
+    wsel_choice_explain(choice, reason, p->combined[row]);
     return 0;
 }
 

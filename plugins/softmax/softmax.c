@@ -89,13 +89,11 @@ static int32_t softmax_select(void *instance, const wsel_request *request,
     if (rc < 0)
         return rc;
     choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation (ABI 1.1) */
-        choice->reason = !(skip & WSEL_ROW_BUSY) ? WSEL_REASON_ALL_BUSY
-                         : t > 0.0               ? WSEL_REASON_SAMPLED
-                                                 : WSEL_REASON_CHEAPEST;
-        choice->flags = WSEL_CHOICE_SCORED;
-        choice->score = table->cost[row];
-    }
+    wsel_choice_explain(choice,
+                        !(skip & WSEL_ROW_BUSY) ? WSEL_REASON_ALL_BUSY
+                        : t > 0.0               ? WSEL_REASON_SAMPLED
+                                                : WSEL_REASON_CHEAPEST,
+                        table->cost[row]);
     return 0;
 }
 
