@@ -48,6 +48,7 @@
 #include <stdlib.h>
 
 #include "prefix_owner.h"
+#include "prefix_owner_params.h"
 #include "row_scan.h"
 #include "sticky_table.h"
 #include "wsel.h"
@@ -64,19 +65,8 @@ enum {
 };
 
 static const wsel_param_def hysteresis_params[P_COUNT] = {
-    [P_REL_MARGIN] = {.name = "rel_margin",
-                      .doc = "dead band: keep the owner while cost <= best * (1 + "
-                             "rel_margin) + abs_margin",
-                      .type = WSEL_PARAM_DOUBLE,
-                      .default_value = 1.0,
-                      .min_value = 0.0,
-                      .max_value = 100.0},
-    [P_ABS_MARGIN] = {.name = "abs_margin",
-                      .doc = "dead band: absolute slack, in cost units (blocks)",
-                      .type = WSEL_PARAM_DOUBLE,
-                      .default_value = 64.0,
-                      .min_value = 0.0,
-                      .max_value = 1e9},
+    [P_REL_MARGIN] = PREFIX_OWNER_PARAM_REL_MARGIN,
+    [P_ABS_MARGIN] = PREFIX_OWNER_PARAM_ABS_MARGIN,
     [P_LOAD_SLACK] = {.name = "load_slack",
                       .doc = "load bound: keep the owner while its prefill_tokens <= "
                              "least + load_slack * (mean - least) over candidates",
@@ -84,20 +74,8 @@ static const wsel_param_def hysteresis_params[P_COUNT] = {
                       .default_value = 0.5,
                       .min_value = 0.0,
                       .max_value = 1e6},
-    [P_TEMPERATURE] = {.name = "temperature",
-                       .doc = "softmax temperature for fresh choices; a request's own "
-                              "temperature > 0 wins",
-                       .type = WSEL_PARAM_DOUBLE,
-                       .default_value = 0.0,
-                       .min_value = 0.0,
-                       .max_value = 100.0},
-    [P_CAPACITY] = {.name = "capacity",
-                    .doc = "prefix blocks remembered (rounded up to a power of two; "
-                           "8 bytes each); older blocks are overwritten",
-                    .type = WSEL_PARAM_INT,
-                    .default_value = 262144.0,
-                    .min_value = 1.0,
-                    .max_value = 16777216.0},
+    [P_TEMPERATURE] = PREFIX_OWNER_PARAM_TEMPERATURE,
+    [P_CAPACITY] = PREFIX_OWNER_PARAM_CAPACITY,
     [P_AFFINITY] = {.name = "use_affinity_key",
                     .doc = "key on the request's affinity_key (a session id) instead "
                            "of its prefix blocks; off: the affinity key is used only "
@@ -236,7 +214,7 @@ static uint32_t owner_in_bound(const hysteresis *h, const wsel_request *req,
 /* The dead band's width around the best candidate cost. */
 static double band_width(const hysteresis *h, double best)
 {
-    return h->rel_margin * fabs(best) + h->abs_margin;
+    return prefix_owner_band(h->rel_margin, h->abs_margin, best);
 }
 
 static int32_t hysteresis_select(void *instance, const wsel_request *req,
