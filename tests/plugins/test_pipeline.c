@@ -358,8 +358,8 @@ static void test_picker_plugin_sees_the_combined_score(void **state)
 static void test_override_of_zero_beats_a_configured_temperature(void **state)
 {
     (void)state;
-    harness_expect_override_zero_is_cheapest("pipeline",
-                                             "{\"picker\": \"softmax\", \"temperature\": 5}");
+    const char *config = "{\"picker\": \"softmax\", \"temperature\": 5}";
+    harness_expect_override_zero_is_cheapest("pipeline", config);
 }
 
 int main(void)
