@@ -158,7 +158,7 @@ static int32_t scan_candidates(const wsel_host_api *host, const wsel_table *t,
  * The first candidate row whose owner fingerprint is `owner`, or
  * UINT32_MAX. Each worker's mix is computed only until the row is found,
  * and a row's flags are read only when its fingerprint matches: the
- * fingerprint's high 32 bits of sticky_mix64, with 0 stored as 1, equal
+ * fingerprint's high 32 bits of mix64, with 0 stored as 1, equal
  * `owner` exactly when (bits | (owner == 1)) == owner.
  */
 static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
@@ -168,7 +168,7 @@ static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         uint64_t wm = sticky_worker_mix(t->worker_id[first]);
         for (uint32_t i = first; i < end; i++) {
-            uint32_t fp = (uint32_t)(sticky_mix64(wm + t->dp_rank[i]) >> 32);
+            uint32_t fp = (uint32_t)(mix64(wm + t->dp_rank[i]) >> 32);
             if ((fp | zero_too) == owner && (t->flags[i] & skip) == 0)
                 return i;
         }
