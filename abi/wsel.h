@@ -209,7 +209,8 @@ typedef struct wsel_request {
     wsel_rng *rng;
 
     /* --- appended in 1.1: read them only when struct_size covers them
-     * (a 1.0 router's request ends before them; they are then 0) --- */
+     * (WSEL_REQUEST_HAS; a 1.0 router's request ends before them; they
+     * are then 0) --- */
     /* WSEL_OVERRIDE_* bits: which fields above hold this request's own
      * override. 0 (also what a 1.0 router means): none beyond the 1.0 rule
      * for `temperature`. */
@@ -217,6 +218,11 @@ typedef struct wsel_request {
     /* Reserved, zero. */
     uint32_t reserved2;
 } wsel_request;
+
+/* 1 when `request` (a router's, of any minor) carries `member`. */
+#define WSEL_REQUEST_HAS(request, member)                                         \
+    ((request)->struct_size >=                                                    \
+     offsetof(wsel_request, member) + sizeof((request)->member))
 
 /* ===================================================================== */
 /* 4. The candidate table                                                 */
@@ -1051,8 +1057,8 @@ static inline int32_t wsel_call_eligible_skip(const wsel_host_api *host,
  *   2. request->temperature when it is not 0 (the 1.0 rule: a 1.0 router
  *      can only override with a non-zero temperature);
  *   3. `configured`.
- * `overrides` is read only when the router's struct_size covers it (a
- * request from a 1.0 router ends before it). The value is returned as it
+ * `overrides` is read only when the request carries it (WSEL_REQUEST_HAS:
+ * a 1.0 router's request ends before it). The value is returned as it
  * is, unchecked (the host refuses a negative or non-finite one).
  * OWNERSHIP: `request` is the caller's, read during the call only.
  */
@@ -1061,8 +1067,7 @@ static inline double wsel_request_temperature(const wsel_request *request,
 {
     if (request->temperature != 0.0)
         return request->temperature;
-    if (request->struct_size >=
-            offsetof(wsel_request, overrides) + sizeof(request->overrides) &&
+    if (WSEL_REQUEST_HAS(request, overrides) &&
         (request->overrides & WSEL_OVERRIDE_TEMPERATURE))
         return request->temperature;
     return configured;
