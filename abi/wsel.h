@@ -399,6 +399,17 @@ static inline void wsel_choice_explain(wsel_choice *choice, uint32_t reason,
     choice->score = score;
 }
 
+/*
+ * wsel_reason_unless_all_busy: the reason for an answer taken among the
+ * rows `skip` leaves (the mask wsel_call_eligible_skip gives): `reason`,
+ * or WSEL_REASON_ALL_BUSY when the mask lets busy rows through, which it
+ * does only when every eligible row is busy. [any thread]
+ */
+static inline uint32_t wsel_reason_unless_all_busy(uint8_t skip, uint32_t reason)
+{
+    return (skip & WSEL_ROW_BUSY) ? reason : WSEL_REASON_ALL_BUSY;
+}
+
 /* Outcome flags (wsel_outcome.flags). */
 /* The request failed or was cancelled; the times run to the failure. */
 #define WSEL_OUTCOME_FAILED 0x1u

@@ -356,8 +356,7 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
         reason = d.owner != 0        ? WSEL_REASON_SPILLED
                  : temperature > 0.0 ? WSEL_REASON_SAMPLED
                                      : WSEL_REASON_CHEAPEST;
-        if (!(d.skip & WSEL_ROW_BUSY))
-            reason = WSEL_REASON_ALL_BUSY;
+        reason = wsel_reason_unless_all_busy(d.skip, reason);
     }
     uint32_t fp = row_fingerprint(t, row);
     prefix_owner_record(&a->owners, req, fp, 0);

@@ -482,9 +482,8 @@ static int32_t dpgroup_select(void *instance, const wsel_request *req,
         return rc;
     choice->row = row;
     if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = !(skip & WSEL_ROW_BUSY)     ? WSEL_REASON_ALL_BUSY
-                         : d->mode == MODE_TWO_LEVEL ? WSEL_REASON_GROUP
-                                                     : WSEL_REASON_CHEAPEST;
+        choice->reason = wsel_reason_unless_all_busy(
+            skip, d->mode == MODE_TWO_LEVEL ? WSEL_REASON_GROUP : WSEL_REASON_CHEAPEST);
     return 0;
 }
 

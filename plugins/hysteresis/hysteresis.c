@@ -260,8 +260,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     uint32_t reason = owner != 0          ? WSEL_REASON_SPILLED
                       : temperature > 0.0 ? WSEL_REASON_SAMPLED
                                           : WSEL_REASON_CHEAPEST;
-    wsel_choice_explain(choice, skip & WSEL_ROW_BUSY ? reason : WSEL_REASON_ALL_BUSY,
-                        t->cost[row]);
+    wsel_choice_explain(choice, wsel_reason_unless_all_busy(skip, reason), t->cost[row]);
     return 0;
 }
 

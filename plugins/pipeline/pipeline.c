@@ -514,10 +514,9 @@ static int32_t pipeline_select(void *instance, const wsel_request *request,
             return rc;
         reason = t > 0.0 ? WSEL_REASON_SAMPLED : WSEL_REASON_CHEAPEST;
     }
-    if (!(skip & WSEL_ROW_BUSY))
-        reason = WSEL_REASON_ALL_BUSY;
     choice->row = row;
-    wsel_choice_explain(choice, reason, p->combined[row]);
+    wsel_choice_explain(choice, wsel_reason_unless_all_busy(skip, reason),
+                        p->combined[row]);
     return 0;
 }
 

@@ -118,8 +118,9 @@ static int32_t rr_select(void *instance, const wsel_request *request,
         return rc;
     uint32_t k = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
     choice->row = nth_row(table, skip, k);
-    uint32_t reason = skip & WSEL_ROW_BUSY ? WSEL_REASON_ROTATION : WSEL_REASON_ALL_BUSY;
-    wsel_choice_explain(choice, reason, 0.0); /* 0.0: rr_score's, for this row */
+    /* 0.0: rr_score's value for the row it answers. */
+    wsel_choice_explain(choice, wsel_reason_unless_all_busy(skip, WSEL_REASON_ROTATION),
+                        0.0);
     return 0;
 }
 

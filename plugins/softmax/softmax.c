@@ -89,11 +89,9 @@ static int32_t softmax_select(void *instance, const wsel_request *request,
     if (rc < 0)
         return rc;
     choice->row = row;
-    wsel_choice_explain(choice,
-                        !(skip & WSEL_ROW_BUSY) ? WSEL_REASON_ALL_BUSY
-                        : t > 0.0               ? WSEL_REASON_SAMPLED
-                                                : WSEL_REASON_CHEAPEST,
-                        table->cost[row]);
+    uint32_t reason = wsel_reason_unless_all_busy(
+        skip, t > 0.0 ? WSEL_REASON_SAMPLED : WSEL_REASON_CHEAPEST);
+    wsel_choice_explain(choice, reason, table->cost[row]);
     return 0;
 }
 
