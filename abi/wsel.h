@@ -197,14 +197,8 @@ typedef struct wsel_request {
      * own overrides (Dynamo's overlap_score_weight; default 1.0). */
     double overlap_score_weight;
     /* Softmax temperature (>= 0, finite; default 0.0, Dynamo's). Which
-     * temperature a plugin with its own temperature parameter uses, first
-     * match wins:
-     *   1. `overrides` has WSEL_OVERRIDE_TEMPERATURE: this value, 0 included;
-     *   2. this value when it is not 0 (the 1.0 rule: a 1.0 router can only
-     *      override with a non-zero temperature);
-     *   3. the plugin's parameter as configured;
-     *   4. the parameter's default, 0.0 (Dynamo's router_temperature).
-     * A plugin without a temperature parameter uses this value. */
+     * temperature a plugin applies, given its own parameter or none, is
+     * wsel_request_temperature() (section 9): call it, never restate it. */
     double temperature;
     /* One uniform draw in [0, 1) taken for this request: enough for one
      * softmax_sample. */
@@ -215,7 +209,8 @@ typedef struct wsel_request {
     wsel_rng *rng;
 
     /* --- appended in 1.1: read them only when struct_size covers them
-     * (a 1.0 router's request ends before them; they are then 0) --- */
+     * (WSEL_REQUEST_HAS; a 1.0 router's request ends before them; they
+     * are then 0) --- */
     /* WSEL_OVERRIDE_* bits: which fields above hold this request's own
      * override. 0 (also what a 1.0 router means): none beyond the 1.0 rule
      * for `temperature`. */
@@ -223,6 +218,11 @@ typedef struct wsel_request {
     /* Reserved, zero. */
     uint32_t reserved2;
 } wsel_request;
+
+/* 1 when `request` (a router's, of any minor) carries `member`. */
+#define WSEL_REQUEST_HAS(request, member)                                         \
+    ((request)->struct_size >=                                                    \
+     offsetof(wsel_request, member) + sizeof((request)->member))
 
 /* ===================================================================== */
 /* 4. The candidate table                                                 */
@@ -382,6 +382,33 @@ typedef struct wsel_choice {
 #define WSEL_CHOICE_HAS(choice, member)                                           \
     ((choice)->struct_size >=                                                     \
      offsetof(wsel_choice, member) + sizeof((choice)->member))
+
+/*
+ * wsel_choice_explain: write the explanation (ABI 1.1) into `choice`:
+ * `reason`, WSEL_CHOICE_SCORED and `score`, or nothing when the host's
+ * choice ends before them (a 1.0 host's). [select thread] No allocation.
+ * OWNERSHIP: `choice` is the host's, written during select only.
+ */
+static inline void wsel_choice_explain(wsel_choice *choice, uint32_t reason,
+                                       double score)
+{
+    if (!WSEL_CHOICE_HAS(choice, score))
+        return;
+    choice->reason = reason;
+    choice->flags = WSEL_CHOICE_SCORED;
+    choice->score = score;
+}
+
+/*
+ * wsel_reason_unless_all_busy: the reason for an answer taken among the
+ * rows `skip` leaves (the mask wsel_call_eligible_skip gives): `reason`,
+ * or WSEL_REASON_ALL_BUSY when the mask lets busy rows through, which it
+ * does only when every eligible row is busy. [any thread]
+ */
+static inline uint32_t wsel_reason_unless_all_busy(uint8_t skip, uint32_t reason)
+{
+    return (skip & WSEL_ROW_BUSY) ? reason : WSEL_REASON_ALL_BUSY;
+}
 
 /* Outcome flags (wsel_outcome.flags). */
 /* The request failed or was cancelled; the times run to the failure. */
@@ -994,6 +1021,34 @@ static inline int32_t wsel_call_eligible_skip(const wsel_host_api *host,
     if (WSEL_HOST_HAS(host, eligible_skip))
         return host->eligible_skip(flags, n, out_skip, out_count);
     return wsel_inline_eligible_skip(flags, n, out_skip, out_count);
+}
+
+/*
+ * wsel_request_temperature: the temperature a plugin applies to `request`.
+ * [any thread] No allocation.
+ *
+ * `configured` is the plugin's own temperature parameter as configured,
+ * or 0.0 (its default, Dynamo's router_temperature) for a plugin without
+ * one. First match wins:
+ *   1. `overrides` has WSEL_OVERRIDE_TEMPERATURE: request->temperature,
+ *      0 included (0 asks for the cheapest row on this request);
+ *   2. request->temperature when it is not 0 (the 1.0 rule: a 1.0 router
+ *      can only override with a non-zero temperature);
+ *   3. `configured`.
+ * `overrides` is read only when the request carries it (WSEL_REQUEST_HAS:
+ * a 1.0 router's request ends before it). The value is returned as it
+ * is, unchecked (the host refuses a negative or non-finite one).
+ * OWNERSHIP: `request` is the caller's, read during the call only.
+ */
+static inline double wsel_request_temperature(const wsel_request *request,
+                                              double configured)
+{
+    if (request->temperature != 0.0)
+        return request->temperature;
+    if (WSEL_REQUEST_HAS(request, overrides) &&
+        (request->overrides & WSEL_OVERRIDE_TEMPERATURE))
+        return request->temperature;
+    return configured;
 }
 
 /* ===================================================================== */

@@ -18,6 +18,7 @@
 
 #include "adaptive.h"
 #include "prefix_owner.h"
+#include "prefix_owner_params.h"
 #include "wsel.h"
 
 /* Parameter indices, in the order of the table below: append, never insert. */
@@ -48,33 +49,10 @@ static const wsel_param_def adaptive_params[P_COUNT] = {
                   .default_value = 256.0,
                   .min_value = 1.0,
                   .max_value = 1048576.0},
-    [P_REL_MARGIN] = {.name = "rel_margin",
-                      .doc = "dead band: keep the owner while cost <= best * (1 + "
-                             "rel_margin) + abs_margin",
-                      .type = WSEL_PARAM_DOUBLE,
-                      .default_value = 1.0,
-                      .min_value = 0.0,
-                      .max_value = 100.0},
-    [P_ABS_MARGIN] = {.name = "abs_margin",
-                      .doc = "dead band: absolute slack, in cost units (blocks)",
-                      .type = WSEL_PARAM_DOUBLE,
-                      .default_value = 64.0,
-                      .min_value = 0.0,
-                      .max_value = 1e9},
-    [P_TEMPERATURE] = {.name = "temperature",
-                       .doc = "softmax temperature for fresh choices; a request's own "
-                              "temperature > 0 wins",
-                       .type = WSEL_PARAM_DOUBLE,
-                       .default_value = 0.0,
-                       .min_value = 0.0,
-                       .max_value = 100.0},
-    [P_CAPACITY] = {.name = "capacity",
-                    .doc = "prefix blocks remembered (rounded up to a power of two; "
-                           "8 bytes each)",
-                    .type = WSEL_PARAM_INT,
-                    .default_value = 262144.0,
-                    .min_value = 1.0,
-                    .max_value = 16777216.0},
+    [P_REL_MARGIN] = PREFIX_OWNER_PARAM_REL_MARGIN,
+    [P_ABS_MARGIN] = PREFIX_OWNER_PARAM_ABS_MARGIN,
+    [P_TEMPERATURE] = PREFIX_OWNER_PARAM_TEMPERATURE,
+    [P_CAPACITY] = PREFIX_OWNER_PARAM_CAPACITY,
     [P_PENDING] = {.name = "pending",
                    .doc = "requests in flight remembered until their outcome "
                           "(rounded up to a power of two; 24 bytes each)",
@@ -256,7 +234,7 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
         best = t->cost[i] < best ? t->cost[i] : best;
     }
     d->best = best;
-    d->band = a->rel_margin * fabs(best) + a->abs_margin;
+    d->band = prefix_owner_band(a->rel_margin, a->abs_margin, best);
     d->bound_row = UINT32_MAX;
     d->owner = prefix_owner_find(&a->owners, req, 0);
     if (d->owner == 0)
@@ -303,20 +281,11 @@ static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_tab
     return 0;
 }
 
-static void explain(wsel_choice *choice, uint32_t reason, double cost)
-{
-    if (!WSEL_CHOICE_HAS(choice, score))
-        return;
-    choice->reason = reason;
-    choice->flags = WSEL_CHOICE_SCORED;
-    choice->score = cost;
-}
-
 static int32_t adaptive_select(void *instance, const wsel_request *req,
                                const wsel_table *t, wsel_choice *choice)
 {
     adaptive *a = instance;
-    double temperature = req->temperature > 0.0 ? req->temperature : a->temperature;
+    double temperature = wsel_request_temperature(req, a->temperature);
     if (!isfinite(temperature) || temperature < 0.0 ||
         !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;
@@ -337,15 +306,14 @@ static int32_t adaptive_select(void *instance, const wsel_request *req,
         reason = d.owner != 0        ? WSEL_REASON_SPILLED
                  : temperature > 0.0 ? WSEL_REASON_SAMPLED
                                      : WSEL_REASON_CHEAPEST;
-        if (!(d.skip & WSEL_ROW_BUSY))
-            reason = WSEL_REASON_ALL_BUSY;
+        reason = wsel_reason_unless_all_busy(d.skip, reason);
     }
     uint32_t fp = row_fingerprint(t, row);
     prefix_owner_record(&a->owners, req, fp, 0);
     pending_put(&a->routed, req->request_id, fp, t->prefill_tokens[row],
                 row_worker_load(t, row));
     choice->row = row;
-    explain(choice, reason, t->cost[row]);
+    wsel_choice_explain(choice, reason, t->cost[row]);
     return 0;
 }
 

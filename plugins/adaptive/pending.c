@@ -6,18 +6,8 @@
 
 #include <stdlib.h>
 
+#include "mix64.h"
 #include "wsel.h"
-
-/* splitmix64's finaliser, so ids that step by a power of two still spread. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 int32_t pending_init(pending *p, uint32_t capacity)
 {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "depth_grid.h"
+#include "mix64.h"
 #include "ring.h"
 #include "scan.h"
 #include "sketch.h"
@@ -406,7 +407,7 @@ static int32_t walk_begin(const chash *c, const wsel_request *req, const wsel_ta
     if (n_eligible == 0)
         return WSEL_ENOCANDIDATE;
     w->key = request_key(c, req, n_eligible, &w->depth);
-    w->start = chash_ring_find(&c->ring, chash_mix64(w->key));
+    w->start = chash_ring_find(&c->ring, mix64(w->key));
     return 0;
 }
 
@@ -483,7 +484,7 @@ static int held_elsewhere(const chash *c, const wsel_table *t, const walk_state 
  */
 static uint64_t rendezvous(const chash *c, const walk_state *w, uint32_t g)
 {
-    return chash_mix64(w->key ^ chash_mix64(c->ring.workers[g]));
+    return mix64(w->key ^ mix64(c->ring.workers[g]));
 }
 
 /* load_bound for a worker of `ranks` eligible ranks, remembered per rank

@@ -6,15 +6,7 @@
 
 #include <stdlib.h>
 
-uint64_t chash_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
+#include "mix64.h"
 
 int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes)
 {
@@ -132,9 +124,9 @@ int32_t chash_ring_build(chash_ring *ring, const wsel_table *table)
         }
         /* A worker's points depend on its id (and rank count) alone, so
          * they stay put when other workers come or go. */
-        uint64_t base = chash_mix64(id);
+        uint64_t base = mix64(id);
         for (uint32_t v = 0; v < points; v++, n++) {
-            ring->points[n].point = chash_mix64(base + (v + 1) * 0x9e3779b97f4a7c15ull);
+            ring->points[n].point = mix64(base + (v + 1) * 0x9e3779b97f4a7c15ull);
             ring->points[n].owner = g;
             ring->points[n].reserved = 0;
         }

@@ -38,9 +38,6 @@ typedef struct chash_ring {
     uint32_t num_points;
 } chash_ring;
 
-/* splitmix64's finaliser: a bijective, well-mixed 64-bit hash. */
-uint64_t chash_mix64(uint64_t x);
-
 /* Reserve room for `max_workers` workers and max_workers * vnodes points. Returns 0,
  * WSEL_EINVAL or WSEL_ENOMEM (then *ring is untouched). OWNERSHIP: caller
  * owns `ring`; release with chash_ring_free. */

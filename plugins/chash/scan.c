@@ -3,7 +3,7 @@
  * scan.c -- see scan.h.
  *
  * The SSE2 passes take 16 rows a step: the 16 flag bytes become lane masks
- * (all ones for an eligible row) by unpacking, 32-bit lanes for the
+ * (all ones for an eligible row) by unpacking (sse2_rows.h), 32-bit lanes for the
  * overlaps and 64-bit lanes for the costs. Overlaps are compared as signed
  * 32-bit values with the sign bit flipped (SSE2 has no unsigned compare),
  * which orders them as unsigned. A cost lane that does not count is made
@@ -16,12 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#define CHASH_SCAN_SSE2 1
-#else
-#define CHASH_SCAN_SSE2 0
-#endif
+#include "sse2_rows.h"
 
 /* Sums in blocks of 8 rows with a fixed inner count, so gcc -O2 vectorises
  * them (its cheap cost model refuses a loop that would need a scalar
@@ -44,7 +39,7 @@ static uint64_t sum_u64(const uint64_t *v, uint32_t n)
 {
     uint64_t total = 0;
     uint32_t i = 0;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
     __m128i a = _mm_setzero_si128(), b = _mm_setzero_si128();
     for (; i + 8 <= n; i += 8) {
         const __m128i *p = (const __m128i *)(const void *)(v + i);
@@ -52,9 +47,7 @@ static uint64_t sum_u64(const uint64_t *v, uint32_t n)
         b = _mm_add_epi64(b,
                           _mm_add_epi64(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3)));
     }
-    uint64_t lanes[2];
-    _mm_storeu_si128((__m128i *)(void *)lanes, _mm_add_epi64(a, b));
-    total = lanes[0] + lanes[1];
+    total = sse2_sum_lanes_u64(_mm_add_epi64(a, b));
 #endif
     for (; i < n; i++)
         total += v[i];
@@ -67,17 +60,7 @@ uint64_t chash_scan_total(const wsel_table *t, uint32_t kind)
                                        : sum_u64(t->decode_blocks, t->num_rows);
 }
 
-#if CHASH_SCAN_SSE2
-/* Eligible-row masks of the 16 rows at `f`: E0..E3 in 32-bit lanes (rows
- * 0-3, 4-7, 8-11, 12-15). */
-#define ELIGIBLE_MASKS(f, vskip)                                                         \
-    const __m128i in_ = _mm_cmpeq_epi8(                                                  \
-        _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)(f)), vskip),       \
-        _mm_setzero_si128());                                                            \
-    const __m128i lo_ = _mm_unpacklo_epi8(in_, in_), hi_ = _mm_unpackhi_epi8(in_, in_);  \
-    const __m128i E0 = _mm_unpacklo_epi16(lo_, lo_), E1 = _mm_unpackhi_epi16(lo_, lo_);  \
-    const __m128i E2 = _mm_unpacklo_epi16(hi_, hi_), E3 = _mm_unpackhi_epi16(hi_, hi_)
-
+#if SSE2_ROWS
 /* Unsigned 32-bit lane maximum of a and b (both biased by the sign bit). */
 static inline __m128i max_biased(__m128i a, __m128i b)
 {
@@ -89,19 +72,15 @@ static inline __m128i max_biased(__m128i a, __m128i b)
 uint32_t chash_scan_eligible(const uint8_t *flags, uint32_t n, uint8_t skip)
 {
     uint32_t count = 0, i = 0;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
     const __m128i vskip = _mm_set1_epi8((char)skip), zero = _mm_setzero_si128();
     while (i + 16 <= n) {
         /* Per byte lane: how many of up to 255 steps saw an eligible row. */
         uint32_t end = n - i > 255 * 16 ? i + 255 * 16 : n;
         __m128i lanes = zero;
-        for (; i + 16 <= end; i += 16) {
-            __m128i f = _mm_loadu_si128((const __m128i *)(const void *)(flags + i));
-            lanes = _mm_sub_epi8(lanes, _mm_cmpeq_epi8(_mm_and_si128(f, vskip), zero));
-        }
-        uint64_t sums[2];
-        _mm_storeu_si128((__m128i *)(void *)sums, _mm_sad_epu8(lanes, zero));
-        count += (uint32_t)(sums[0] + sums[1]);
+        for (; i + 16 <= end; i += 16)
+            lanes = _mm_sub_epi8(lanes, sse2_rows_candidates(flags + i, vskip));
+        count += (uint32_t)sse2_sum_lanes_u64(_mm_sad_epu8(lanes, zero));
     }
 #endif
     for (; i < n; i++)
@@ -118,17 +97,18 @@ static void deepest_in(const wsel_table *t, uint8_t skip, uint32_t lo, uint32_t 
     const uint32_t *ov = t->overlap_blocks;
     uint32_t best = *deepest;
     uint32_t i = lo;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
     const __m128i vskip = _mm_set1_epi8((char)skip);
     const __m128i sign = _mm_set1_epi32(INT32_MIN);
     __m128i vbest = _mm_xor_si128(_mm_set1_epi32((int32_t)best), sign);
     for (; i + 16 <= hi; i += 16) {
-        ELIGIBLE_MASKS(flags + i, vskip);
+        __m128i E[4];
+        sse2_rows_widen32(sse2_rows_candidates(flags + i, vskip), E);
         const __m128i *o = (const __m128i *)(const void *)(ov + i);
-        __m128i a = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o), E0), sign);
-        __m128i b = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o + 1), E1), sign);
-        __m128i c = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o + 2), E2), sign);
-        __m128i d = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o + 3), E3), sign);
+        __m128i a = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o), E[0]), sign);
+        __m128i b = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o + 1), E[1]), sign);
+        __m128i c = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o + 2), E[2]), sign);
+        __m128i d = _mm_xor_si128(_mm_and_si128(_mm_loadu_si128(o + 3), E[3]), sign);
         vbest = max_biased(vbest, max_biased(max_biased(a, b), max_biased(c, d)));
     }
     uint32_t lanes[4];
@@ -158,7 +138,7 @@ static uint64_t least_in(const wsel_table *t, uint8_t skip, int by_overlap, uint
     double best = *least;
     uint64_t bad = 0;
     uint32_t i = lo;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
     const __m128i vskip = _mm_set1_epi8((char)skip);
     /* by_overlap: lanes must match ov; else every lane matches. */
     const __m128i vov = _mm_set1_epi32((int32_t)ov);
@@ -175,16 +155,17 @@ static uint64_t least_in(const wsel_table *t, uint8_t skip, int by_overlap, uint
     const __m128d m = _mm_add_pd(_mm_loadu_pd(cost + i + 2 * k),                         \
                                  _mm_andnot_pd(_mm_castsi128_pd(K), inf))
     for (; i + 16 <= hi; i += 16) {
-        ELIGIBLE_MASKS(flags + i, vskip);
+        __m128i E[4];
+        sse2_rows_widen32(sse2_rows_candidates(flags + i, vskip), E);
         const __m128i *o = (const __m128i *)(const void *)(overlap + i);
         const __m128i A = _mm_and_si128(
-            E0, _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o), vov)));
+            E[0], _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o), vov)));
         const __m128i B = _mm_and_si128(
-            E1, _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o + 1), vov)));
+            E[1], _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o + 1), vov)));
         const __m128i C = _mm_and_si128(
-            E2, _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o + 2), vov)));
+            E[2], _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o + 2), vov)));
         const __m128i D = _mm_and_si128(
-            E3, _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o + 3), vov)));
+            E[3], _mm_or_si128(any_ov, _mm_cmpeq_epi32(_mm_loadu_si128(o + 3), vov)));
         vany = _mm_or_si128(vany, _mm_or_si128(_mm_or_si128(A, B), _mm_or_si128(C, D)));
         PAIR(_mm_unpacklo_epi32(A, A), 0, m0);
         PAIR(_mm_unpackhi_epi32(A, A), 1, m1);
@@ -198,18 +179,12 @@ static uint64_t least_in(const wsel_table *t, uint8_t skip, int by_overlap, uint
             _mm_or_pd(_mm_or_pd(_mm_cmpunord_pd(m0, m1), _mm_cmpunord_pd(m2, m3)),
                       _mm_or_pd(_mm_cmpunord_pd(m4, m5), _mm_cmpunord_pd(m6, m7)));
         vbad = _mm_or_pd(vbad, z);
-        __m128d m = _mm_min_pd(_mm_min_pd(_mm_min_pd(m0, m1), _mm_min_pd(m2, m3)),
-                               _mm_min_pd(_mm_min_pd(m4, m5), _mm_min_pd(m6, m7)));
-        vbest = _mm_min_pd(m, vbest);
+        vbest = _mm_min_pd(sse2_min8_pd(m0, m1, m2, m3, m4, m5, m6, m7), vbest);
     }
 #undef PAIR
-    double lanes[2];
-    uint64_t bad_lanes[2];
-    _mm_storeu_pd(lanes, vbest);
-    _mm_storeu_pd((double *)(void *)bad_lanes, vbad);
-    best = lanes[0] < lanes[1] ? lanes[0] : lanes[1];
+    best = sse2_min_lanes(vbest);
     best = best < *least ? best : *least;
-    bad = bad_lanes[0] | bad_lanes[1];
+    bad = sse2_or_lanes_u64(_mm_castpd_si128(vbad));
     *any |= _mm_movemask_epi8(vany) != 0;
 #endif
     for (; i < hi; i++) {
@@ -310,7 +285,7 @@ static int deepest_rows_in(leaders *l, const wsel_table *t, uint8_t skip, uint32
     const uint8_t *flags = t->flags;
     const uint32_t *ov = t->overlap_blocks;
     uint32_t i = lo;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
     /* 16 rows a step, overlaps packed to 16 bits (exact below 32,768: the
      * OR of the raw values, checked at the end, says). A step with no row as deep as the
      * deepest so far takes no branch; the others judge those rows one by one, in row
@@ -319,10 +294,7 @@ static int deepest_rows_in(leaders *l, const wsel_table *t, uint8_t skip, uint32
     const __m128i vskip = _mm_set1_epi8((char)skip), zero = _mm_setzero_si128();
     __m128i wide = zero;
     for (; i + 16 <= hi; i += 16) {
-        const __m128i in = _mm_cmpeq_epi8(
-            _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)(flags + i)),
-                          vskip),
-            zero);
+        const __m128i in = sse2_rows_candidates(flags + i, vskip);
         const __m128i *o = (const __m128i *)(const void *)(ov + i);
         const __m128i a = _mm_loadu_si128(o), b = _mm_loadu_si128(o + 1);
         const __m128i c = _mm_loadu_si128(o + 2), d = _mm_loadu_si128(o + 3);
@@ -390,7 +362,7 @@ uint32_t chash_scan_next_leader(const wsel_table *t, uint8_t skip, int by_overla
     uint32_t i = from >= xf && from < xe ? xe : from;
     while (i < n) {
         uint32_t end = i < xf ? (xf < n ? xf : n) : n;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
         const __m128d vc = _mm_set1_pd(cost);
         const double *c = t->cost;
         for (; i + 8 <= end; i += 8) {
@@ -422,7 +394,7 @@ uint32_t chash_scan_next_holder(const wsel_table *t, uint8_t skip, uint32_t dept
     uint32_t i = from >= xf && from < xe ? xe : from;
     while (i < n) {
         uint32_t end = i < xf ? (xf < n ? xf : n) : n;
-#if CHASH_SCAN_SSE2
+#if SSE2_ROWS
         if (depth > 0) {
             const __m128i sign = _mm_set1_epi32(INT32_MIN);
             /* ov >= depth, i.e. ov > depth - 1, on biased values. */

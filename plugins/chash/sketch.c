@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix64.h"
 #include "ring.h"
 #include "wsel.h"
 
@@ -41,7 +42,7 @@ void chash_sketch_free(chash_sketch *s)
 
 static uint32_t slot_of(const chash_sketch *s, uint64_t block)
 {
-    return (uint32_t)chash_mix64(block ^ 0x3c6ef372fe94f82bull) & (s->width - 1);
+    return (uint32_t)mix64(block ^ 0x3c6ef372fe94f82bull) & (s->width - 1);
 }
 
 /*

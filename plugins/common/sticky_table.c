@@ -8,11 +8,6 @@
 
 #include "wsel.h"
 
-static uint64_t mix64(uint64_t x)
-{
-    return sticky_mix64(x);
-}
-
 int32_t sticky_table_init(sticky_table *table, uint32_t capacity)
 {
     if (capacity == 0 || capacity > (1u << 30))

@@ -23,6 +23,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "mix64.h"
+
 typedef struct sticky_table {
     _Atomic uint64_t *slots;
     uint64_t mask; /* slots - 1 */
@@ -43,28 +45,18 @@ uint32_t sticky_table_get(const sticky_table *table, uint64_t key);
 /* Remember `owner` (non-zero) for `key`, replacing the slot's content. */
 void sticky_table_put(sticky_table *table, uint64_t key, uint32_t owner);
 
-/* splitmix64's finaliser: a well-mixed, bijective 64-bit hash. */
-static inline uint64_t sticky_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 /* The non-zero fingerprint of (worker_id, dp_rank) stored as an owner;
  * `worker_mix` is sticky_worker_mix(worker_id), computed once per worker.
  * Inline: a select computes them row after row until it meets the owner. */
 static inline uint64_t sticky_worker_mix(uint64_t worker_id)
 {
-    return sticky_mix64(worker_id ^ 0x6a09e667f3bcc909ull);
+    return mix64(worker_id ^ 0x6a09e667f3bcc909ull);
 }
 
 static inline uint32_t sticky_owner(uint64_t worker_mix, uint32_t dp_rank)
 {
-    uint32_t fp = (uint32_t)(sticky_mix64(worker_mix + dp_rank) >> 32);
+    uint32_t fp = (uint32_t)(mix64(worker_mix + dp_rank) >> 32);
     return fp != 0 ? fp : 1u;
 }
 

@@ -46,21 +46,35 @@ static const char *const mode_names[] = {"two-level", "blend", "lockstep", NULL}
 static const char *const aggregate_names[] = {"max", "mean", "sum", NULL};
 
 static const wsel_param_def dpgroup_params[P_COUNT] = {
-    [P_MODE] = {"mode",
-                "two-level: choose the worker, then its rank; blend: rank cost + "
-                "alpha * worker load; lockstep: the row's wait on its worker's "
-                "lockstep steps",
-                WSEL_PARAM_ENUM, 0, MODE_LOCKSTEP, MODE_TWO_LEVEL, MODE_LOCKSTEP,
-                mode_names},
-    [P_AGGREGATE] = {"aggregate",
-                     "two-level: a worker's load from its ranks' decode_blocks",
-                     WSEL_PARAM_ENUM, 0, AGG_MAX, AGG_MAX, AGG_SUM, aggregate_names},
-    [P_ALPHA] = {"alpha", "blend: weight of the worker's mean rank load (blocks)",
-                 WSEL_PARAM_DOUBLE, 0, 1.0, 0.0, 100.0, NULL},
+    [P_MODE] = {.name = "mode",
+                .doc = "two-level: choose the worker, then its rank; blend: rank cost + "
+                       "alpha * worker load; lockstep: the row's wait on its worker's "
+                       "lockstep steps",
+                .type = WSEL_PARAM_ENUM,
+                .default_value = MODE_LOCKSTEP,
+                .min_value = MODE_TWO_LEVEL,
+                .max_value = MODE_LOCKSTEP,
+                .choices = mode_names},
+    [P_AGGREGATE] = {.name = "aggregate",
+                     .doc = "two-level: a worker's load from its ranks' decode_blocks",
+                     .type = WSEL_PARAM_ENUM,
+                     .default_value = AGG_MAX,
+                     .min_value = AGG_MAX,
+                     .max_value = AGG_SUM,
+                     .choices = aggregate_names},
+    [P_ALPHA] = {.name = "alpha",
+                 .doc = "blend: weight of the worker's mean rank load (blocks)",
+                 .type = WSEL_PARAM_DOUBLE,
+                 .default_value = 1.0,
+                 .min_value = 0.0,
+                 .max_value = 100.0},
     /* 8,192 = Dynamo mocker's max batched tokens per step. */
-    [P_TOKEN_BUDGET] = {"token_budget",
-                        "lockstep: tokens a rank prefills per engine step",
-                        WSEL_PARAM_INT, 0, 8192.0, 1.0, 1048576.0, NULL},
+    [P_TOKEN_BUDGET] = {.name = "token_budget",
+                        .doc = "lockstep: tokens a rank prefills per engine step",
+                        .type = WSEL_PARAM_INT,
+                        .default_value = 8192.0,
+                        .min_value = 1.0,
+                        .max_value = 1048576.0},
 };
 
 typedef struct dpgroup {
@@ -468,9 +482,8 @@ static int32_t dpgroup_select(void *instance, const wsel_request *req,
         return rc;
     choice->row = row;
     if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = !(skip & WSEL_ROW_BUSY)     ? WSEL_REASON_ALL_BUSY
-                         : d->mode == MODE_TWO_LEVEL ? WSEL_REASON_GROUP
-                                                     : WSEL_REASON_CHEAPEST;
+        choice->reason = wsel_reason_unless_all_busy(
+            skip, d->mode == MODE_TWO_LEVEL ? WSEL_REASON_GROUP : WSEL_REASON_CHEAPEST);
     return 0;
 }
 

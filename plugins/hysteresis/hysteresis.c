@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "prefix_owner.h"
+#include "prefix_owner_params.h"
 #include "row_scan.h"
 #include "sticky_table.h"
 #include "wsel.h"
@@ -28,19 +29,8 @@ enum {
 };
 
 static const wsel_param_def hysteresis_params[P_COUNT] = {
-    [P_REL_MARGIN] = {.name = "rel_margin",
-                      .doc = "dead band: keep the owner while cost <= best * (1 + "
-                             "rel_margin) + abs_margin",
-                      .type = WSEL_PARAM_DOUBLE,
-                      .default_value = 1.0,
-                      .min_value = 0.0,
-                      .max_value = 100.0},
-    [P_ABS_MARGIN] = {.name = "abs_margin",
-                      .doc = "dead band: absolute slack, in cost units (blocks)",
-                      .type = WSEL_PARAM_DOUBLE,
-                      .default_value = 64.0,
-                      .min_value = 0.0,
-                      .max_value = 1e9},
+    [P_REL_MARGIN] = PREFIX_OWNER_PARAM_REL_MARGIN,
+    [P_ABS_MARGIN] = PREFIX_OWNER_PARAM_ABS_MARGIN,
     [P_LOAD_SLACK] = {.name = "load_slack",
                       .doc = "load bound: keep the owner while its prefill_tokens <= "
                              "least + load_slack * (mean - least) over candidates",
@@ -48,20 +38,8 @@ static const wsel_param_def hysteresis_params[P_COUNT] = {
                       .default_value = 0.5,
                       .min_value = 0.0,
                       .max_value = 1e6},
-    [P_TEMPERATURE] = {.name = "temperature",
-                       .doc = "softmax temperature for fresh choices; a request's own "
-                              "temperature > 0 wins",
-                       .type = WSEL_PARAM_DOUBLE,
-                       .default_value = 0.0,
-                       .min_value = 0.0,
-                       .max_value = 100.0},
-    [P_CAPACITY] = {.name = "capacity",
-                    .doc = "prefix blocks remembered (rounded up to a power of two; "
-                           "8 bytes each); older blocks are overwritten",
-                    .type = WSEL_PARAM_INT,
-                    .default_value = 262144.0,
-                    .min_value = 1.0,
-                    .max_value = 16777216.0},
+    [P_TEMPERATURE] = PREFIX_OWNER_PARAM_TEMPERATURE,
+    [P_CAPACITY] = PREFIX_OWNER_PARAM_CAPACITY,
     [P_AFFINITY] = {.name = "use_affinity_key",
                     .doc = "key on the request's affinity_key (a session id) instead "
                            "of its prefix blocks; off: the affinity key is used only "
@@ -144,7 +122,7 @@ static int32_t scan_candidates(const wsel_host_api *host, const wsel_table *t,
  * The first candidate row whose owner fingerprint is `owner`, or
  * UINT32_MAX. Each worker's mix is computed only until the row is found,
  * and a row's flags are read only when its fingerprint matches: the
- * fingerprint's high 32 bits of sticky_mix64, with 0 stored as 1, equal
+ * fingerprint's high 32 bits of mix64, with 0 stored as 1, equal
  * `owner` exactly when (bits | (owner == 1)) == owner.
  */
 static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
@@ -154,22 +132,12 @@ static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
         uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
         uint64_t wm = sticky_worker_mix(t->worker_id[first]);
         for (uint32_t i = first; i < end; i++) {
-            uint32_t fp = (uint32_t)(sticky_mix64(wm + t->dp_rank[i]) >> 32);
+            uint32_t fp = (uint32_t)(mix64(wm + t->dp_rank[i]) >> 32);
             if ((fp | zero_too) == owner && (t->flags[i] & skip) == 0)
                 return i;
         }
     }
     return UINT32_MAX;
-}
-
-/* The explanation (ABI 1.1), written only into a choice that has room. */
-static void explain(wsel_choice *choice, uint32_t reason, double cost)
-{
-    if (!WSEL_CHOICE_HAS(choice, score))
-        return;
-    choice->reason = reason;
-    choice->flags = WSEL_CHOICE_SCORED;
-    choice->score = cost;
 }
 
 /* Whether row `row` (a candidate) has its load inside the bound:
@@ -210,7 +178,7 @@ static uint32_t owner_in_bound(const hysteresis *h, const wsel_request *req,
 /* The dead band's width around the best candidate cost. */
 static double band_width(const hysteresis *h, double best)
 {
-    return h->rel_margin * fabs(best) + h->abs_margin;
+    return prefix_owner_band(h->rel_margin, h->abs_margin, best);
 }
 
 static int32_t hysteresis_select(void *instance, const wsel_request *req,
@@ -225,7 +193,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     double best = scan.best;
     /* softmax_sample's own argument checks, so that keeping an owner
      * (which skips it) fails exactly where a fresh choice would. */
-    double temperature = req->temperature > 0.0 ? req->temperature : h->temperature;
+    double temperature = wsel_request_temperature(req, h->temperature);
     if (!isfinite(temperature) || temperature < 0.0 ||
         !(req->uniform >= 0.0 && req->uniform < 1.0) || req->block_size == 0)
         return WSEL_EINVAL;
@@ -239,7 +207,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
         load_in_bound(h, t, skip, &scan, kept)) {
         choice->row = kept;
         prefix_owner_record(&h->owners, req, owner, h->use_affinity_key);
-        explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
+        wsel_choice_explain(choice, WSEL_REASON_STICKY, t->cost[kept]);
         return 0;
     }
 
@@ -256,7 +224,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
     uint32_t reason = owner != 0          ? WSEL_REASON_SPILLED
                       : temperature > 0.0 ? WSEL_REASON_SAMPLED
                                           : WSEL_REASON_CHEAPEST;
-    explain(choice, skip & WSEL_ROW_BUSY ? reason : WSEL_REASON_ALL_BUSY, t->cost[row]);
+    wsel_choice_explain(choice, wsel_reason_unless_all_busy(skip, reason), t->cost[row]);
     return 0;
 }
 

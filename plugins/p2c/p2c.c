@@ -212,8 +212,7 @@ static int32_t p2c_select(void *instance, const wsel_request *request,
     }
     choice->row = best;
     if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason =
-            skip & WSEL_ROW_BUSY ? WSEL_REASON_SAMPLED_BEST : WSEL_REASON_ALL_BUSY;
+        choice->reason = wsel_reason_unless_all_busy(skip, WSEL_REASON_SAMPLED_BEST);
     return 0;
 }
 

@@ -16,8 +16,8 @@
  *      sum(weight * n). No scorer configured: the table's default cost is
  *      the one scorer;
  *   3. pick: argmin of the combined score (exact ties broken by the
- *      request's stream), softmax over it with `temperature` (the request's
- *      override wins, as for softmax), or, when picker_plugin is set, that
+ *      request's stream), softmax over it with `temperature` (as softmax:
+ *      wsel_request_temperature), or, when picker_plugin is set, that
  *      child's select on the filtered table whose `cost` column is the
  *      combined score.
  *
@@ -480,19 +480,6 @@ static int32_t combine(pipeline *p, const wsel_request *request, const wsel_tabl
     return 0;
 }
 
-/* The softmax picker's temperature: as softmax's (abi/wsel.h,
- * wsel_request.temperature). */
-static double effective_temperature(const pipeline *p, const wsel_request *request)
-{
-    if (p->temperature == 0.0 || request->temperature != 0.0)
-        return request->temperature;
-    int has_overrides = request->struct_size >=
-                        offsetof(wsel_request, overrides) + sizeof(request->overrides);
-    if (has_overrides && (request->overrides & WSEL_OVERRIDE_TEMPERATURE))
-        return 0.0;
-    return p->temperature;
-}
-
 /* [select thread, serialised by the host] */
 static int32_t pipeline_select(void *instance, const wsel_request *request,
                                const wsel_table *table, wsel_choice *choice)
@@ -515,7 +502,9 @@ static int32_t pipeline_select(void *instance, const wsel_request *request,
         row = pick.row;
         reason = pick.reason != WSEL_REASON_NONE ? pick.reason : PIPELINE_REASON_PICKER;
     } else {
-        double t = p->picker == PICK_SOFTMAX ? effective_temperature(p, request) : 0.0;
+        double t = p->picker == PICK_SOFTMAX
+                       ? wsel_request_temperature(request, p->temperature)
+                       : 0.0;
         if (t > 0.0)
             rc = p->host->softmax_sample(p->combined, p->flags, n, skip, t,
                                          request->uniform, &row);
@@ -525,14 +514,9 @@ static int32_t pipeline_select(void *instance, const wsel_request *request,
             return rc;
         reason = t > 0.0 ? WSEL_REASON_SAMPLED : WSEL_REASON_CHEAPEST;
     }
-    if (!(skip & WSEL_ROW_BUSY))
-        reason = WSEL_REASON_ALL_BUSY;
     choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, score)) {
-        choice->reason = reason;
-        choice->flags = WSEL_CHOICE_SCORED;
-        choice->score = p->combined[row];
-    }
+    wsel_choice_explain(choice, wsel_reason_unless_all_busy(skip, reason),
+                        p->combined[row]);
     return 0;
 }
 

@@ -79,7 +79,7 @@ static int32_t random_select(void *instance, const wsel_request *request,
         return WSEL_ENOCANDIDATE;
     choice->row = row;
     if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = skip & WSEL_ROW_BUSY ? WSEL_REASON_RANDOM : WSEL_REASON_ALL_BUSY;
+        choice->reason = wsel_reason_unless_all_busy(skip, WSEL_REASON_RANDOM);
     return 0;
 }
 

@@ -118,12 +118,9 @@ static int32_t rr_select(void *instance, const wsel_request *request,
         return rc;
     uint32_t k = (uint32_t)(atomic_fetch_add(&rr->next_ticket, 1) % m);
     choice->row = nth_row(table, skip, k);
-    if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation (ABI 1.1) */
-        choice->reason =
-            skip & WSEL_ROW_BUSY ? WSEL_REASON_ROTATION : WSEL_REASON_ALL_BUSY;
-        choice->flags = WSEL_CHOICE_SCORED;
-        choice->score = 0.0; /* rr_score's value for the row it answers */
-    }
+    /* 0.0: rr_score's value for the row it answers. */
+    wsel_choice_explain(choice, wsel_reason_unless_all_busy(skip, WSEL_REASON_ROTATION),
+                        0.0);
     return 0;
 }
 

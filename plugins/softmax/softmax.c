@@ -13,11 +13,8 @@
  * shows the smallest useful plugin that reuses a host helper instead of
  * reimplementing it.
  *
- * Temperature, first match wins (abi/wsel.h, wsel_request.temperature):
- * the request's override when it carries WSEL_OVERRIDE_TEMPERATURE (0
- * included: a greedy pick on that request), the request's temperature when
- * it is not 0 (a 1.0 router's override), the `temperature` parameter, whose
- * default 0 is Dynamo's.
+ * Temperature: wsel_request_temperature (abi/wsel.h) of the request and
+ * the `temperature` parameter, whose default 0 is Dynamo's.
  *
  * Rows flagged WSEL_ROW_EXCLUDED are never candidates; rows flagged
  * WSEL_ROW_BUSY are candidates only when every eligible row is busy.
@@ -71,29 +68,12 @@ static void softmax_destroy(void *instance)
     free(instance);
 }
 
-/* The temperature for `request`: its override if it says it has one (a 1.1
- * field, read only when the router's struct_size covers it), else its
- * temperature if not 0, else the parameter. When the parameter is 0 the
- * request's temperature is the answer whatever the bit says, and so is a
- * non-zero one: the bit is looked at only when it can change the answer.
- * [select thread] */
-static double effective_temperature(const softmax *s, const wsel_request *request)
-{
-    if (s->temperature == 0.0 || request->temperature != 0.0)
-        return request->temperature;
-    int has_overrides = request->struct_size >=
-                        offsetof(wsel_request, overrides) + sizeof(request->overrides);
-    if (has_overrides && (request->overrides & WSEL_OVERRIDE_TEMPERATURE))
-        return 0.0;
-    return s->temperature;
-}
-
 /* [select thread, concurrent] No allocation: the host helper uses none. */
 static int32_t softmax_select(void *instance, const wsel_request *request,
                               const wsel_table *table, wsel_choice *choice)
 {
     const softmax *s = instance;
-    double t = effective_temperature(s, request);
+    double t = wsel_request_temperature(request, s->temperature);
     uint32_t row;
 
     /* Rows that are neither excluded nor busy; if none is left, the busy
@@ -109,13 +89,9 @@ static int32_t softmax_select(void *instance, const wsel_request *request,
     if (rc < 0)
         return rc;
     choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, score)) { /* the explanation (ABI 1.1) */
-        choice->reason = !(skip & WSEL_ROW_BUSY) ? WSEL_REASON_ALL_BUSY
-                         : t > 0.0               ? WSEL_REASON_SAMPLED
-                                                 : WSEL_REASON_CHEAPEST;
-        choice->flags = WSEL_CHOICE_SCORED;
-        choice->score = table->cost[row];
-    }
+    uint32_t reason = wsel_reason_unless_all_busy(
+        skip, t > 0.0 ? WSEL_REASON_SAMPLED : WSEL_REASON_CHEAPEST);
+    wsel_choice_explain(choice, reason, table->cost[row]);
     return 0;
 }
 

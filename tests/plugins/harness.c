@@ -148,6 +148,52 @@ void harness_request(wsel_request *req, wsel_rng *rng, uint64_t seed, uint64_t r
     req->rng = rng;
 }
 
+static void harness_quiet(void *user, int32_t level, const char *msg)
+{
+    (void)user, (void)level, (void)msg;
+}
+
+void harness_expect_override_zero_is_cheapest(const char *name, const char *config)
+{
+    enum { ROWS = 8, CHEAPEST = 5, REQUESTS = 200 };
+    static const uint64_t decode[ROWS] = {80, 30, 70, 60, 50, 10, 40, 20};
+    harness_table *t = harness_table_uniform(ROWS, 1);
+    for (uint32_t i = 0; i < ROWS; i++) {
+        t->decode_blocks[i] = decode[i];
+        t->kv_capacity_blocks[i] = 1000;
+    }
+    harness_table_default_costs(t, 1.0, 16);
+
+    wsel_host_options o;
+    wsel_host_options_default(&o);
+    o.log = harness_quiet;
+    o.max_consecutive_failures = WSEL_HOST_NEVER_EJECT;
+    wsel_host *host = NULL;
+    assert_int_equal(wsel_host_create(&o, &host), 0);
+    char path[1024], err[512] = "";
+    snprintf(path, sizeof(path), "%s/%s.so", HARNESS_PLUGIN_DIR, name);
+    int32_t rc = wsel_host_switch(host, path, config, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("%s: %s", path, err);
+
+    for (uint64_t id = 1; id <= REQUESTS; id++) {
+        wsel_request req;
+        wsel_rng rng;
+        harness_request(&req, &rng, 5, id, 0, NULL, 0);
+        req.overrides = WSEL_OVERRIDE_TEMPERATURE;
+        wsel_choice choice;
+        memset(&choice, 0, sizeof(choice));
+        choice.struct_size = sizeof(choice);
+        assert_int_equal(wsel_host_select(host, &req, &t->table, &choice), 0);
+        assert_int_equal(choice.row, CHEAPEST);
+    }
+    wsel_host_counters k;
+    wsel_host_read_counters(host, &k, sizeof(k));
+    assert_int_equal(k.plugin_answers, REQUESTS);
+    wsel_host_destroy(host);
+    harness_table_free(t);
+}
+
 void harness_params(double *values, const char *const *names, const double *overrides,
                     uint32_t num_overrides)
 {

@@ -81,6 +81,13 @@ void harness_expect_all_excluded_refused(uint32_t num_rows);
  * row. */
 void harness_expect_wrong_host_refused(uint32_t num_rows, int score_too);
 
+/* Through libwsel-host, as a router calls it: load the built plugin
+ * `name` (HARNESS_PLUGIN_DIR/name.so) with JSON `config`, then select 200
+ * requests that carry WSEL_OVERRIDE_TEMPERATURE with temperature 0 over
+ * eight one-rank workers of distinct costs. Fails the test unless every
+ * answer is the plugin's and the cheapest row. */
+void harness_expect_override_zero_is_cheapest(const char *name, const char *config);
+
 /* Fail unless `count` is within 5 standard deviations of the mean of a
  * Binomial(n, p). A Gaussian leaves 5 sd with probability 5.7e-7, so a
  * fixed seed that passes says nothing lucky about the plugin. */

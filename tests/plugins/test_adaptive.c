@@ -636,6 +636,14 @@ static void test_four_threads_routing_and_reporting_agree(void **state)
     wsel_plugin_entry.destroy(a);
 }
 
+/* Configured at temperature 5, a request whose override says 0 still gets
+ * the cheapest row, loaded and called through libwsel-host. */
+static void test_override_of_zero_beats_a_configured_temperature(void **state)
+{
+    (void)state;
+    harness_expect_override_zero_is_cheapest("adaptive", "{\"temperature\": 5}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_a_long_prompt_follows_its_own_deepest_block_past_depth_64),
         cmocka_unit_test(test_every_row_excluded_is_refused),
         cmocka_unit_test(test_four_threads_routing_and_reporting_agree),
+        cmocka_unit_test(test_override_of_zero_beats_a_configured_temperature),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
  * leaves the bound, forgets when its table is full, leaves excluded, busy or
  * removed rows, and survives 8 threads at once.
  */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "row_scan.h"
 #include "wsel.h"
 #include "wsel_host.h"
 
@@ -529,6 +531,78 @@ test_the_score_takes_the_band_off_the_owner_and_its_argmin_is_select(void **stat
     wsel_plugin_entry.destroy(h);
 }
 
+/* Configured at temperature 5, a request whose override says 0 still gets
+ * the cheapest row, loaded and called through libwsel-host. */
+static void test_override_of_zero_beats_a_configured_temperature(void **state)
+{
+    (void)state;
+    harness_expect_override_zero_is_cheapest("hysteresis", "{\"temperature\": 5}");
+}
+
+/* --- row_scan.h: the SSE2 passes against the row-order loops ----------- */
+
+static uint64_t scan_draw(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* A table of n rows for scan case `k`: some rows skipped, a few costs not
+ * finite, some loads past 2^52 (where the SSE2 passes hand over). */
+static void scan_table(uint64_t *x, uint32_t n, uint32_t k, uint8_t *flags, double *cost,
+                       uint64_t *load)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        flags[i] = scan_draw(x) % 8 < k % 8 ? (uint8_t)(scan_draw(x) % 4) : 0;
+        cost[i] = (double)(scan_draw(x) % 1000) - (k % 3 == 0 ? 500.0 : 0.0);
+        if (scan_draw(x) % 700 == 0)
+            cost[i] = scan_draw(x) % 2 ? NAN : INFINITY;
+        load[i] = scan_draw(x) % 100000;
+        if (k % 5 == 4 && scan_draw(x) % 40 == 0)
+            load[i] = scan_draw(x) >> (scan_draw(x) % 16);
+    }
+}
+
+static void test_row_scan_gives_what_the_row_order_loops_give(void **state)
+{
+    (void)state;
+    enum { MAX_ROWS = 4200 };
+    static uint8_t flags[MAX_ROWS];
+    static double cost[MAX_ROWS];
+    static uint64_t load[MAX_ROWS];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint32_t k = 0; k < 3000; k++) {
+        uint32_t n = (uint32_t)(scan_draw(&x) % (k % 16 == 0 ? MAX_ROWS : 80));
+        uint8_t skip = k % 2 ? WSEL_ROW_EXCLUDED : WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
+        scan_table(&x, n, k, flags, cost, load);
+        double best = INFINITY, least = INFINITY, sum = 0.0;
+        uint32_t count = 0;
+        int finite = 1;
+        for (uint32_t i = 0; i < n; i++) {
+            if (flags[i] & skip)
+                continue;
+            finite &= isfinite(cost[i]) != 0;
+            best = cost[i] < best ? cost[i] : best;
+            least = (double)load[i] < least ? (double)load[i] : least;
+            sum += (double)load[i];
+            count++;
+        }
+        double mean = count > 0 ? sum / (double)count : 0.0, got, got_min, got_mean;
+        int32_t rc = row_scan_best(flags, cost, n, skip, &got);
+        assert_int_equal(rc, finite ? 0 : WSEL_EINVAL);
+        if (rc == 0)
+            assert_true(got == best);
+        row_scan_loads(flags, load, n, skip, &got_min, &got_mean);
+        assert_true(got_min == least && got_mean == mean);
+        row_scan_result r;
+        row_scan(flags, cost, load, n, skip, &r);
+        assert_true(!r.best_known || (finite && r.best == best));
+        assert_true(!r.loads_known || (r.min_load == least && r.mean_load == mean));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +620,8 @@ int main(void)
         cmocka_unit_test(test_eight_threads_at_once_keep_every_key_on_one_row),
         cmocka_unit_test(
             test_the_score_takes_the_band_off_the_owner_and_its_argmin_is_select),
+        cmocka_unit_test(test_override_of_zero_beats_a_configured_temperature),
+        cmocka_unit_test(test_row_scan_gives_what_the_row_order_loops_give),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

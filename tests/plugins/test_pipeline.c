@@ -353,6 +353,15 @@ static void test_picker_plugin_sees_the_combined_score(void **state)
     wsel_host_destroy(host);
 }
 
+/* Configured at temperature 5, a request whose override says 0 still gets
+ * the cheapest row, loaded and called through libwsel-host. */
+static void test_override_of_zero_beats_a_configured_temperature(void **state)
+{
+    (void)state;
+    const char *config = "{\"picker\": \"softmax\", \"temperature\": 5}";
+    harness_expect_override_zero_is_cheapest("pipeline", config);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_child_refused_by_trust_rules_fails_the_switch),
         cmocka_unit_test(test_child_without_score_or_bad_config_fails_the_switch),
         cmocka_unit_test(test_picker_plugin_sees_the_combined_score),
+        cmocka_unit_test(test_override_of_zero_beats_a_configured_temperature),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -295,6 +295,14 @@ static void test_create_refuses_a_wrong_parameter_count(void **state)
     assert_ptr_equal(instance, (void *)&values);
 }
 
+/* Configured at temperature 5, a request whose override says 0 still gets
+ * the cheapest row, loaded and called through libwsel-host. */
+static void test_override_of_zero_beats_a_configured_temperature(void **state)
+{
+    (void)state;
+    harness_expect_override_zero_is_cheapest("softmax", "{\"temperature\": 5}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_request_override_of_zero_forces_the_cheapest_row),
         cmocka_unit_test(test_infinite_range_keeps_the_cheapest_row_favoured),
         cmocka_unit_test(test_create_refuses_a_wrong_parameter_count),
+        cmocka_unit_test(test_override_of_zero_beats_a_configured_temperature),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,18 +68,6 @@ static void sort_rows(const keys *k, uint32_t *order, uint32_t n)
     }
 }
 
-/* The temperature the plugin applies to this request (wsel.h's rule). */
-static double effective_temperature(const wsel_request *q, int has_param, double param)
-{
-    int has_overrides =
-        q->struct_size >= offsetof(wsel_request, overrides) + sizeof(q->overrides);
-    if (has_overrides && (q->overrides & WSEL_OVERRIDE_TEMPERATURE))
-        return q->temperature;
-    if (q->temperature != 0.0)
-        return q->temperature;
-    return has_param ? param : 0.0;
-}
-
 /* Softmax probability of `row` among the eligible rows at temperature t,
  * on keys min-max normalised as Dynamo's softmax_sample does. */
 static double probability(const keys *k, uint32_t n, uint32_t row, double t)
@@ -243,7 +231,7 @@ void sim_explain_fill(sim_explain_record *r, const wsel_request *request,
     if (wsel_eligible_skip(table->flags, n, &k.skip, &count) != 0)
         k.skip = WSEL_ROW_EXCLUDED;
     r->eligible = count;
-    r->temperature = effective_temperature(request, has_temperature, temperature);
+    r->temperature = wsel_request_temperature(request, has_temperature ? temperature : 0.0);
     r->probability = NAN;
     if (r->temperature > 0.0 && r->answer == WSEL_ANSWER_PLUGIN &&
         (r->reason == WSEL_REASON_SAMPLED || r->reason == WSEL_REASON_NONE))

@@ -12,6 +12,7 @@
  *   validate_fixture.c owned candidate tables, requests and the host table
  *   validate_load.c    trust, load, exports, descriptor, parameters, config
  *   validate_select.c  select on edge tables
+ *   validate_temperature.c  a request's temperature override of 0 is obeyed
  *   validate_state.c   determinism, concurrency, lifecycle memory, latency
  *
  * Threads: everything here is called by one thread (the parent, or one
@@ -156,6 +157,14 @@ void vinstance_close(vinstance *vi);
 int vselect_all_valid(const wsel_plugin *plugin, void *instance, const wsel_table *table,
                       const vcontext *ctx, uint32_t count, int allow_errors,
                       const char *what, vcheck_result *res);
+
+/* --- validate_temperature.c --------------------------------------------- */
+
+/* The check select_temperature_override_zero (listed in vchecks_select):
+ * a plugin with a `temperature` parameter, configured high, answers every
+ * request whose override says temperature 0 with the cheapest row. Skips
+ * a plugin without one. */
+void vcheck_temperature_override(const vcontext *ctx, vcheck_result *res);
 
 /* --- the checks, in the order they run ------------------------------------ */
 

@@ -478,5 +478,6 @@ const vcheck vchecks_select[] = {
     {"select_avoids_busy_rows", check_avoids_busy},
     {"select_all_excluded_fails", check_all_excluded},
     {"score_finite_one_per_row", check_scores},
+    {"select_temperature_override_zero", vcheck_temperature_override},
 };
 const unsigned vchecks_select_count = sizeof(vchecks_select) / sizeof(vchecks_select[0]);
