@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * row_load.h -- the load scans the ports of other routers' policies share
- * (sglang_cache_aware, llmd_default, aibrix_*, pstack_*): the peers count
- * a worker's load as its requests in flight (active_requests) and break
- * ties at random, so these scans do too, drawing from the request's
- * stream (a decision stays reproducible from seed and request id).
+ * (sglang_cache_aware, llmd_default, aibrix_*, pstack_prefixaware,
+ * session_hash): the peers count a worker's load as its requests in
+ * flight (active_requests) and mostly break ties at random, so these scans
+ * do too, drawing from the request's stream (a decision stays
+ * reproducible from seed and request id).
  *
  * A row is a candidate when (flags & skip) == 0, skip coming from
  * wsel_call_eligible_skip. Pure functions over the table: any thread, no
@@ -71,6 +72,19 @@ static inline uint32_t row_load_least_active(const wsel_host_api *host,
             best = i;
         }
     }
+    return best;
+}
+
+/* The first candidate in row order with the fewest requests in flight
+ * (production-stack's pick by the lowest rate: the first minimum wins);
+ * ROW_LOAD_NONE when there is no candidate. */
+static inline uint32_t row_load_first_least_active(const wsel_table *t, uint8_t skip)
+{
+    uint32_t best = ROW_LOAD_NONE;
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        if (!(t->flags[i] & skip) &&
+            (best == ROW_LOAD_NONE || t->active_requests[i] < t->active_requests[best]))
+            best = i;
     return best;
 }
 
