@@ -47,14 +47,18 @@ static void test_descriptor_keeps_llmd_weights(void **state)
     (void)state;
     const wsel_plugin *p = &wsel_plugin_entry;
     assert_string_equal(p->name, "llmd_default");
-    assert_int_equal(p->capabilities, WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS);
-    assert_int_equal(p->num_params, 3);
+    assert_int_equal(p->capabilities, WSEL_CAP_CONCURRENT_SELECT);
+    assert_int_equal(p->num_params, 5);
     assert_string_equal(p->params[0].name, "queue_weight");
     assert_true(p->params[0].default_value == 2.0);
     assert_string_equal(p->params[1].name, "kv_cache_weight");
     assert_true(p->params[1].default_value == 2.0);
     assert_string_equal(p->params[2].name, "prefix_weight");
     assert_true(p->params[2].default_value == 3.0);
+    assert_string_equal(p->params[3].name, "no_hit_lru_weight");
+    assert_true(p->params[3].default_value == 0.0);
+    assert_string_equal(p->params[4].name, "lru_size");
+    assert_true(p->params[4].default_value == 1024);
 }
 
 static void test_scores_are_the_weighted_sums_negated(void **state)
@@ -134,6 +138,59 @@ static void test_exact_ties_are_broken_uniformly(void **state)
     wsel_plugin_entry.destroy(l);
 }
 
+/* An instance scoring by no-hit-lru alone. */
+static void *lru_only(void)
+{
+    static const char *const names[] = {"queue_weight", "kv_cache_weight",
+                                        "prefix_weight", "no_hit_lru_weight"};
+    static const double values[] = {0, 0, 0, 1};
+    return harness_create(names, values, 4);
+}
+
+static const uint32_t idle[] = {0, 0, 0};
+static const uint64_t empty[] = {0, 0, 0};
+static const uint32_t cold[] = {0, 0, 0};
+
+static void test_cold_requests_go_to_the_least_recently_cold_used_row(void **state)
+{
+    (void)state;
+    void *l = lru_only();
+    /* Never-used rows first in row order, then the oldest: a rotation. */
+    for (uint64_t id = 0; id < 6; id++)
+        assert_int_equal(pick(l, table_of(3, idle, empty, cold), id), id % 3);
+    wsel_plugin_entry.destroy(l);
+}
+
+static void test_no_hit_lru_scores_rank_rows_exactly(void **state)
+{
+    (void)state;
+    void *l = lru_only();
+    assert_int_equal(pick(l, table_of(3, idle, empty, cold), 1), 0);
+    /* Row 1 and row 2 never used (ranks 0, 1), row 0 used (rank 2). */
+    harness_table *t = table_of(3, idle, empty, cold);
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 3, 2, 0, hashes, HASHES);
+    double scores[3];
+    assert_int_equal(wsel_plugin_entry.score(l, &req, &t->table, scores), 0);
+    assert_true(scores[0] == -0.0 && scores[1] == -1.0 && scores[2] == -0.5);
+    /* score() records nothing: select still takes row 1. */
+    assert_int_equal(pick(l, t, 2), 1);
+    wsel_plugin_entry.destroy(l);
+}
+
+static void test_warm_requests_score_neutral_and_are_not_recorded(void **state)
+{
+    (void)state;
+    void *l = lru_only();
+    assert_int_equal(pick(l, table_of(3, idle, empty, cold), 1), 0);
+    /* A warm request: every row 0.5, a draw among them, nothing recorded. */
+    pick(l, table_of(3, idle, empty, (uint32_t[]){0, 0, 4}), 2);
+    assert_int_equal(pick(l, table_of(3, idle, empty, cold), 3), 1);
+    assert_int_equal(pick(l, table_of(3, idle, empty, cold), 4), 2);
+    wsel_plugin_entry.destroy(l);
+}
+
 static void test_busy_rows_are_avoided_while_an_idle_row_is_eligible(void **state)
 {
     (void)state;
@@ -166,6 +223,9 @@ int main(void)
         cmocka_unit_test(test_kv_usage_decides_between_equal_queues),
         cmocka_unit_test(test_weights_are_configurable),
         cmocka_unit_test(test_exact_ties_are_broken_uniformly),
+        cmocka_unit_test(test_cold_requests_go_to_the_least_recently_cold_used_row),
+        cmocka_unit_test(test_no_hit_lru_scores_rank_rows_exactly),
+        cmocka_unit_test(test_warm_requests_score_neutral_and_are_not_recorded),
         cmocka_unit_test(test_busy_rows_are_avoided_while_an_idle_row_is_eligible),
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
         cmocka_unit_test(test_a_host_whose_eligible_rule_leaves_no_row_is_refused),
