@@ -113,7 +113,7 @@ static void llmd_destroy(void *instance)
 
 static uint64_t row_key(const wsel_table *t, uint32_t row)
 {
-    return sticky_mix64(sticky_worker_mix(t->worker_id[row]) + t->dp_rank[row]);
+    return mix64(sticky_worker_mix(t->worker_id[row]) + t->dp_rank[row]);
 }
 
 /* no-hit-lru's score for candidate i of `n` on a cold request: rows never

@@ -78,8 +78,8 @@ static uint32_t rendezvous(const wsel_table *t, uint8_t skip, uint64_t key)
     for (uint32_t i = 0; i < t->num_rows; i++) {
         if (t->flags[i] & skip)
             continue;
-        uint64_t row_mix = sticky_mix64(sticky_worker_mix(t->worker_id[i]) + t->dp_rank[i]);
-        uint64_t weight = sticky_mix64(key ^ row_mix);
+        uint64_t row_mix = mix64(sticky_worker_mix(t->worker_id[i]) + t->dp_rank[i]);
+        uint64_t weight = mix64(key ^ row_mix);
         if (best == ROW_LOAD_NONE || weight > best_weight) {
             best = i;
             best_weight = weight;
