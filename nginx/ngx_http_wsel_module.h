@@ -190,6 +190,13 @@ ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
 void ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up);
 void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 
+/* ngx_http_wsel_check.c: the checks of the whole configuration */
+/* The upstream's policy and config loaded into a throwaway host, as a
+ * worker loads them: 0, or the host's error with the reason in err.
+ * [configuration time, the master or a child of it] */
+int32_t ngx_http_wsel_try_policy(ngx_http_wsel_upstream_t *up, char *err,
+    size_t size);
+
 /* ngx_http_wsel_status.c: the status and admin locations */
 ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);
