@@ -685,6 +685,8 @@ ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_wsel_upstream_t  *up = conf;
 
+    char                            err[NGX_HTTP_WSEL_ERR];
+    const char                     *path;
     ngx_str_t                      *value;
     ngx_http_wsel_upstream_t      **slot;
     ngx_http_wsel_main_conf_t      *wmcf;
@@ -713,15 +715,23 @@ ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         ngx_str_null(&up->policy);
 
     } else {
-        if (value[1].data[0] != '/') {
-            return "needs an absolute path to the policy (or \"builtin\")";
+        if (ngx_strlchr(value[1].data, value[1].data + value[1].len, '/')
+            != NULL && value[1].data[0] != '/')
+        {
+            return "needs an absolute path to the policy, a bundled "
+                   "policy's name or \"builtin\"";
         }
 
-        up->policy.len = value[1].len;
-        up->policy.data = (u_char *) ngx_http_wsel_cstr(cf->pool, &value[1]);
-        if (up->policy.data == NULL) {
+        path = ngx_http_wsel_plugin_path(cf->pool, (char *) value[1].data,
+                                         err, sizeof(err));
+        if (path == NULL) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "wsel: upstream \"%V\": %s", &up->name, err);
             return NGX_CONF_ERROR;
         }
+
+        up->policy.len = ngx_strlen(path);
+        up->policy.data = (u_char *) path;
     }
 
     if (cf->args->nelts == 3) {

@@ -197,6 +197,14 @@ void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 int32_t ngx_http_wsel_try_policy(ngx_http_wsel_upstream_t *up, char *err,
     size_t size);
 
+/* ngx_http_wsel_plugin_path.c: a policy by path or by name */
+/* The policy `spec` names: itself when it holds a '/', else the path of
+ * NAME.so in the plugin folder beside the module (installed or build
+ * tree). NULL when none is found, the reason in err. [any process]
+ * OWNERSHIP: the result is spec or allocated from pool. */
+const char *ngx_http_wsel_plugin_path(ngx_pool_t *pool, const char *spec,
+    char *err, size_t size);
+
 /* ngx_http_wsel_status.c: the status and admin locations */
 ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);
