@@ -28,13 +28,30 @@ Cases:
             the plugin folder beside the module, and so is one switched
             to by name at the admin location (an unknown name is refused
             with where it was looked for)
+  engine_restart
+            two wsel-engines (--dp 2, KV events; the first with a 64-block
+            cache per rank on fixed ports) behind nginx with softmax; once
+            the module's index matches the first engine's own
+            /wsel/kv_blocks, that engine is killed (SIGKILL) under traffic
+            and started again on the same ports, its cache empty. Each
+            rank is sent requests directly (X-data-parallel-rank), one at
+            a time until the index has dropped its old blocks (the
+            router's socket has reconnected), then until its cache has
+            turned over (what it published before that is evicted); then
+            the index
+            holds exactly what the engine lists for each rank: the blocks
+            of the killed process were dropped when the new one's first
+            batch after the disconnection broke the old numbering
 
 Waits for conditions under generous ceilings, never for a fixed time.
 """
+import http.client
+import json
 import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,8 +61,9 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, os.pardir, "support"))
-from engines import BLOCK, CEILING_S, deadline_loop, fail  # noqa: E402
-from nginx_test import complete, start_all, wait_policy  # noqa: E402
+from engines import (BLOCK, CEILING_S, Engine, deadline_loop, fail,  # noqa: E402
+                     stop_process, unused_port)
+from nginx_test import Nginx, complete, start_all, wait_policy  # noqa: E402
 
 
 class Clients:
@@ -67,8 +85,9 @@ class Clients:
         while not self.done.is_set():
             k += 1
             try:
-                st, body = complete(self.port, list(range(i * 7919 + k, i * 7919 + k + 2 * BLOCK)))
-            except OSError as e:
+                first = (i * 7919 + k) % 30000
+                st, body = complete(self.port, list(range(first, first + 2 * BLOCK)))
+            except (OSError, http.client.HTTPException) as e:
                 st, body = -1, str(e).encode()
             with self.lock:
                 if st == 200:
@@ -261,11 +280,119 @@ def case_conf_checks(args):
         ng.stop()
 
 
+RESTART_KV_BLOCKS = 64  # the restarted engine's cache per rank, turned over
+
+
+def restart_engine_args(port, kv_port):
+    args = ["--dp", "2", "--time-scale", "50", "--kv-blocks", str(RESTART_KV_BLOCKS),
+            "--quiet", "--kv-events", "tcp://127.0.0.1:%d" % kv_port]
+    return args + (["--port", str(port)] if port else [])
+
+
+def free_port_pair():
+    """A port P with P and P + 1 free now (rank R publishes on P + R)."""
+    for _ in deadline_loop("two adjacent free ports"):
+        p = unused_port()
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            pass
+
+
+def engine_blocks(e, rank):
+    st, data = e.get("/wsel/kv_blocks?rank=%d" % rank)
+    if st != 200:
+        fail("%s /wsel/kv_blocks: %d" % (e.name, st))
+    return len(json.loads(data)["blocks"])
+
+
+def index_blocks(ng, e, rank):
+    for r in ng.get_status()["ranks"]:
+        if r["server"] == e.addr and r["dp_rank"] == rank:
+            return r["cached_blocks"]
+    fail("no rank %d of %s in the status" % (rank, e.addr))
+
+
+def wait_index_matches(ng, e, what):
+    for _ in deadline_loop(what):
+        pairs = [(index_blocks(ng, e, k), engine_blocks(e, k)) for k in (0, 1)]
+        if all(a == b and b > 0 for a, b in pairs):
+            return pairs
+
+
+def turn_over(e, rank, seed):
+    """Requests straight to one rank until it has stored more new blocks
+    than its cache holds."""
+    for i in range(RESTART_KV_BLOCKS // 2 + 4):
+        base = 7000 * seed + i * 3 * BLOCK  # under the vocabulary's 32000
+        st, body = e.post("/v1/completions",
+                          {"prompt": list(range(base, base + 2 * BLOCK)), "max_tokens": 2},
+                          headers={"X-data-parallel-rank": str(rank)})
+        if st != 200:
+            fail("%s rank %d: %d %s" % (e.name, rank, st, body[:200]))
+
+
+def case_engine_restart(args):
+    nginx, module, engine, wsel, plugins, fixtures, workdir = args
+    os.makedirs(workdir, exist_ok=True)
+    kv_port = free_port_pair()
+    first = Engine(engine, workdir, "engine0", restart_engine_args(0, kv_port))
+    other = Engine(engine, workdir, "engine1",
+                   ["--dp", "2", "--time-scale", "50", "--kv-blocks", "4096", "--quiet",
+                    "--kv-events", "tcp://127.0.0.1:0"])
+    ng = Nginx(nginx, module, workdir, [first, other])
+    clients = None
+    try:
+        ng.write_conf(os.path.join(plugins, "softmax.so"),
+                      next_upstream="error timeout non_idempotent")
+        ng.start()
+        wait_policy(ng, "softmax")
+        for k in (0, 1):
+            turn_over(first, k, k)
+        before = wait_index_matches(ng, first, "the index to match engine0 at first")
+        clients = Clients(ng.port)
+        clients.wait_more("requests before the restart")
+        stop_process(first.proc, kill=True)
+        again = Engine(engine, workdir, "engine0b",
+                       restart_engine_args(first.port, kv_port))
+        ng.engines[0] = again
+        for k in (0, 1):
+            # one request at a time until the index has dropped the old
+            # blocks: the router's socket is subscribed again (what the
+            # engine published before is in its cache, not in the index,
+            # until the turn-over evicts it)
+            i = 0
+            for _ in deadline_loop("the index to drop rank %d's old blocks" % k):
+                if index_blocks(ng, again, k) < before[k][0]:
+                    break
+                i += 1
+                base = 29000 + 10 * i + k
+                st, body = again.post("/v1/completions",
+                                      {"prompt": list(range(base, base + BLOCK)),
+                                       "max_tokens": 1},
+                                      headers={"X-data-parallel-rank": str(k)})
+            turn_over(again, k, 2 + k)
+        clients.wait_more("requests after the restart")
+        clients.stop()
+        after = wait_index_matches(ng, again, "the index to match the restarted engine0")
+        print("engine_restart: index = engine0's kv_blocks per rank %r before, %r after "
+              "its restart; %d requests through nginx meanwhile (%d failed, cut by the "
+              "kill)" % (before, after, clients.ok, len(clients.failed)))
+    finally:
+        if clients:
+            clients.stop()
+        ng.stop()
+
+
 def main():
     if len(sys.argv) != 9:
         fail(__doc__)
     {"reload_refused": case_reload_refused,
-     "conf_checks": case_conf_checks}[sys.argv[1]](sys.argv[2:])
+     "conf_checks": case_conf_checks,
+     "engine_restart": case_engine_restart}[sys.argv[1]](sys.argv[2:])
     print("PASS")
 
 
