@@ -326,13 +326,32 @@ def wait_index_matches(ng, e, what):
 def turn_over(e, rank, seed):
     """Requests straight to one rank until it has stored more new blocks
     than its cache holds."""
-    for i in range(RESTART_KV_BLOCKS // 2 + 4):
-        base = 7000 * seed + i * 3 * BLOCK  # under the vocabulary's 32000
+    for i in range(RESTART_KV_BLOCKS // 2 + 8):
+        base = 7000 * seed + i * 2 * BLOCK  # under the vocabulary's 32000
         st, body = e.post("/v1/completions",
                           {"prompt": list(range(base, base + 2 * BLOCK)), "max_tokens": 2},
                           headers={"X-data-parallel-rank": str(rank)})
         if st != 200:
             fail("%s rank %d: %d %s" % (e.name, rank, st, body[:200]))
+
+
+def learn(ng, e, rank, seed, subscribed):
+    """Requests straight to one rank of E: one at a time, one block each,
+    until subscribed(the index's blocks of the rank) says the router's
+    socket receives its events; then until its cache has turned over, so
+    that what it published before is evicted from it too."""
+    i = 0
+    for _ in deadline_loop("%s rank %d's events to reach the index" % (e.name, rank)):
+        if subscribed(index_blocks(ng, e, rank)):
+            break
+        i += 1
+        base = 29000 + (20 * i + 10 * seed + rank) % 2900
+        st, body = e.post("/v1/completions",
+                          {"prompt": list(range(base, base + BLOCK)), "max_tokens": 1},
+                          headers={"X-data-parallel-rank": str(rank)})
+        if st != 200:
+            fail("%s rank %d: %d %s" % (e.name, rank, st, body[:200]))
+    turn_over(e, rank, seed + rank)
 
 
 def case_engine_restart(args):
@@ -351,7 +370,7 @@ def case_engine_restart(args):
         ng.start()
         wait_policy(ng, "softmax")
         for k in (0, 1):
-            turn_over(first, k, k)
+            learn(ng, first, k, 0, lambda n: n > 0)
         before = wait_index_matches(ng, first, "the index to match engine0 at first")
         clients = Clients(ng.port)
         clients.wait_more("requests before the restart")
@@ -360,21 +379,7 @@ def case_engine_restart(args):
                        restart_engine_args(first.port, kv_port))
         ng.engines[0] = again
         for k in (0, 1):
-            # one request at a time until the index has dropped the old
-            # blocks: the router's socket is subscribed again (what the
-            # engine published before is in its cache, not in the index,
-            # until the turn-over evicts it)
-            i = 0
-            for _ in deadline_loop("the index to drop rank %d's old blocks" % k):
-                if index_blocks(ng, again, k) < before[k][0]:
-                    break
-                i += 1
-                base = 29000 + 10 * i + k
-                st, body = again.post("/v1/completions",
-                                      {"prompt": list(range(base, base + BLOCK)),
-                                       "max_tokens": 1},
-                                      headers={"X-data-parallel-rank": str(k)})
-            turn_over(again, k, 2 + k)
+            learn(ng, again, k, 2, lambda n: n < before[k][0])
         clients.wait_more("requests after the restart")
         clients.stop()
         after = wait_index_matches(ng, again, "the index to match the restarted engine0")
