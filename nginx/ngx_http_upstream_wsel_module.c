@@ -680,13 +680,49 @@ ngx_http_wsel_init_upstream_defaults(ngx_conf_t *cf,
 }
 
 
+/* wsel_policy's first argument: "builtin", an absolute path, or a bundled
+ * policy's name (ngx_http_wsel_plugin_path.c). */
+static char *
+ngx_http_wsel_policy_path(ngx_conf_t *cf, ngx_http_wsel_upstream_t *up,
+    ngx_str_t *arg)
+{
+    char         err[NGX_HTTP_WSEL_ERR];
+    const char  *path;
+
+    if (arg->len == 7 && ngx_strncmp(arg->data, "builtin", 7) == 0) {
+        ngx_str_null(&up->policy);
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strlchr(arg->data, arg->data + arg->len, '/') != NULL
+        && arg->data[0] != '/')
+    {
+        return "needs an absolute path to the policy, a bundled policy's "
+               "name or \"builtin\"";
+    }
+
+    /* nginx's tokens are NUL-terminated */
+    path = ngx_http_wsel_plugin_path(cf->pool, (char *) arg->data, err,
+                                     sizeof(err));
+    if (path == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "wsel: upstream \"%V\": %s",
+                           &up->name, err);
+        return NGX_CONF_ERROR;
+    }
+
+    up->policy.len = ngx_strlen(path);
+    up->policy.data = (u_char *) path;
+
+    return NGX_CONF_OK;
+}
+
+
 static char *
 ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_wsel_upstream_t  *up = conf;
 
-    char                            err[NGX_HTTP_WSEL_ERR];
-    const char                     *path;
+    char                           *rv;
     ngx_str_t                      *value;
     ngx_http_wsel_upstream_t      **slot;
     ngx_http_wsel_main_conf_t      *wmcf;
@@ -711,27 +747,9 @@ ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     up->policy_file = cf->conf_file->file.name;
     up->policy_line = cf->conf_file->line;
 
-    if (value[1].len == 7 && ngx_strncmp(value[1].data, "builtin", 7) == 0) {
-        ngx_str_null(&up->policy);
-
-    } else {
-        if (ngx_strlchr(value[1].data, value[1].data + value[1].len, '/')
-            != NULL && value[1].data[0] != '/')
-        {
-            return "needs an absolute path to the policy, a bundled "
-                   "policy's name or \"builtin\"";
-        }
-
-        path = ngx_http_wsel_plugin_path(cf->pool, (char *) value[1].data,
-                                         err, sizeof(err));
-        if (path == NULL) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "wsel: upstream \"%V\": %s", &up->name, err);
-            return NGX_CONF_ERROR;
-        }
-
-        up->policy.len = ngx_strlen(path);
-        up->policy.data = (u_char *) path;
+    rv = ngx_http_wsel_policy_path(cf, up, &value[1]);
+    if (rv != NGX_CONF_OK) {
+        return rv;
     }
 
     if (cf->args->nelts == 3) {
