@@ -9,12 +9,12 @@ Cases:
             a running nginx (one worker, two wsel-engines, softmax) is
             reloaded with each kind of configuration the module refuses:
             two worker processes, a balancer (least_conn) after
-            wsel_policy, a broken policy, a wsel_server naming no server
-            and one with dp=0, and two worker processes given after the
-            http block. Each is refused twice: by `nginx -s
-            reload` (which reads the configuration first, says why and
-            signals nothing) and by the master, sent SIGHUP directly (it
-            logs why). Through all of them two clients send requests:
+            wsel_policy, a broken policy, a policy name no plugin has, a
+            wsel_server naming no server and one with dp=0, and two
+            worker processes given after the http block. Each is refused
+            twice: by `nginx -s reload` (which reads the configuration
+            first, says why and signals nothing) and by the master, sent
+            SIGHUP directly (it logs why). Through all of them two clients send requests:
             0 fail, the master keeps its pid and the old worker keeps
             serving; then a good reload (to p2c) starts a new worker
   conf_checks
@@ -160,6 +160,7 @@ def case_reload_refused(args):
             (dict(workers=2), "worker_processes 1"),
             (dict(after_policy=["least_conn"]), "another load balancing method"),
             (dict(policy=broken), "refused"),
+            (dict(policy="no_such_policy"), "no plugin named"),
             (dict(extra_upstream=["wsel_server 127.0.0.1:9 dp=2"]), "names no server"),
             (dict(extra_upstream=["wsel_server %s dp=0" % ng.engines[0].addr]), "dp= outside 1..64"),
         )  # and two workers again, given after the http block (below)
