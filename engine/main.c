@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "http.h"
 #include "kv_events.h"
+#include "wsel_version.h"
 
 /* Where everything listens, one line each: "http URL", then per rank
  * "kv_events R ENDPOINT" and "kv_events_replay R ENDPOINT". */
@@ -51,6 +52,10 @@ static void raise_fd_limit(void)
 int main(int argc, char **argv)
 {
     static eng e;
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        wsel_version_print(stdout, "wsel-engine");
+        return 0;
+    }
     int rc = eng_options_parse(&e.opt, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;

@@ -37,7 +37,8 @@ static const char usage_text[] =
     "  --kv-events-topic T     topic frame ('')\n"
     "  --http-threads N        HTTP threads (1)\n"
     "  --max-body BYTES        largest request body (67108864)\n"
-    "  --quiet                 no log lines on stderr\n";
+    "  --quiet                 no log lines on stderr\n"
+    "  --version               print the version and exit\n";
 
 static int parse_u32(const char *name, const char *v, uint32_t min, uint32_t *out)
 {

@@ -16,7 +16,15 @@ packages=(
   libzmq3-dev libmsgpack-dev                    # wsel-engine: KV events
   libxxhash-dev                                 # libwsel-router: XXH3 block hashes
   nginx nginx-dev                               # nginx/ (issue 16): the upstream module
+  help2man groff-base                           # man pages from --help, and their test
 )
+# The Debian packages (debian/, scripts/package-test.sh): dpkg-buildpackage
+# (dpkg-dev), debhelper, fakeroot and lintian. About 60 MB with lintian's
+# Perl modules; scripts/test.sh's Release stage uses them. Skip them with
+# WSEL_NO_PACKAGING=1 where packages are not built.
+if [ "${WSEL_NO_PACKAGING:-0}" != 1 ]; then
+  packages+=(dpkg-dev debhelper fakeroot lintian)
+fi
 # The Rust host example needs cargo; take Debian's only when none is installed.
 command -v cargo >/dev/null 2>&1 || packages+=(cargo)
 
