@@ -4,10 +4,12 @@
 # Writes the git revision of SOURCE_DIR ("44ba0ab", "-dirty" when tracked
 # files differ from it; "" outside a git checkout of wsel itself) into
 # OUTPUT as wsel_git_revision[]. Run at every build; the file is rewritten
-# only when the revision changes, so only it recompiles.
-set(revision "")
+# only when the revision changes, so only it recompiles. A build of a copy
+# of the tree (scripts/package-test.sh) names its revision in the
+# environment variable WSEL_GIT_REVISION instead.
+set(revision "$ENV{WSEL_GIT_REVISION}")
 find_package(Git QUIET)
-if(GIT_FOUND)
+if(GIT_FOUND AND revision STREQUAL "")
   execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --show-toplevel
                   WORKING_DIRECTORY ${SOURCE_DIR} RESULT_VARIABLE rc
                   OUTPUT_VARIABLE top OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
