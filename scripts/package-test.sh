@@ -98,7 +98,7 @@ lintian --fail-on error "$WORK"/src/*.changes | tee "$WORK/lintian.log" ||
 
 step "the module depends on the nginx ABI it was built against"
 abi=$(sed -n 's/^nginx:abi=//p' /usr/share/nginx/src/debian/libnginx-mod.abisubstvars)
-module_deb=${debs[${#debs[@]} - 1]}
+module_deb=$(ls "$WORK"/src/libnginx-mod-http-upstream-wsel_*.deb)
 dpkg-deb -f "$module_deb" Depends | grep -qw -- "$abi" ||
   fail "$module_deb does not depend on $abi: $(dpkg-deb -f "$module_deb" Depends)"
 dpkg-query -W -f='${Provides}\n' nginx | grep -qw -- "$abi" ||
