@@ -19,9 +19,9 @@ packages=(
   help2man groff-base                           # man pages from --help, and their test
 )
 # The Debian packages (debian/, scripts/package-test.sh): dpkg-buildpackage
-# (dpkg-dev), debhelper, fakeroot and lintian. About 60 MB with lintian's
-# Perl modules; scripts/test.sh's Release stage uses them. Skip them with
-# WSEL_NO_PACKAGING=1 where packages are not built.
+# (dpkg-dev), debhelper, fakeroot and lintian (which brings ~120 Perl
+# packages); scripts/test.sh's Release stage uses them, and the package
+# test is skipped without them. WSEL_NO_PACKAGING=1 leaves them out.
 if [ "${WSEL_NO_PACKAGING:-0}" != 1 ]; then
   packages+=(dpkg-dev debhelper fakeroot lintian)
 fi

@@ -19,7 +19,7 @@
 #
 # Needs root, dpkg-buildpackage, debhelper, lintian and the build
 # dependencies (scripts/install-deps.sh); exits 77 (skipped) without root
-# or dpkg-buildpackage. WORK (default: a new folder under /tmp) holds the
+# or one of those tools. WORK (default: a new folder under /tmp) holds the
 # copy, the .debs and the logs. Runs take a lock: one at a time per system.
 set -euo pipefail
 
@@ -37,9 +37,10 @@ skip() {
 }
 
 [ "$(id -u)" -eq 0 ] || skip "package-test.sh installs packages: run it as root"
-command -v dpkg-buildpackage >/dev/null ||
-  skip "dpkg-buildpackage not found: install dpkg-dev debhelper lintian (scripts/install-deps.sh)"
-command -v lintian >/dev/null || fail "lintian not found (scripts/install-deps.sh)"
+for tool in dpkg-buildpackage dh lintian; do
+  command -v $tool >/dev/null ||
+    skip "$tool not found: install dpkg-dev debhelper lintian (scripts/install-deps.sh)"
+done
 
 WORK=${WORK:-$(mktemp -d /tmp/wsel-package-test.XXXXXX)}
 rm -rf "$WORK"
