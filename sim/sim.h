@@ -7,7 +7,9 @@
  * data-parallel engine of D ranks stepping in lockstep. Requests come from
  * a sim_source (a trace or a built-in workload, see source.h); the router
  * keeps a block index fed by KV events and Dynamo-style predictive loads and
- * asks a sim_policy for a rank. docs/sim.md describes the model in full.
+ * asks a sim_policy for a rank. With sim_router_config.replicas > 1 the
+ * router is R replicas, each with its own policy and load view.
+ * docs/sim.md describes the model in full.
  *
  * Threading: everything here is single-threaded; one sim_run at a time per
  * sim_policy. Ownership is stated per function.
