@@ -315,9 +315,7 @@ static int cancel_waiting(sim_engine *e, sim_rank *r, uint64_t id)
         /* Undo what routing and queueing booked. */
         r->prefill_backlog -= q->target;
         r->load_tokens -= q->isl;
-        r->pred_prefill -= q->routed_prefill;
-        r->pred_blocks -= q->routed_blocks;
-        r->active_requests--;
+        sim_router_cancelled(s, q);
         s->in_flight--;
         free(q);
         if (e->ob.on_request)

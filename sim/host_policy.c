@@ -119,3 +119,29 @@ void sim_host_policy_close(sim_host_policy *hp)
     wsel_host_destroy(hp->host);
     hp->host = NULL;
 }
+
+int32_t sim_host_policy_open_replicas(sim_host_policy *hp, sim_policy *policies,
+                                      uint32_t n, const char *path, const char *config,
+                                      const wsel_host_options *opts, uint32_t max_ranks,
+                                      char *err, size_t err_size)
+{
+    memset(hp, 0, n * sizeof(*hp));
+    for (uint32_t k = 0; k < n; k++) {
+        wsel_host_options o = *opts;
+        o.seed = sim_replica_seed(opts->seed, k);
+        int32_t rc = sim_host_policy_open_opts(&hp[k], &policies[k], path, config, &o,
+                                               max_ranks, err, err_size);
+        if (rc != 0) {
+            sim_host_policy_close_replicas(hp, k);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void sim_host_policy_close_replicas(sim_host_policy *hp, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (hp[k].host != NULL)
+            sim_host_policy_close(&hp[k]);
+}

@@ -37,4 +37,22 @@ int32_t sim_host_policy_open_opts(sim_host_policy *hp, sim_policy *policy,
                                   char *err, size_t err_size);
 void sim_host_policy_close(sim_host_policy *hp);
 
+/* One policy per router replica, as separate routers would create theirs:
+ * hp[k] and policies[k] for k < n, each its own host loading `path`,
+ * replica k's host seeded with sim_replica_seed(opts->seed, k). On
+ * failure, what was opened is closed (every hp[k].host NULL) and the
+ * message is in err. */
+int32_t sim_host_policy_open_replicas(sim_host_policy *hp, sim_policy *policies,
+                                      uint32_t n, const char *path, const char *config,
+                                      const wsel_host_options *opts, uint32_t max_ranks,
+                                      char *err, size_t err_size);
+/* Close hp[0..n) (those open). */
+void sim_host_policy_close_replicas(sim_host_policy *hp, uint32_t n);
+/* Replica k's host seed: `seed` itself for replica 0 (one replica routes
+ * as one router does), a distinct stream for the others. */
+static inline uint64_t sim_replica_seed(uint64_t seed, uint32_t k)
+{
+    return seed + (uint64_t)k * 0x9e3779b97f4a7c15ull;
+}
+
 #endif

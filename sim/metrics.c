@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * metrics.c -- sample arrays, percentiles (nearest rank), flicker (prefix
- * ownership), key moves, prefix copies, share volatility and
+ * ownership), key moves, prefix copies, share volatility, herding and
  * time-averaged load imbalance.
  */
 #include "metrics.h"
@@ -15,6 +15,7 @@ void sim_acc_init(sim_acc *a)
     memset(a, 0, sizeof(*a));
     a->first_arrival_ns = -1;
     a->window = -1;
+    a->herd_window = -1;
 }
 
 void sim_acc_free(sim_acc *a)
@@ -55,6 +56,23 @@ static void close_window(sim_acc *a)
     memset(a->window_count, 0, sizeof(a->window_count));
 }
 
+/* Close the current burst: its most loaded rank against the fairest
+ * split, ceil(burst / ranks). Bursts of one request say nothing. */
+static void close_burst(sim_acc *a)
+{
+    if (a->herd_total >= 2 && a->num_ranks > 0) {
+        uint32_t most = 0;
+        for (uint32_t r = 0; r < a->num_ranks; r++)
+            most = a->herd_count[r] > most ? a->herd_count[r] : most;
+        uint32_t fair = (a->herd_total + a->num_ranks - 1) / a->num_ranks;
+        a->herd_sum += (double)most / (double)fair;
+        a->herd_bursts++;
+    }
+    if (a->herd_total > 0)
+        memset(a->herd_count, 0, sizeof(a->herd_count));
+    a->herd_total = 0;
+}
+
 void sim_acc_route(sim_acc *a, int64_t now_ns, uint32_t worker, uint32_t isl,
                    uint64_t select_ns)
 {
@@ -70,6 +88,17 @@ void sim_acc_route(sim_acc *a, int64_t now_ns, uint32_t worker, uint32_t isl,
     }
     a->window_count[worker]++;
     a->window_total++;
+}
+
+void sim_acc_herd(sim_acc *a, int64_t now_ns, uint32_t rank)
+{
+    int64_t burst = now_ns / SIM_HERD_WINDOW_NS;
+    if (burst != a->herd_window) {
+        close_burst(a);
+        a->herd_window = burst;
+    }
+    a->herd_count[rank]++;
+    a->herd_total++;
 }
 
 void sim_acc_affinity(sim_acc *a, int moved)
@@ -188,6 +217,7 @@ int32_t sim_acc_finish(sim_acc *a, uint32_t num_workers, sim_metrics *out)
     if (a->failed_alloc)
         return WSEL_ENOMEM;
     close_window(a);
+    close_burst(a);
     sim_metrics m;
     memset(&m, 0, sizeof(m));
     m.requests = a->requests;
@@ -223,6 +253,7 @@ int32_t sim_acc_finish(sim_acc *a, uint32_t num_workers, sim_metrics *out)
     m.select_ns_p50 = (uint64_t)sel.p50;
     m.select_ns_p99 = (uint64_t)sel.p99;
     m.lost_requests = a->requests - a->finished;
+    m.herding_index = a->herd_bursts ? a->herd_sum / (double)a->herd_bursts : 0;
     *out = m;
     return 0;
 }

@@ -14,6 +14,8 @@
 
 /* Share volatility window. */
 #define SIM_SHARE_WINDOW_NS 10000000000ll
+/* Herding index burst: the requests arriving in one such window. */
+#define SIM_HERD_WINDOW_NS 100000000ll
 
 typedef struct sim_samples {
     float *v;
@@ -34,6 +36,14 @@ typedef struct sim_acc {
     uint64_t windows;
     double rank_ratio_s, group_ratio_s, loaded_s;
     uint64_t fallbacks_start, fallbacks_end;
+    /* Herding: the current burst's requests per rank, and the sum of the
+     * closed bursts' indices. num_ranks is set after sim_acc_init. */
+    uint32_t num_ranks;
+    int64_t herd_window;
+    uint32_t herd_total;
+    uint32_t herd_count[SIM_MAX_RANKS];
+    double herd_sum;
+    uint64_t herd_bursts;
     int failed_alloc;
 } sim_acc;
 
@@ -42,6 +52,9 @@ void sim_acc_free(sim_acc *a);
 /* A request was routed to `worker` at `now_ns` (its arrival). */
 void sim_acc_route(sim_acc *a, int64_t now_ns, uint32_t worker, uint32_t isl,
                    uint64_t select_ns);
+/* ... and to `rank` (< num_ranks), for the herding index; a caller that
+ * never calls it gets a herding index of 0. */
+void sim_acc_herd(sim_acc *a, int64_t now_ns, uint32_t rank);
 /* A request with a known affinity key was routed; moved = other worker. */
 void sim_acc_affinity(sim_acc *a, int moved);
 /* A request whose deepest previously routed prefix block (`owned` blocks

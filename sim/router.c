@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * router.c -- the router's side of the model: a block index fed by KV
- * events (optionally delayed), Dynamo-style predictive loads and busy
- * flags, the rank states handed to the policy, and the bookkeeping of
- * prefix ownership (flicker_rate) and affinity keys (key_move_rate).
+ * events (optionally delayed), Dynamo-style predictive loads (booked in
+ * the routing replica's view, replicas.c) and busy flags, the rank states
+ * handed to the policy, and the bookkeeping of prefix ownership
+ * (flicker_rate) and affinity keys (key_move_rate).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 int32_t sim_router_init(sim_state *s)
 {
     s->rank_states = calloc(s->num_ranks, sizeof(*s->rank_states));
-    if (!s->rank_states)
+    if (!s->rank_states || sim_replicas_init(s) != 0)
         return WSEL_ENOMEM;
     if (sim_u64map_init(&s->owner[0], 1024, 1) != 0 ||
         sim_u64map_init(&s->owner[1], 1024, 1) != 0)
@@ -26,6 +27,7 @@ void sim_router_free(sim_state *s)
 {
     free(s->rank_states);
     free(s->events);
+    sim_replicas_free(s);
     sim_u64map_free(&s->index);
     sim_u64map_free(&s->owner[0]);
     sim_u64map_free(&s->owner[1]);
@@ -88,6 +90,7 @@ void sim_router_apply_due(sim_state *s, int64_t now_ns)
         s->ev_head = (s->ev_head + 1) % s->ev_capacity;
         s->ev_count--;
     }
+    sim_replicas_apply_due(s, now_ns);
 }
 
 /* Consecutive prefix blocks of `blocks` the index says each rank holds. */
@@ -138,8 +141,10 @@ static uint32_t busy_flags(const sim_state *s, uint32_t worker)
     return WSEL_ROW_BUSY;
 }
 
-static void fill_loads(sim_state *s)
+/* The rank states as replica q sees them. */
+static void fill_loads(sim_state *s, uint32_t q)
 {
+    const sim_load *view = sim_replicas_view(s, q);
     for (uint32_t w = 0; w < s->cluster->num_workers; w++) {
         uint32_t flags = busy_flags(s, w);
         for (uint32_t k = 0; k < s->workers[w].num_ranks; k++)
@@ -150,10 +155,10 @@ static void fill_loads(sim_state *s)
         wsel_rank_state *st = &s->rank_states[r];
         st->worker_id = rank->worker;
         st->dp_rank = rank->dp_rank;
-        st->active_prefill_tokens = rank->pred_prefill;
-        st->active_blocks = rank->pred_blocks;
+        st->active_prefill_tokens = view[r].prefill;
+        st->active_blocks = view[r].blocks;
         st->kv_capacity_blocks = s->cluster->kv_blocks;
-        st->active_requests = rank->active_requests;
+        st->active_requests = view[r].requests;
     }
 }
 
@@ -213,7 +218,8 @@ static int32_t take_ownership(sim_state *s, const sim_request *req, uint32_t ran
     return 0;
 }
 
-static int32_t new_seq(sim_state *s, const sim_request *req, uint32_t row, sim_seq **out)
+static int32_t new_seq(sim_state *s, const sim_request *req, uint32_t row, uint32_t q,
+                       sim_seq **out)
 {
     const uint32_t bs = s->cluster->block_size;
     sim_seq *seq = malloc(sizeof(*seq) + (size_t)req->num_blocks * 12);
@@ -229,6 +235,7 @@ static int32_t new_seq(sim_state *s, const sim_request *req, uint32_t row, sim_s
     seq->target = req->isl > 0 ? req->isl : 1;
     seq->num_blocks = req->num_blocks;
     seq->rank = row;
+    seq->replica = q;
     seq->phase = s->phase;
     uint64_t total = ((uint64_t)seq->target + seq->osl + bs - 1) / bs;
     seq->private_blocks = (uint32_t)(total - req->num_blocks);
@@ -253,7 +260,8 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
             (unsigned long long)req->id, (unsigned long long)need, s->cluster->kv_blocks);
         return WSEL_ERANGE;
     }
-    fill_loads(s);
+    uint32_t q = sim_replicas_pick(s);
+    fill_loads(s, q);
     fill_overlaps(s, req->blocks, req->num_blocks);
     uint64_t owner;
     uint32_t owned = prefix_owner(s, req, &owner);
@@ -273,7 +281,7 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
     wr.rng = &rng;
     uint32_t row = 0;
     uint64_t select_ns = 0;
-    const sim_policy *p = s->args->policy;
+    const sim_policy *p = &s->args->policy[q];
     int32_t answer =
         p->select(p->ctx, &wr, s->rank_states, s->num_ranks, &row, &select_ns);
     if (answer < 0) {
@@ -286,16 +294,14 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
         return WSEL_ETABLE;
     }
     sim_seq *seq;
-    int32_t rc_alloc = new_seq(s, req, row, &seq);
+    int32_t rc_alloc = new_seq(s, req, row, q, &seq);
     if (rc_alloc != 0) {
         snprintf(s->err, s->err_size, "out of memory for request %llu",
                  (unsigned long long)req->id);
         return rc_alloc;
     }
     sim_rank *rank = &s->ranks[row];
-    rank->pred_prefill += seq->routed_prefill;
-    rank->pred_blocks += seq->routed_blocks;
-    rank->active_requests++;
+    sim_replicas_book(s, q, row, seq->routed_prefill, seq->routed_blocks, 1);
     rank->load_tokens += req->isl;
     s->in_flight++;
     s->routed++;
@@ -318,6 +324,7 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
     sim_acc *accs[2] = {&s->acc[0], s->num_acc > 1 ? &s->acc[1 + s->phase] : NULL};
     for (int i = 0; i < 2 && accs[i]; i++) {
         sim_acc_route(accs[i], req->arrival_ns, worker, req->isl, select_ns);
+        sim_acc_herd(accs[i], req->arrival_ns, row);
         if (moved >= 0)
             sim_acc_affinity(accs[i], moved);
         if (owner != 0)
@@ -336,7 +343,7 @@ int32_t sim_router_route(sim_state *s, const sim_request *req)
 
 void sim_router_first_token(sim_state *s, sim_seq *seq)
 {
-    s->ranks[seq->rank].pred_prefill -= seq->routed_prefill;
+    sim_replicas_book(s, seq->replica, seq->rank, -(int64_t)seq->routed_prefill, 0, 0);
     seq->routed_prefill = 0;
     seq->first_token_ns = s->now_ns;
 }
@@ -344,9 +351,8 @@ void sim_router_first_token(sim_state *s, sim_seq *seq)
 void sim_router_finished(sim_state *s, sim_seq *seq)
 {
     sim_rank *rank = &s->ranks[seq->rank];
-    rank->pred_blocks -= seq->routed_blocks;
-    rank->active_requests--;
-    const sim_policy *p = s->args->policy;
+    sim_replicas_book(s, seq->replica, seq->rank, 0, -(int64_t)seq->routed_blocks, -1);
+    const sim_policy *p = &s->args->policy[seq->replica];
     if (p->outcome) { /* what it cost, from the model (ABI 1.1 outcome) */
         uint64_t cached = (uint64_t)seq->match * s->cluster->block_size;
         wsel_outcome o = {
@@ -365,4 +371,20 @@ void sim_router_finished(sim_state *s, sim_seq *seq)
     } else if (p->finished) {
         p->finished(p->ctx, seq->id, rank->worker, rank->dp_rank);
     }
+}
+
+void sim_router_cancelled(sim_state *s, sim_seq *seq)
+{
+    sim_replicas_book(s, seq->replica, seq->rank, -(int64_t)seq->routed_prefill,
+                      -(int64_t)seq->routed_blocks, -1);
+}
+
+uint64_t sim_router_fallbacks(const sim_state *s)
+{
+    uint64_t n = 0;
+    for (uint32_t q = 0; q < s->num_replicas; q++) {
+        const sim_policy *p = &s->args->policy[q];
+        n += p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    }
+    return n;
 }

@@ -70,18 +70,20 @@ static void report_load(sim_state *s)
 static int32_t do_switch(sim_state *s, uint32_t i)
 {
     const sim_switch *sw = &s->args->switches[i];
-    const sim_policy *p = s->args->policy;
     char msg[512];
-    if (!p->switch_to) {
-        snprintf(s->err, s->err_size, "this policy cannot switch");
-        return WSEL_EINVAL;
+    for (uint32_t q = 0; q < s->num_replicas; q++) {
+        const sim_policy *p = &s->args->policy[q];
+        if (!p->switch_to) {
+            snprintf(s->err, s->err_size, "this policy cannot switch");
+            return WSEL_EINVAL;
+        }
+        int32_t rc = p->switch_to(p->ctx, sw->path, sw->config, msg, sizeof(msg));
+        if (rc != 0) {
+            snprintf(s->err, s->err_size, "--switch-at %s: %s", sw->label, msg);
+            return rc;
+        }
     }
-    int32_t rc = p->switch_to(p->ctx, sw->path, sw->config, msg, sizeof(msg));
-    if (rc != 0) {
-        snprintf(s->err, s->err_size, "--switch-at %s: %s", sw->label, msg);
-        return rc;
-    }
-    uint64_t fb = p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    uint64_t fb = sim_router_fallbacks(s);
     s->acc[1 + s->phase].fallbacks_end = fb;
     s->phase = i + 1;
     s->acc[1 + s->phase].fallbacks_start = fb;
@@ -185,15 +187,14 @@ int32_t sim_run(const sim_run_args *args, sim_result *out, char *err, size_t err
     int32_t rc = sim_state_setup(s, args, err, err_size);
     if (rc != 0)
         goto out_teardown;
-    const sim_policy *p = args->policy;
-    uint64_t fb0 = p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    uint64_t fb0 = sim_router_fallbacks(s);
     s->acc[0].fallbacks_start = fb0;
     if (s->num_acc > 1)
         s->acc[1].fallbacks_start = fb0;
     rc = loop(s);
     if (rc != 0)
         goto out_teardown;
-    uint64_t fb = p->fallbacks ? p->fallbacks(p->ctx) : 0;
+    uint64_t fb = sim_router_fallbacks(s);
     s->acc[0].fallbacks_end = fb;
     if (s->num_acc > 1)
         s->acc[1 + s->phase].fallbacks_end = fb;

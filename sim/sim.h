@@ -7,7 +7,9 @@
  * data-parallel engine of D ranks stepping in lockstep. Requests come from
  * a sim_source (a trace or a built-in workload, see source.h); the router
  * keeps a block index fed by KV events and Dynamo-style predictive loads and
- * asks a sim_policy for a rank. docs/sim.md describes the model in full.
+ * asks a sim_policy for a rank. With sim_router_config.replicas > 1 the
+ * router is R replicas, each with its own policy and load view.
+ * docs/sim.md describes the model in full.
  *
  * Threading: everything here is single-threaded; one sim_run at a time per
  * sim_policy. Ownership is stated per function.
@@ -25,6 +27,8 @@
 #define SIM_MAX_RANKS 64
 /* Most --switch-at phases. */
 #define SIM_MAX_PHASES 9
+/* Most router replicas. */
+#define SIM_MAX_REPLICAS 16
 
 #define SIM_COST_POLYNOMIAL 0
 #define SIM_COST_LINEAR     1
@@ -33,10 +37,20 @@
 #define SIM_DP_LOCKSTEP    0 /* one step for all ranks, as long as the slowest */
 #define SIM_DP_INDEPENDENT 1 /* every rank steps on its own */
 
-/* Their names (options, reports), indexed by SIM_COST_* / SIM_DP_*;
- * NULL-terminated. */
+/* How arrivals are spread over router replicas (docs/sim.md, "Replicas"). */
+#define SIM_SPREAD_ROUND_ROBIN 0 /* replica k takes arrivals k, k + R, ... */
+#define SIM_SPREAD_RANDOM      1 /* a uniform replica per arrival, seeded */
+
+/* How replicas share their load views. */
+#define SIM_SYNC_LAG  0 /* the others' deltas arrive sync_lag_ns late */
+#define SIM_SYNC_NONE 1 /* never: each replica sees its own requests only */
+
+/* Their names (options, reports), indexed by SIM_COST_* / SIM_DP_* /
+ * SIM_SPREAD_* / SIM_SYNC_*; NULL-terminated. */
 extern const char *const sim_cost_model_names[];
 extern const char *const sim_dp_mode_names[];
+extern const char *const sim_spread_names[];
+extern const char *const sim_sync_names[];
 
 typedef struct sim_cluster {
     uint32_t num_workers;
@@ -82,6 +96,16 @@ typedef struct sim_router_config {
     double speedup;
     uint64_t jitter_ns;
     uint64_t jitter_seed;
+    /* Router replicas (docs/sim.md, "Replicas"): arrivals are spread over
+     * `replicas` routers (0 or 1: one), each with its own policy and its
+     * own view of the predictive loads, which sees the other replicas'
+     * load deltas sync_lag_ns late (SIM_SYNC_LAG) or never
+     * (SIM_SYNC_NONE). The block index (KV events) is shared by all. */
+    uint32_t replicas;
+    uint32_t spread; /* SIM_SPREAD_* */
+    uint32_t sync;   /* SIM_SYNC_* */
+    uint64_t sync_lag_ns;
+    uint64_t spread_seed; /* SIM_SPREAD_RANDOM's stream */
 } sim_router_config;
 
 /* One request as a source hands it over. OWNERSHIP: the source owns
@@ -157,6 +181,10 @@ typedef struct sim_metrics {
     uint64_t select_ns_p50;
     uint64_t select_ns_p99;
     uint64_t lost_requests;
+    /* Mean over bursts (>= 2 requests in one SIM_HERD_WINDOW_NS window) of
+     * the most requests one rank got / ceil(burst / ranks): 1 = spread as
+     * evenly as possible (docs/sim.md, "Replicas"). */
+    double herding_index;
 } sim_metrics;
 
 typedef struct sim_result {
@@ -188,8 +216,10 @@ typedef struct sim_run_args {
     const sim_router_config *router;
     const sim_source_ops *source;
     void *source_ctx;
+    /* The policy of each router replica: max(1, router->replicas) of them,
+     * replica k routing through policy[k]. */
     const sim_policy *policy;
-    const sim_switch *switches; /* sorted by at_ns */
+    const sim_switch *switches; /* sorted by at_ns; every replica switches */
     uint32_t num_switches;
     const char *first_label;
     const sim_observer *observer; /* may be NULL */

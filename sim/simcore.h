@@ -2,8 +2,9 @@
 /*
  * simcore.h -- the simulator's internal state, shared by its parts:
  * engine.c (ranks stepping in lockstep), router.c (block index, KV events,
- * predictive loads, rank states), metrics.c (accumulators) and run.c (the
- * event loop). Not a public header.
+ * rank states), replicas.c (router replicas: their predictive load views
+ * and the lagged sync between them), metrics.c (accumulators) and run.c
+ * (the event loop). Not a public header.
  */
 #ifndef WSEL_SIM_SIMCORE_H
 #define WSEL_SIM_SIMCORE_H
@@ -23,6 +24,7 @@ typedef struct sim_seq {
     uint32_t target; /* prompt tokens to have computed: max(isl, 1) */
     uint32_t num_blocks;
     uint32_t rank;
+    uint32_t replica; /* the router replica that routed it */
     uint32_t phase;
     uint32_t computed;    /* prompt tokens done, cached ones included */
     uint32_t generated;   /* tokens produced; osl once finished */
@@ -67,11 +69,25 @@ typedef struct sim_rank {
     sim_seq *blocked;
     uint32_t blocked_available;
     uint32_t blocked_shortfall;
-    /* The router's predictive view. */
-    uint64_t pred_prefill;
-    uint64_t pred_blocks;
-    uint32_t active_requests;
 } sim_rank;
+
+/* One router replica's predictive view of one rank (Dynamo's): what it
+ * added when routing, less what it removed at first tokens and finishes. */
+typedef struct sim_load {
+    uint64_t prefill; /* prompt tokens not yet past their first token */
+    uint64_t blocks;  /* blocks of the unfinished requests */
+    uint32_t requests;
+} sim_load;
+
+/* A load change one replica booked, on its way to the others. */
+typedef struct sim_load_delta {
+    int64_t time_ns; /* when the other replicas see it */
+    int64_t prefill;
+    int64_t blocks;
+    int32_t requests;
+    uint32_t replica; /* who booked it */
+    uint32_t rank;
+} sim_load_delta;
 
 /* A worker, or an engine unit: the ranks that step together (a worker
  * when lockstep, one rank when independent). */
@@ -111,7 +127,15 @@ typedef struct sim_state {
     size_t ev_head, ev_count, ev_capacity;
     wsel_rank_state *rank_states;
     uint32_t evicting_rank; /* rank whose cache is evicting (callback ctx) */
-    sim_u64map acc_keys;    /* affinity key -> last worker + 1 */
+    /* Replicas (replicas.c): views[q * num_ranks + r] is replica q's view
+     * of rank r; one replica when the run models none. */
+    uint32_t num_replicas;
+    sim_load *views;
+    sim_load_delta *deltas; /* FIFO ring of lagged deltas */
+    size_t dl_head, dl_count, dl_capacity;
+    uint32_t next_replica; /* SIM_SPREAD_ROUND_ROBIN */
+    wsel_rng spread_rng;   /* SIM_SPREAD_RANDOM */
+    sim_u64map acc_keys;   /* affinity key -> last worker + 1 */
     /* Prefix ownership for flicker_rate: block hash -> rank + 1 of the last
      * request that contained it; two generations of bounded size (the
      * older is dropped when the newer fills), so memory stays bounded. */
@@ -159,6 +183,27 @@ void sim_router_apply_due(sim_state *s, int64_t now_ns);
 int32_t sim_router_route(sim_state *s, const sim_request *req);
 void sim_router_first_token(sim_state *s, sim_seq *seq);
 void sim_router_finished(sim_state *s, sim_seq *seq);
+/* A waiting request was withdrawn: undo what routing booked. */
+void sim_router_cancelled(sim_state *s, sim_seq *seq);
+/* The sum over replicas of the answers their hosts replaced. */
+uint64_t sim_router_fallbacks(const sim_state *s);
+
+/* replicas.c: 0 or WSEL_ENOMEM (free with sim_replicas_free). */
+int32_t sim_replicas_init(sim_state *s);
+void sim_replicas_free(sim_state *s);
+/* The replica the next arrival reaches (SIM_SPREAD_*). */
+uint32_t sim_replicas_pick(sim_state *s);
+/* Replica q's view of every rank, num_ranks entries. */
+static inline const sim_load *sim_replicas_view(const sim_state *s, uint32_t q)
+{
+    return s->views + (size_t)q * s->num_ranks;
+}
+/* Replica q changes its view of `rank` now; the others see the change
+ * after the sync lag, or never (SIM_SYNC_NONE). */
+void sim_replicas_book(sim_state *s, uint32_t q, uint32_t rank, int64_t prefill,
+                       int64_t blocks, int32_t requests);
+/* Apply the other replicas' deltas due by now_ns. */
+void sim_replicas_apply_due(sim_state *s, int64_t now_ns);
 /* Most blocks one ownership generation keeps (flicker_rate). */
 #define SIM_OWNER_GENERATION (1u << 18)
 

@@ -48,6 +48,13 @@ int32_t sim_state_setup(sim_state *s, const sim_run_args *args, char *err,
         snprintf(err, err_size, "the speedup and the busy threshold must be >= 0");
         return WSEL_EINVAL;
     }
+    if (rc->replicas > SIM_MAX_REPLICAS || rc->spread > SIM_SPREAD_RANDOM ||
+        rc->sync > SIM_SYNC_NONE) {
+        snprintf(err, err_size,
+                 "%u replicas (spread %u, sync %u): wsel sim models 1 to %d",
+                 rc->replicas, rc->spread, rc->sync, SIM_MAX_REPLICAS);
+        return WSEL_ERANGE;
+    }
     s->first_arrival_ns = -1;
     wsel_rng_seed(&s->jitter_rng, rc->jitter_seed);
     s->num_units = c->dp_mode == SIM_DP_INDEPENDENT ? s->num_ranks : c->num_workers;
@@ -79,8 +86,10 @@ int32_t sim_state_setup(sim_state *s, const sim_run_args *args, char *err,
     if (sim_router_init(s) != 0 || sim_u64map_init(&s->acc_keys, 1024, 1) != 0)
         return report_nomem(s, err, err_size);
     s->num_acc = args->num_switches > 0 ? 1 + 1 + args->num_switches : 1;
-    for (uint32_t i = 0; i < s->num_acc; i++)
+    for (uint32_t i = 0; i < s->num_acc; i++) {
         sim_acc_init(&s->acc[i]);
+        s->acc[i].num_ranks = s->num_ranks;
+    }
     return 0;
 }
 

@@ -113,7 +113,10 @@ static const cli_command eval_command = {
               "--workload, --workers/--dp/--dp-mode, --plugin/--config, --seed (the\n"
               "first seed), --jitter-ms (for traces: what else a seed varies).\n"
               "Seeds vary the workload (generated input), the policies' random draws\n"
-              "and tie breaks, and the jitter when --jitter-ms is given.\n\n"
+              "and tie breaks, the jitter when --jitter-ms is given, and the spread\n"
+              "over replicas with --replica-spread random. With --replicas, the\n"
+              "search finds the replicas' saturation: give --saturation to compare\n"
+              "replica setups at one speed.\n\n"
               "Exit status: 0 success, 1 failure, 2 bad usage. See docs/evaluation.md.",
 };
 

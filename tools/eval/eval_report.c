@@ -14,6 +14,7 @@
 
 #include "eval.h"
 #include "json_write.h"
+#include "report.h"
 
 void eval_values(const eval_options *o, const eval_result *r, uint32_t k, uint32_t load,
                  uint32_t policy, double *v)
@@ -85,6 +86,7 @@ void eval_print_tables(FILE *out, const eval_options *o, const eval_result *r)
         "%s)\n",
         r->saturation, 2 * r->unloaded_ttft_ms, r->unloaded_ttft_ms,
         r->saturation_given ? "given by --saturation" : "found by search");
+    sim_report_replicas_text(out, &o->sim.router);
     for (uint32_t l = 0; l < o->num_loads; l++) {
         fprintf(out, "\n%.0f %% of saturation (speedup %.4g), %u seeds:\n\n", o->loads[l],
                 r->saturation * o->loads[l] / 100.0, o->seeds);
@@ -286,9 +288,11 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
             (double)so->router.jitter_ns / 1e6, so->cluster.num_workers);
     for (uint32_t w = 0; w < so->cluster.num_workers; w++)
         fprintf(out, "%s%u", w ? "," : "", so->cluster.dp[w]);
-    fprintf(out, "],\"dp_mode\":\"%s\",\"kv_blocks\":%u,\"block_size\":%u},",
+    fprintf(out, "],\"dp_mode\":\"%s\",\"kv_blocks\":%u,\"block_size\":%u",
             sim_dp_mode_names[so->cluster.dp_mode], so->cluster.kv_blocks,
             so->cluster.block_size);
+    sim_report_replicas_json(out, &so->router);
+    fprintf(out, "},");
     fprintf(out,
             "\"saturation\":{\"speedup\":%.6g,\"unloaded_ttft_ms\":%.6g,"
             "\"given\":%s,\"probes\":[",

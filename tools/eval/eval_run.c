@@ -22,6 +22,7 @@ int eval_run_one(const eval_options *o, const eval_policy *pol, double speedup,
     so.workload.seed = seed;
     so.router.speedup = speedup;
     so.router.jitter_seed = seed;
+    so.router.spread_seed = seed;
     sim_source *src = NULL;
     int32_t rc = so.trace
                      ? sim_source_open_trace(&src, so.trace, so.trace_block_size,
@@ -33,11 +34,16 @@ int eval_run_one(const eval_options *o, const eval_policy *pol, double speedup,
         fprintf(stderr, "wsel eval: %s\n", err);
         return -1;
     }
-    sim_host_policy hp;
-    sim_policy policy;
-    rc = sim_host_policy_open(&hp, &policy, pol->path, pol->config, seed,
-                              (uint32_t)so.isolated, sim_cluster_ranks(&so.cluster), err,
-                              sizeof(err));
+    sim_host_policy hp[SIM_MAX_REPLICAS];
+    sim_policy policy[SIM_MAX_REPLICAS];
+    uint32_t replicas = so.router.replicas > 1 ? so.router.replicas : 1;
+    wsel_host_options opts;
+    wsel_host_options_default(&opts);
+    opts.seed = seed;
+    opts.isolated = (uint32_t)so.isolated;
+    rc =
+        sim_host_policy_open_replicas(hp, policy, replicas, pol->path, pol->config, &opts,
+                                      sim_cluster_ranks(&so.cluster), err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "wsel eval: %s: %s\n", pol->label, err);
         sim_source_close(src);
@@ -48,12 +54,12 @@ int eval_run_one(const eval_options *o, const eval_policy *pol, double speedup,
         .router = &so.router,
         .source = &sim_source_ops_default,
         .source_ctx = src,
-        .policy = &policy,
+        .policy = policy,
         .first_label = pol->label,
     };
     sim_result res;
     rc = sim_run(&args, &res, err, sizeof(err));
-    sim_host_policy_close(&hp);
+    sim_host_policy_close_replicas(hp, replicas);
     sim_source_close(src);
     if (rc != 0) {
         fprintf(stderr, "wsel eval: %s: %s\n", pol->label, err);

@@ -224,6 +224,13 @@ static int count_requests(const sim_options *o, uint64_t *total)
     return WSEL_EXIT_OK;
 }
 
+/* Router replicas of a run: one host (and policy) each. */
+static uint32_t num_replicas(const sim_options *o)
+{
+    return o->router.replicas > 1 ? o->router.replicas : 1;
+}
+
+/* hp: num_replicas(o) hosts, replica k's at hp[k]. */
 static int run_one(const sim_options *o, const policy_entry *pe, const sim_switch *sw,
                    sim_observer *ob, sim_host_policy *hp, sim_explain *ex, uint64_t total,
                    sim_result *res, uint64_t *bad_lines)
@@ -234,21 +241,22 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
     if (status != WSEL_EXIT_OK)
         return status;
     int32_t rc;
-    sim_policy policy;
+    sim_policy policy[SIM_MAX_REPLICAS];
     wsel_host_options opts;
     wsel_host_options_default(&opts);
     opts.seed = o->seed;
     opts.isolated = (uint32_t)o->isolated;
     opts.select_deadline_us = o->isolated_deadline_us;
-    rc = sim_host_policy_open_opts(hp, &policy, pe->path, pe->config, &opts,
-                                   sim_cluster_ranks(&o->cluster), err, sizeof(err));
+    rc = sim_host_policy_open_replicas(hp, policy, num_replicas(o), pe->path, pe->config,
+                                       &opts, sim_cluster_ranks(&o->cluster), err,
+                                       sizeof(err));
     if (rc != 0) {
         report_policy_error(pe, err);
         sim_source_close(src);
         return WSEL_EXIT_FAILURE;
     }
-    if (ex != NULL &&
-        sim_explain_open(ex, o->explain, total, o->seed, hp, &policy, pe->path,
+    if (ex != NULL && /* one replica: options.c refuses --explain with more */
+        sim_explain_open(ex, o->explain, total, o->seed, hp, &policy[0], pe->path,
                          pe->config, sim_cluster_ranks(&o->cluster), err,
                          sizeof(err)) != 0) {
         fprintf(stderr, "wsel sim: %s\n", err);
@@ -260,7 +268,7 @@ static int run_one(const sim_options *o, const policy_entry *pe, const sim_switc
         .router = &o->router,
         .source = &sim_source_ops_default,
         .source_ctx = src,
-        .policy = &policy,
+        .policy = policy,
         .switches = sw,
         .num_switches = o->num_switches,
         .first_label = pe->label,
@@ -287,13 +295,30 @@ typedef struct comparison {
     int n;
     sim_switch switches[SIM_MAX_PHASES];
     sim_report_row *rows;
-    sim_host_policy *hosts;
+    sim_host_policy *hosts; /* policy i's replicas at [i * replicas, ...) */
+    uint32_t replicas;
     sim_explain *explains; /* with --explain, else NULL */
     sim_plot *plot;        /* with --plot, else NULL */
     int opened;            /* hosts[0..opened) may be open */
     uint64_t total;        /* requests, with --explain */
     uint64_t bad_lines;
 } comparison;
+
+/* The counters of a policy's replicas, added up (every member a count). */
+static void read_counters(const sim_host_policy *hp, uint32_t replicas,
+                          wsel_host_counters *sum)
+{
+    _Static_assert(sizeof(*sum) % sizeof(uint64_t) == 0, "counters are uint64_t");
+    wsel_host_read_counters(hp[0].host, sum, sizeof(*sum));
+    for (uint32_t k = 1; k < replicas; k++) {
+        wsel_host_counters one;
+        wsel_host_read_counters(hp[k].host, &one, sizeof(one));
+        uint64_t *to = (uint64_t *)(void *)sum;
+        const uint64_t *from = (const uint64_t *)(const void *)&one;
+        for (size_t j = 0; j < sizeof(one) / sizeof(uint64_t); j++)
+            to[j] += from[j];
+    }
+}
 
 /* Run every policy in turn, with a progress line. An exit status. */
 static int run_policies(const sim_options *o, comparison *c)
@@ -317,15 +342,15 @@ static int run_policies(const sim_options *o, comparison *c)
         prog.label = c->policies[i].label;
         prog.index = (uint32_t)i;
         prog.start_s = wall_s();
-        status = run_one(o, &c->policies[i], c->switches, &ob, &c->hosts[i],
+        sim_host_policy *hp = &c->hosts[(size_t)i * c->replicas];
+        status = run_one(o, &c->policies[i], c->switches, &ob, hp,
                          c->explains ? &c->explains[i] : NULL, c->total, &row->result,
                          &c->bad_lines);
         if (c->explains)
             row->explain = &c->explains[i];
-        if (c->hosts[i].host != NULL) {
+        if (hp[0].host != NULL) {
             c->opened = i + 1;
-            wsel_host_read_counters(c->hosts[i].host, &row->counters,
-                                    sizeof(row->counters));
+            read_counters(hp, c->replicas, &row->counters);
             row->has_counters = 1;
         }
         clear_progress(&prog);
@@ -386,8 +411,7 @@ static void close_comparison(comparison *c)
         sim_explain_close(&c->explains[i]);
     free(c->explains);
     for (int i = 0; i < c->opened; i++)
-        if (c->hosts[i].host != NULL)
-            sim_host_policy_close(&c->hosts[i]);
+        sim_host_policy_close_replicas(&c->hosts[(size_t)i * c->replicas], c->replicas);
     free(c->hosts);
     free(c->rows);
 }
@@ -402,8 +426,9 @@ static int compare(const sim_options *o)
     c.n = resolve_policies(o, policies);
     if (c.n < 0 || resolve_switches(o, c.switches, switch_paths) != 0)
         return WSEL_EXIT_FAILURE;
+    c.replicas = num_replicas(o);
     c.rows = calloc((size_t)c.n, sizeof(*c.rows));
-    c.hosts = calloc((size_t)c.n, sizeof(*c.hosts));
+    c.hosts = calloc((size_t)c.n * c.replicas, sizeof(*c.hosts));
     c.explains = o->explain ? calloc((size_t)c.n, sizeof(*c.explains)) : NULL;
     int status = WSEL_EXIT_FAILURE;
     if (!c.rows || !c.hosts || (o->explain && !c.explains))

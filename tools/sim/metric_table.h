@@ -66,6 +66,8 @@
       "%.2f", 0, NULL, "rank_load_imbalance", SIM_MJ_REAL, SIM_MF_EVAL)                  \
     X(GROUP_IMBALANCE, "group_load_imbalance", "group_imb", m->group_load_imbalance, 1,  \
       "%.2f", 0, NULL, "group_load_imbalance", SIM_MJ_REAL, SIM_MF_EVAL)                 \
+    X(HERDING, "herding_index", "herd", m->herding_index, 1, "%.2f", 0, NULL,            \
+      "herding_index", SIM_MJ_REAL, SIM_MF_EVAL)                                         \
     X(FALLBACKS, "fallbacks", "fallbk", m->fallbacks, 1, "%.0f", 0, NULL, "fallbacks",   \
       SIM_MJ_COUNT, SIM_MF_EVAL)                                                         \
     X(SELECT_P50, "select_ns_p50", "sel_p50_ns", m->select_ns_p50, 1, "%.0f", 0,         \

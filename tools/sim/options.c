@@ -118,6 +118,20 @@ static const cli_option sim_option_table[] = {
     {CLI_OPT("busy-prefill-tokens", "N",
              "Dynamo busy threshold: prefill tokens queued or running above N", "off"),
      CLI_AS_U64(OFF(router.busy_prefill_tokens), 0, 1e15)},
+    {CLI_OPT("replicas", "R",
+             "router replicas, each with its own policy instance and load view", "1"),
+     CLI_AS_U32(OFF(router.replicas), 1, SIM_MAX_REPLICAS)},
+    {CLI_OPT("replica-spread", "HOW",
+             "how arrivals reach the replicas: round-robin, random (seeded by --seed)",
+             "round-robin"),
+     CLI_AS_CHOICE(OFF(router.spread), sim_spread_names)},
+    {CLI_OPT("sync", "MODE",
+             "replicas see each other's load changes: lag (--sync-lag-ms late), none",
+             "lag"),
+     CLI_AS_CHOICE(OFF(router.sync), sim_sync_names)},
+    {CLI_OPT("sync-lag-ms", "MS", "with --sync lag: how late a replica sees the others'",
+             "0"),
+     CLI_AS_DOUBLE(OFF(sync_lag_ms), 0, 1e9)},
     {CLI_OPT("plugin", "NAME|PATH", "policy to compare; repeatable",
              "(every bundled policy)"),
      CLI_AS_CALL(sim_set_plugin)},
@@ -186,6 +200,7 @@ void sim_options_defaults(sim_options *o)
     o->router.temperature = 0.0;
     o->router.affinity_blocks = 4;
     o->router.speedup = 1.0;
+    o->router.replicas = 1;
     o->trace_block_size = 512;
     o->seed = 1;
     o->timing = 1;
@@ -225,6 +240,22 @@ static int check_shape(sim_options *o, char *err, size_t err_size)
     return CLI_OK;
 }
 
+/* The replica options hold together. 0 or 2 with a message. */
+static int check_replicas(sim_options *o, char *err, size_t err_size)
+{
+    if (o->router.sync == SIM_SYNC_NONE && o->sync_lag_ms > 0) {
+        snprintf(err, err_size, "--sync-lag-ms needs --sync lag, not --sync none");
+        return CLI_USAGE;
+    }
+    if (o->explain && o->router.replicas > 1) {
+        snprintf(err, err_size, "--explain follows one router; give --replicas 1");
+        return CLI_USAGE;
+    }
+    o->router.sync_lag_ns = (uint64_t)llround(o->sync_lag_ms * 1e6);
+    o->router.spread_seed = o->seed;
+    return CLI_OK;
+}
+
 /* What the table's ranges cannot say: options that hold together. */
 int sim_options_check(sim_options *o, char *err, size_t err_size)
 {
@@ -252,7 +283,7 @@ int sim_options_check(sim_options *o, char *err, size_t err_size)
     o->router.kv_event_delay_ns = (uint64_t)llround(o->kv_event_delay_ms * 1e6);
     o->workload.seed = o->seed;
     o->router.jitter_seed = o->seed;
-    return CLI_OK;
+    return check_replicas(o, err, err_size);
 }
 
 int sim_options_parse(sim_options *o, int argc, char **argv, char *err, size_t err_size)

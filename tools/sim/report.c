@@ -191,11 +191,35 @@ static void json_cluster(FILE *out, const sim_cluster *c, const sim_router_confi
     fprintf(out,
             ",\"dp_mode\":\"%s\",\"kv_event_delay_ms\":%.6g,\"overlap_weight\":%.6g,"
             "\"temperature\":%.6g,\"affinity_blocks\":%u,\"busy_decode_blocks\":%.6g,"
-            "\"busy_prefill_tokens\":%llu,\"speedup\":%.6g,\"jitter_ms\":%.6g}",
+            "\"busy_prefill_tokens\":%llu,\"speedup\":%.6g,\"jitter_ms\":%.6g",
             sim_dp_mode_names[c->dp_mode], (double)rc->kv_event_delay_ns / 1e6,
             rc->overlap_weight, rc->temperature, rc->affinity_blocks,
             rc->busy_decode_blocks, (unsigned long long)rc->busy_prefill_tokens,
             rc->speedup, (double)rc->jitter_ns / 1e6);
+    sim_report_replicas_json(out, rc);
+    fputc('}', out);
+}
+
+void sim_report_replicas_json(FILE *out, const sim_router_config *rc)
+{
+    if (rc->replicas <= 1)
+        return;
+    fprintf(out, ",\"replicas\":%u,\"replica_spread\":\"%s\",\"sync\":\"%s\"",
+            rc->replicas, sim_spread_names[rc->spread], sim_sync_names[rc->sync]);
+    if (rc->sync == SIM_SYNC_LAG)
+        fprintf(out, ",\"sync_lag_ms\":%.6g", (double)rc->sync_lag_ns / 1e6);
+}
+
+void sim_report_replicas_text(FILE *out, const sim_router_config *rc)
+{
+    if (rc->replicas <= 1)
+        return;
+    fprintf(out, "router replicas: %u, arrivals spread %s, ", rc->replicas,
+            sim_spread_names[rc->spread]);
+    if (rc->sync == SIM_SYNC_NONE)
+        fprintf(out, "load views not synced\n");
+    else
+        fprintf(out, "load views synced %.6g ms late\n", (double)rc->sync_lag_ns / 1e6);
 }
 
 void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,

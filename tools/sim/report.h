@@ -36,6 +36,12 @@ typedef struct sim_report_input {
 
 void sim_report_table(FILE *out, const sim_report_row *rows, uint32_t n);
 
+/* The router replicas as JSON members (`,"replicas":R,...`) or a line of
+ * text; both print nothing for one router, whose reports stay as they
+ * were before replicas were modelled. */
+void sim_report_replicas_json(FILE *out, const sim_router_config *rc);
+void sim_report_replicas_text(FILE *out, const sim_router_config *rc);
+
 /* JSON document; with timing == 0 the select_ns figures print as 0 so the
  * output is byte-identical across runs. */
 void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,
