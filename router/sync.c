@@ -265,6 +265,7 @@ static int32_t copy_options(rt_sync *s, const wsel_router_sync_options *opts, ch
     o->lease_periods = o->lease_periods ? o->lease_periods : 3;
     o->max_replicas = o->max_replicas ? o->max_replicas : 64;
     o->reconnect_ms = o->reconnect_ms ? o->reconnect_ms : 250;
+    o->batch_us = o->batch_us ? o->batch_us : 1000;
     return 0;
 }
 

@@ -93,26 +93,33 @@ static void on_sub_done(void *tp_)
 }
 
 /* Encode (under the router's mutex) and publish a message of `kind`;
- * nothing while disconnected (the reconnect's snapshot says it all). */
-static void publish(rt_sync_transport *tp, uint32_t kind)
+ * nothing while disconnected (the reconnect's snapshot says it all).
+ * Returns 1 while changes keep coming (the publisher then ticks every
+ * batch_us and routes need not wake it), 0 once an update finds none
+ * (pending cleared: the next change wakes it). */
+static int publish(rt_sync_transport *tp, uint32_t kind)
 {
     wsel_router *r = tp->r;
     rt_sync *s = tp->s;
     pthread_mutex_lock(&r->mu);
-    atomic_store(&s->pending, 0);
     size_t len = rt_sync_encode(r, kind, tp->buf);
+    int empty = kind == RT_SYNC_UPDATE && len == RT_SYNC_HDR;
+    if (empty)
+        atomic_store(&s->pending, 0);
+    int ticking = (int)atomic_load(&s->pending);
     pthread_mutex_unlock(&r->mu);
-    if (!atomic_load(&s->connected))
-        return;
+    if (empty || !atomic_load(&s->connected))
+        return ticking;
     natsStatus st = natsConnection_Publish(tp->nc, s->subject, tp->buf, (int)len);
     pthread_mutex_lock(&r->mu);
     if (st != NATS_OK)
         s->c.publish_errors++;
     else if (kind == RT_SYNC_SNAPSHOT)
         s->c.snapshots_sent++;
-    else if (kind == RT_SYNC_UPDATE)
+    else
         s->c.updates_sent++;
     pthread_mutex_unlock(&r->mu);
+    return ticking;
 }
 
 static struct timespec ts_of(uint64_t us)
@@ -121,25 +128,42 @@ static struct timespec ts_of(uint64_t us)
                              .tv_nsec = (long)(us % 1000000u) * 1000};
 }
 
-/* The publisher: changed ranks as soon as woken, a snapshot (and the
- * peers' leases checked) every period and after each (re)connect. */
+/* Under tp->mu: wait until until_us, or a stop or a snapshot, or (wake
+ * set) a change. */
+static void wait_until(rt_sync_transport *tp, uint64_t until_us, int wake)
+{
+    struct timespec until = ts_of(until_us);
+    while (!tp->stop && !tp->snapshot_now && !(wake && tp->wake) &&
+           rt_sync_now_us() < until_us)
+        pthread_cond_timedwait(&tp->cv, &tp->mu, &until);
+}
+
+/* The publisher. Idle, it sleeps until a change wakes it, gathers
+ * batch_us of changes into one update, then ticks every batch_us while
+ * changes keep coming (under steady load no route wakes it: a wake-up is
+ * a system call, and an inter-processor interrupt on a VM). A snapshot
+ * (and the peers' leases checked) every period and after each
+ * (re)connect. */
 static void *publisher(void *tp_)
 {
     rt_sync_transport *tp = tp_;
     const uint64_t period = (uint64_t)tp->s->opt.period_ms * 1000u;
+    const uint64_t batch = tp->s->opt.batch_us;
     uint64_t next = rt_sync_now_us() + period;
+    int ticking = 0;
     pthread_mutex_lock(&tp->mu);
     while (!tp->stop) {
-        struct timespec until = ts_of(next);
-        while (!tp->stop && !tp->wake && !tp->snapshot_now && rt_sync_now_us() < next)
-            pthread_cond_timedwait(&tp->cv, &tp->mu, &until);
+        uint64_t tick = rt_sync_now_us() + batch;
+        wait_until(tp, ticking && tick < next ? tick : next, !ticking);
         if (tp->stop)
             break;
         uint64_t now = rt_sync_now_us();
         int periodic = now >= next, snap = periodic || tp->snapshot_now;
+        if (!snap && !ticking) /* a first change: let others join it */
+            wait_until(tp, now + batch, 0);
         tp->wake = tp->snapshot_now = 0;
         pthread_mutex_unlock(&tp->mu);
-        publish(tp, snap ? RT_SYNC_SNAPSHOT : RT_SYNC_UPDATE);
+        ticking = publish(tp, snap ? RT_SYNC_SNAPSHOT : RT_SYNC_UPDATE);
         if (periodic) {
             rt_sync_expire(tp->r);
             while (next <= now)
@@ -162,6 +186,8 @@ static natsStatus make_options(rt_sync_transport *tp, const rt_sync *s)
         st = natsOptions_SetName(tp->no, "wsel-router");
     if (st == NATS_OK)
         st = natsOptions_SetNoEcho(tp->no, true);
+    if (st == NATS_OK) /* written by the publisher itself: no flusher wake-up */
+        st = natsOptions_SetSendAsap(tp->no, true);
     if (st == NATS_OK)
         st = natsOptions_SetMaxReconnect(tp->no, -1);
     if (st == NATS_OK)

@@ -470,7 +470,8 @@ WSEL_ROUTER_API const char *wsel_router_kv_skip_name(uint32_t reason);
  * A replica's routes never wait on NATS: the load is published from a
  * thread of the sync's own. docs/replicas.md spells the protocol and its
  * bounds:
- *   a rank's change reaches the others in one message (no waiting period);
+ *   a rank's change reaches the others in one message, batch_us after it
+ *   (changes in between ride along);
  *   every period each replica publishes its whole contribution (a snapshot,
  *   also its heartbeat), so a late joiner or a reconnect converges within
  *   one period;
@@ -509,6 +510,9 @@ typedef struct wsel_router_sync_options {
     uint32_t max_replicas;
     /* Wait between NATS reconnect attempts, ms; 0 = 250. */
     uint32_t reconnect_ms;
+    /* Changes are gathered this long after the first into one message,
+     * us; 0 = 1000 (at most ~1,000 messages a second a replica). */
+    uint32_t batch_us;
 } wsel_router_sync_options;
 
 /* Start sharing load. Returns at once even when NATS is unreachable (the
