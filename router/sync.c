@@ -205,9 +205,9 @@ void rt_sync_apply(wsel_router *r, const uint8_t *m, size_t len)
     if (id == s->opt.replica_id)
         goto out_unlock;
     rt_sync_peer *pe = peer_find(r, s, id, kind == RT_SYNC_BYE);
-    s->c.messages_applied++;
     if (!pe)
         goto out_unlock;
+    s->c.messages_applied++;
     if (kind == RT_SYNC_BYE) {
         s->c.goodbyes++;
         peer_free(r, s, pe);
@@ -306,6 +306,8 @@ int32_t wsel_router_sync_start(wsel_router *r, const wsel_router_sync_options *o
     s->dirty = calloc((r->opt.max_rows + 63) / 64, sizeof(*s->dirty));
     if (!s->agg || !s->peers || !s->dirty)
         goto nomem;
+    /* Routes wake nobody until the publisher, ticking first, clears it. */
+    atomic_init(&s->pending, 1);
     pthread_mutex_lock(&r->mu);
     r->sync = s;
     pthread_mutex_unlock(&r->mu);

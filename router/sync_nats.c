@@ -150,7 +150,7 @@ static void *publisher(void *tp_)
     const uint64_t period = (uint64_t)tp->s->opt.period_ms * 1000u;
     const uint64_t batch = tp->s->opt.batch_us;
     uint64_t next = rt_sync_now_us() + period;
-    int ticking = 0;
+    int ticking = 1; /* pending starts set (wsel_router_sync_start) */
     pthread_mutex_lock(&tp->mu);
     while (!tp->stop) {
         uint64_t tick = rt_sync_now_us() + batch;
@@ -239,8 +239,10 @@ int32_t rt_sync_transport_start(wsel_router *r, rt_sync *s, char *err, size_t er
     natsStatus st = make_options(tp, s);
     if (st == NATS_OK) {
         st = natsConnection_Connect(&tp->nc, tp->no);
-        if (st == NATS_OK)
+        if (st == NATS_OK) {
             atomic_store(&s->connected, 1);
+            tp->snapshot_now = 1; /* the load routed before the start */
+        }
         else if (st == NATS_NOT_YET_CONNECTED)
             st = NATS_OK; /* the client keeps trying; on_connected says when */
     }
