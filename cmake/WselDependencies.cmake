@@ -80,9 +80,11 @@ endif()
 
 # libwsel-router's replica sync (optional, docs/replicas.md):
 #   libnats  the NATS C client:            libnats-dev
-# Found: wsel_dep::nats and WSEL_HAVE_NATS; missing: built without it
-# (wsel_router_sync_start answers WSEL_ESTATE), said once here.
-if(WSEL_REALTIME)
+# Found: wsel_dep::nats and WSEL_HAVE_NATS; missing, or -DWSEL_NATS=OFF:
+# built without it (wsel_router_sync_start answers WSEL_ESTATE).
+option(WSEL_NATS "libwsel-router's replica sync over NATS (libnats-dev)" ON)
+set(WSEL_HAVE_NATS OFF)
+if(WSEL_REALTIME AND WSEL_NATS)
   find_path(WSEL_nats_INCLUDE_DIR nats/nats.h)
   find_library(WSEL_nats_LIBRARY nats)
   if(WSEL_nats_INCLUDE_DIR AND WSEL_nats_LIBRARY)
@@ -94,7 +96,6 @@ if(WSEL_REALTIME)
         INTERFACE_LINK_LIBRARIES "${WSEL_nats_LIBRARY}")
     endif()
   else()
-    set(WSEL_HAVE_NATS OFF)
     message(STATUS "wsel: libnats not found (Debian package libnats-dev): "
                    "libwsel-router is built without replica sync")
   endif()
