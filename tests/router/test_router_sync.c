@@ -5,8 +5,9 @@
  * port (every test skipped, with a message, when the binary is missing):
  * a peer sees the load routed elsewhere and its drop, a late joiner learns
  * it, a goodbye drops it at once, a replica gone without one is expired
- * within two leases, and through a NATS kill and restart both keep routing
- * (no failure, counted as local) and converge again. Every wait is for a
+ * within two leases, malformed messages are counted and ignored, and
+ * through a NATS kill and restart both keep routing (no failure, counted
+ * as local) and converge again. Every wait is for a
  * condition, with a deadline.
  */
 #include <arpa/inet.h>
@@ -26,6 +27,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#ifdef WSEL_TEST_HAVE_NATS
+#include <nats/nats.h>
+#endif
 
 #include "wsel_router.h"
 
@@ -416,6 +420,42 @@ static void test_nats_restart_keeps_routing_and_converges(void **state)
     replica_stop(&b);
 }
 
+static int got_bad(replica *b, replica *unused)
+{
+    (void)unused;
+    return counters(b).messages_bad >= 2;
+}
+
+/* Garbage and a header whose count disagrees with its length, published
+ * on the fleet's subject by a plain NATS client: counted, nothing applied. */
+static void test_malformed_messages_are_counted_and_ignored(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+#ifdef WSEL_TEST_HAVE_NATS
+    replica b;
+    replica_start(&b, 2, "t.bad", 0);
+    char url[64];
+    snprintf(url, sizeof(url), "nats://127.0.0.1:%s", port);
+    natsConnection *nc = NULL;
+    assert_int_equal(natsConnection_ConnectTo(&nc, url), NATS_OK);
+    uint8_t msg[40] = {'W', 'S', 'Y', '1', 1, 0, 0, 0, 7};
+    msg[24] = 5; /* five records claimed, none sent */
+    assert_int_equal(natsConnection_Publish(nc, "t.bad", "garbage", 7), NATS_OK);
+    assert_int_equal(natsConnection_Publish(nc, "t.bad", msg, 32), NATS_OK);
+    assert_int_equal(natsConnection_Flush(nc), NATS_OK);
+    assert_true(wait_for(got_bad, &b, NULL, DEADLINE));
+    wsel_router_sync_counters c = counters(&b);
+    assert_int_equal(c.messages_applied, 0);
+    assert_int_equal(c.replicas_live, 0);
+    assert_int_equal(seen_requests(&b), 0);
+    natsConnection_Destroy(nc);
+    replica_stop(&b);
+#else
+    skip();
+#endif
+}
+
 static void test_unreachable_server_routes_locally(void **state)
 {
     (void)state;
@@ -471,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_late_joiner_learns_the_current_load),
         cmocka_unit_test(test_goodbye_drops_the_load_at_once),
         cmocka_unit_test(test_dead_replica_load_expires_within_two_leases),
+        cmocka_unit_test(test_malformed_messages_are_counted_and_ignored),
         cmocka_unit_test(test_nats_restart_keeps_routing_and_converges),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
