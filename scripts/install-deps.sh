@@ -18,6 +18,8 @@ packages=(
   nginx nginx-dev                               # nginx/ (issue 16): the upstream module
   prometheus                                    # promtool: tests/nginx only, skipped without (~96 MB)
 )
+# The Rust host example needs cargo; take Debian's only when none is installed.
+command -v cargo >/dev/null 2>&1 || packages+=(cargo)
 # Replica sync (issue 28, docs/replicas.md): libwsel-router shares load
 # between router replicas over NATS with the NATS C client; its tests start
 # a real nats-server on loopback (skipped without it). Without libnats-dev
@@ -26,8 +28,6 @@ packages+=(
   libnats-dev                                   # libwsel-router: replica sync (NATS C client)
   nats-server                                   # tests/router: test_router_sync's server
 )
-# The Rust host example needs cargo; take Debian's only when none is installed.
-command -v cargo >/dev/null 2>&1 || packages+=(cargo)
 
 missing=()
 for p in "${packages[@]}"; do
