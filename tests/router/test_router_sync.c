@@ -3,7 +3,8 @@
  * test_router_sync.c -- replica sync: two routers in this process share
  * their load over a real nats-server this suite starts on a free loopback
  * port (every test skipped, with a message, when the binary is missing):
- * a peer sees the load routed elsewhere and its drop, a late joiner learns
+ * a peer sees the load routed elsewhere and its drop (in its costs and
+ * busy flags), a late joiner learns
  * it, a goodbye drops it at once, a replica gone without one is expired
  * within two leases, malformed messages are counted and ignored, and
  * through a NATS kill and restart both keep routing (no failure, counted
@@ -42,6 +43,7 @@ extern char **environ;
 static const char *nats_bin;
 static char port[16];
 static pid_t server = -1;
+static uint32_t busy_requests; /* replica_start's busy_active_requests */
 
 typedef struct replica {
     wsel_host *host;
@@ -189,7 +191,10 @@ static void replica_start(replica *p, uint64_t id, const char *subject, uint32_t
 {
     char err[256];
     assert_int_equal(wsel_host_create(NULL, &p->host), 0);
-    wsel_router_options o = {.struct_size = sizeof(o), .block_size = BS, .host = p->host};
+    wsel_router_options o = {.struct_size = sizeof(o),
+                             .block_size = BS,
+                             .busy_active_requests = busy_requests,
+                             .host = p->host};
     assert_int_equal(wsel_router_create(&o, &p->router, err, sizeof(err)), 0);
     for (uint64_t w = 1; w <= 2; w++) {
         char addr[32];
@@ -323,6 +328,29 @@ static void test_route_avoids_the_rank_a_peer_loaded(void **state)
         assert_int_equal(route(&b, 100 + i, &rb), 0);
         assert_int_not_equal(rb.worker_id, ra.worker_id);
         assert_int_equal(wsel_router_finished(b.router, rb.request_id), 0);
+    }
+    replica_stop(&a);
+    replica_stop(&b);
+}
+
+static void test_busy_flag_counts_the_peers_requests(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    replica a, b;
+    busy_requests = 1;
+    replica_start(&a, 1, "t.busy", 0);
+    replica_start(&b, 2, "t.busy", 0);
+    busy_requests = 0;
+    wsel_route_result ra;
+    assert_int_equal(route(&a, 1, &ra), 0);
+    assert_true(wait_for(agree, &a, &b, DEADLINE));
+    wsel_router_rank_info rows[2];
+    assert_int_equal(wsel_router_read_ranks(b.router, rows, 2), 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rows[i].active_requests, 0); /* b's own: none */
+        assert_int_equal(rows[i].flags & WSEL_ROW_BUSY,
+                         rows[i].worker_id == ra.worker_id ? WSEL_ROW_BUSY : 0);
     }
     replica_stop(&a);
     replica_stop(&b);
@@ -508,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_unreachable_server_routes_locally),
         cmocka_unit_test(test_peer_sees_routed_load_and_its_drop),
         cmocka_unit_test(test_route_avoids_the_rank_a_peer_loaded),
+        cmocka_unit_test(test_busy_flag_counts_the_peers_requests),
         cmocka_unit_test(test_late_joiner_learns_the_current_load),
         cmocka_unit_test(test_goodbye_drops_the_load_at_once),
         cmocka_unit_test(test_dead_replica_load_expires_within_two_leases),
