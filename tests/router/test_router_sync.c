@@ -4,12 +4,11 @@
  * their load over a real nats-server this suite starts on a free loopback
  * port (every test skipped, with a message, when the binary is missing):
  * a peer sees the load routed elsewhere and its drop (in its costs and
- * busy flags), a late joiner learns
- * it, a goodbye drops it at once, a replica gone without one is expired
- * within two leases, malformed messages are counted and ignored, and
- * through a NATS kill and restart both keep routing (no failure, counted
- * as local) and converge again. Every wait is for a
- * condition, with a deadline.
+ * busy flags), a late joiner learns it, a goodbye drops it at once, a
+ * replica gone without one is expired within two leases, malformed
+ * messages are counted and ignored, and through a NATS kill and restart
+ * both keep routing (no failure, counted as local) and converge again.
+ * Every wait is for a condition, with a deadline.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
