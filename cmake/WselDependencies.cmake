@@ -77,3 +77,26 @@ if(WSEL_REALTIME)
       INTERFACE_LINK_LIBRARIES "${WSEL_xxhash_LIBRARY}")
   endif()
 endif()
+
+# libwsel-router's replica sync (optional, docs/replicas.md):
+#   libnats  the NATS C client:            libnats-dev
+# Found: wsel_dep::nats and WSEL_HAVE_NATS; missing, or -DWSEL_NATS=OFF:
+# built without it (wsel_router_sync_start answers WSEL_ESTATE).
+option(WSEL_NATS "libwsel-router's replica sync over NATS (libnats-dev)" ON)
+set(WSEL_HAVE_NATS OFF)
+if(WSEL_REALTIME AND WSEL_NATS)
+  find_path(WSEL_nats_INCLUDE_DIR nats/nats.h)
+  find_library(WSEL_nats_LIBRARY nats)
+  if(WSEL_nats_INCLUDE_DIR AND WSEL_nats_LIBRARY)
+    set(WSEL_HAVE_NATS ON)
+    if(NOT TARGET wsel_dep::nats)
+      add_library(wsel_dep::nats INTERFACE IMPORTED)
+      set_target_properties(wsel_dep::nats PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES "${WSEL_nats_INCLUDE_DIR}"
+        INTERFACE_LINK_LIBRARIES "${WSEL_nats_LIBRARY}")
+    endif()
+  else()
+    message(STATUS "wsel: libnats not found (Debian package libnats-dev): "
+                   "libwsel-router is built without replica sync")
+  endif()
+endif()

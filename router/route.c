@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "router_internal.h"
+#include "sync.h"
 
 static int req_alloc(wsel_router *r, uint32_t *out)
 {
@@ -189,6 +190,7 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
     s->active_prefill_tokens += prefill;
     s->active_blocks += blocks;
     s->active_requests++;
+    rt_sync_note(r, sid, 1);
     return 0;
 }
 
@@ -332,8 +334,10 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
         return WSEL_ENOENT;
     rt_req *q = &r->req[qi];
     uint32_t sid = live_slot(r, qi);
-    if (q->prefilling && sid != RT_NIL)
+    if (q->prefilling && sid != RT_NIL) {
         r->slots[sid].active_prefill_tokens -= q->prefill;
+        rt_sync_note(r, sid, 0);
+    }
     if (q->prefilling) {
         uint64_t t = rt_now_us(r);
         /* 0 means "no first token": a same-microsecond one counts as 1. */
@@ -367,6 +371,7 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
             s->active_prefill_tokens -= q->prefill;
         s->active_blocks -= q->blocks;
         s->active_requests--;
+        rt_sync_note(r, sid, 0);
         uint64_t now = rt_now_us(r);
         o.struct_size = sizeof(o);
         o.request_id = request_id;

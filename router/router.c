@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "router_internal.h"
+#include "sync.h"
 
 void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)
 {
@@ -106,6 +107,7 @@ void wsel_router_destroy(wsel_router *r)
 {
     if (!r)
         return;
+    wsel_router_sync_stop(r);
     rt_kvsub_stop(r);
     for (uint32_t w = 0; r->workers && w < r->opt.max_rows; w++) {
         for (uint32_t i = 0; r->workers[w].kv_endpoints && i < r->workers[w].dp_size; i++)
@@ -169,15 +171,17 @@ int32_t wsel_router_read_kv_cpu(wsel_router *r, wsel_router_kv_cpu *out)
     return 0;
 }
 
-static uint32_t flags_of(const wsel_router *r, const rt_slot *s)
+static uint32_t flags_of(const wsel_router *r, uint32_t sid)
 {
+    const rt_slot *s = &r->slots[sid];
+    const rt_sync_row *peers = rt_sync_load(r, sid); /* as the route adds them */
     uint32_t f = 0;
     if (r->workers[s->worker].draining || r->workers[s->worker].unavailable)
         f |= WSEL_ROW_EXCLUDED;
     if ((r->opt.busy_active_requests &&
-         s->active_requests >= r->opt.busy_active_requests) ||
+         s->active_requests + peers->requests >= r->opt.busy_active_requests) ||
         (r->opt.busy_prefill_tokens &&
-         s->active_prefill_tokens >= r->opt.busy_prefill_tokens))
+         s->active_prefill_tokens + peers->prefill >= r->opt.busy_prefill_tokens))
         f |= WSEL_ROW_BUSY;
     return f;
 }
@@ -199,7 +203,7 @@ uint32_t wsel_router_read_ranks(wsel_router *r, wsel_router_rank_info *out, uint
             .active_prefill_tokens = s->active_prefill_tokens,
             .active_blocks = s->active_blocks,
             .cached_blocks = rt_index_slot_count(&r->ix, sid),
-            .flags = flags_of(r, s),
+            .flags = flags_of(r, sid),
         };
     }
     pthread_mutex_unlock(&r->mu);

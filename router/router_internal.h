@@ -70,6 +70,7 @@ typedef struct rt_table {
 
 typedef struct rt_kvsub rt_kvsub;
 struct rt_decoder;
+struct rt_sync;
 
 struct wsel_router {
     pthread_mutex_t mu;
@@ -104,6 +105,7 @@ struct wsel_router {
     uint64_t kv_cpu_messages, kv_decode_ns, kv_apply_ns;
     rt_kvsub *kvsub;
     struct rt_decoder *dec; /* KV messages are decoded under the mutex */
+    struct rt_sync *sync;   /* replica sync (sync.h), NULL = off */
 };
 
 /* hash.c: the two halves of a chained hash. */

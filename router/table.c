@@ -11,6 +11,7 @@
  *   prefill = max(isl - overlap * bs, 0) + active_prefill_tokens
  *   decode  = active_blocks + max(isl / bs - overlap, 0)
  *   cost    = weight * (prefill / bs) + decode, saturated at DBL_MAX.
+ * The active loads include the other replicas' with replica sync (sync.h).
  * (The router never sets WSEL_ROW_NO_LOAD: every rank has a load record.)
  * The rows are in canonical order by construction (topology.c), so the
  * table is valid without wsel_table_validate's pass.
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "router_internal.h"
+#include "sync.h"
 
 int rt_table_init(rt_table *t, uint32_t max_rows)
 {
@@ -90,21 +92,23 @@ const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q, const uin
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t sid = t->slot[i];
         const rt_slot *s = &r->slots[sid];
+        const rt_sync_row *peers = rt_sync_load(r, sid); /* other replicas' */
+        const uint64_t pre = s->active_prefill_tokens + peers->prefill;
+        const uint32_t act = s->active_requests + peers->requests;
         const uint32_t o = ov[sid];
         const uint32_t uncached = o < blocks_ceil ? isl - o * bs : 0;
         const uint32_t new_blocks = o < blocks ? blocks - o : 0;
-        const uint64_t p = uncached + s->active_prefill_tokens;
-        const uint64_t d = s->active_blocks + new_blocks;
+        const uint64_t p = uncached + pre;
+        const uint64_t d = s->active_blocks + peers->blocks + new_blocks;
         const double c = weight * ((double)p / dbs) + (double)d;
         uint8_t f = t->base_flags[i];
-        if ((busy_req && s->active_requests >= busy_req) ||
-            (busy_pre && s->active_prefill_tokens >= busy_pre))
+        if ((busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre))
             f |= WSEL_ROW_BUSY;
         t->overlap[i] = o;
         t->prefill[i] = p;
         t->decode[i] = d;
         t->cost[i] = c < DBL_MAX ? c : DBL_MAX;
-        t->active[i] = s->active_requests;
+        t->active[i] = act;
         t->flags[i] = f;
     }
     wsel_table *w = &t->t;

@@ -28,6 +28,14 @@ if [ "${WSEL_NO_PACKAGING:-0}" != 1 ]; then
 fi
 # The Rust host example needs cargo; take Debian's only when none is installed.
 command -v cargo >/dev/null 2>&1 || packages+=(cargo)
+# Replica sync (issue 28, docs/replicas.md): libwsel-router shares load
+# between router replicas over NATS with the NATS C client; its tests start
+# a real nats-server on loopback (skipped without it). Without libnats-dev
+# the router is built without replica sync.
+packages+=(
+  libnats-dev                                   # libwsel-router: replica sync (NATS C client)
+  nats-server                                   # tests/router: test_router_sync's server
+)
 
 missing=()
 for p in "${packages[@]}"; do

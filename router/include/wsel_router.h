@@ -458,6 +458,110 @@ WSEL_ROUTER_API uint32_t wsel_router_read_ranks(wsel_router *router,
 /* Static name of a WSEL_KV_SKIP_* reason. */
 WSEL_ROUTER_API const char *wsel_router_kv_skip_name(uint32_t reason);
 
+/* ===================================================================== */
+/* Replica sync                                                           */
+/* ===================================================================== */
+
+/*
+ * Several routers (replicas) in front of the same engines share their load
+ * over NATS: each publishes its own per-rank load (requests in flight,
+ * prefill tokens, decode blocks) and adds the others' to what its routes
+ * see (the table's prefill, decode, active requests and the busy flags).
+ * A replica's routes never wait on NATS: the load is published from a
+ * thread of the sync's own. docs/replicas.md spells the protocol and its
+ * bounds:
+ *   a rank's change reaches the others in one message, batch_us after it
+ *   (changes in between ride along);
+ *   every period each replica publishes its whole contribution (a snapshot,
+ *   also its heartbeat), so a late joiner or a reconnect converges within
+ *   one period;
+ *   a replica not heard for lease_periods x period is expired: its load
+ *   leaves every other replica's view within (lease_periods + 1) x period;
+ *   NATS unreachable: each replica routes on its own load (and what it
+ *   heard less than a lease ago), counts the routes, loses none.
+ * Optional: built when CMake finds libnats (Debian's libnats-dev);
+ * otherwise wsel_router_sync_start answers WSEL_ESTATE.
+ */
+
+/* wsel_router_sync_options.flags: stop without a goodbye, as a crashed
+ * replica would (the others expire its load after the lease). */
+#define WSEL_ROUTER_SYNC_NO_GOODBYE 0x1u
+
+typedef struct wsel_router_sync_options {
+    /* sizeof(wsel_router_sync_options); a zero field means its default. */
+    uint32_t struct_size;
+    /* WSEL_ROUTER_SYNC_* bits. */
+    uint32_t flags;
+    /* The NATS server, "nats://host:port" (required; < 512 bytes). */
+    const char *url;
+    /* The subject every replica of one fleet shares; NULL = "wsel.load"
+     * (< 128 bytes). */
+    const char *subject;
+    /* This replica's id, unique in the fleet, non-zero. Its workers are
+     * matched to the others' by worker id and rank. */
+    uint64_t replica_id;
+    /* Snapshot and heartbeat period, ms; 0 = 1000. */
+    uint32_t period_ms;
+    /* Periods without a message after which a replica's load is dropped;
+     * 0 = 3. */
+    uint32_t lease_periods;
+    /* Most other replicas remembered at once; 0 = 64 (more are counted in
+     * replicas_refused). */
+    uint32_t max_replicas;
+    /* Wait between NATS reconnect attempts, ms; 0 = 250. */
+    uint32_t reconnect_ms;
+    /* Changes are gathered this long after the first into one message,
+     * us; 0 = 1000 (at most ~1,000 messages a second a replica). */
+    uint32_t batch_us;
+} wsel_router_sync_options;
+
+/* Start sharing load. Returns at once even when NATS is unreachable (the
+ * client keeps trying; counted as disconnected). WSEL_EINVAL (bad
+ * options), WSEL_ESTATE (already started, or built without libnats),
+ * WSEL_ENOMEM, WSEL_EIO (the NATS client refused the options).
+ * [control thread] OWNERSHIP: opts and its strings are copied. */
+WSEL_ROUTER_API int32_t wsel_router_sync_start(wsel_router *router,
+                                               const wsel_router_sync_options *opts,
+                                               char *err, size_t err_size);
+/* Stop sharing: say goodbye (unless WSEL_ROUTER_SYNC_NO_GOODBYE), close
+ * the connection, drop the others' load from this router's view. A
+ * harmless no-op when not started (and for NULL); wsel_router_destroy
+ * calls it. [control thread] */
+WSEL_ROUTER_API void wsel_router_sync_stop(wsel_router *router);
+
+typedef struct wsel_router_sync_counters {
+    /* sizeof(wsel_router_sync_counters); fields past it are not written. */
+    uint32_t struct_size;
+    /* 1 while connected to NATS. */
+    uint32_t connected;
+    uint64_t updates_sent;      /* messages of changed ranks published */
+    uint64_t snapshots_sent;    /* periodic and reconnect snapshots */
+    uint64_t publish_errors;    /* publishes the client refused (dropped) */
+    uint64_t messages_applied;  /* the others' messages applied */
+    uint64_t messages_bad;      /* malformed, skipped */
+    uint64_t unknown_rows;      /* records of a (worker, rank) unknown here */
+    uint64_t replicas_live;     /* others heard within the lease, now */
+    uint64_t replicas_expired;  /* dropped when their lease ran out */
+    uint64_t replicas_refused;  /* beyond max_replicas */
+    uint64_t goodbyes;          /* others that stopped cleanly */
+    uint64_t disconnects;       /* NATS connection lost */
+    uint64_t reconnects;        /* ...and found again */
+    uint64_t local_only_routes; /* routes while disconnected */
+} wsel_router_sync_counters;
+
+/* Snapshot of the sync's counters (zeros when not started). 0 or
+ * WSEL_EINVAL (NULL, or struct_size below the first two fields).
+ * [any thread] OWNERSHIP: out is the caller's, written during the call. */
+WSEL_ROUTER_API int32_t wsel_router_sync_read_counters(wsel_router *router,
+                                                       wsel_router_sync_counters *out);
+/* The other replicas' load per row, summed, as the next route adds it:
+ * up to `max` rows in canonical order (wsel_router_read_ranks's), of
+ * which active_requests, active_prefill_tokens and active_blocks are set
+ * (the rest 0, flags too). Returns the number of rows. [any thread] */
+WSEL_ROUTER_API uint32_t wsel_router_sync_read_ranks(wsel_router *router,
+                                                     wsel_router_rank_info *out,
+                                                     uint32_t max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * sync.h -- replica sync's state and its hooks into the router (private).
+ *
+ * The other replicas' load is kept per replica (a peer) and per local rank
+ * slot, and summed per slot (agg) for the routes; a peer's rows can so be
+ * dropped as a whole (goodbye, lease expired, new incarnation). Rows carry
+ * their slot's generation + 1 (0 = unset): a row of a slot freed since is
+ * stale and reads as 0. Everything here is guarded by the router's mutex
+ * except the transport (sync_nats.c), which has its own.
+ */
+#ifndef WSEL_ROUTER_SYNC_H
+#define WSEL_ROUTER_SYNC_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "router_internal.h"
+
+/* Wire format (little-endian): a header, then n records. */
+#define RT_SYNC_MAGIC    0x31595357u /* "WSY1" */
+#define RT_SYNC_UPDATE   1u          /* the listed ranks changed */
+#define RT_SYNC_SNAPSHOT 2u          /* the whole contribution: unlisted = 0 */
+#define RT_SYNC_BYE      3u          /* the replica stopped: drop it */
+#define RT_SYNC_HDR      32u         /* magic, kind, replica, incarnation, n, pad */
+#define RT_SYNC_REC      32u         /* worker, rank, requests, prefill, blocks */
+
+typedef struct rt_sync_row {
+    uint32_t gen1; /* slot generation + 1; 0 = unset */
+    uint32_t requests;
+    uint64_t prefill;
+    uint64_t blocks;
+} rt_sync_row;
+
+typedef struct rt_sync_peer {
+    uint64_t id, incarnation;
+    uint64_t last_us; /* CLOCK_MONOTONIC of its last message */
+    rt_sync_row *rows; /* max_rows, by slot; NULL = free peer */
+} rt_sync_peer;
+
+typedef struct rt_sync_transport rt_sync_transport;
+
+typedef struct rt_sync {
+    wsel_router_sync_options opt; /* url and subject point into the copies */
+    char url[512], subject[128];
+    uint64_t incarnation;
+    /* Under the router's mutex. */
+    rt_sync_row *agg;  /* max_rows, by slot: the peers' sum */
+    rt_sync_peer *peers; /* max_replicas */
+    uint64_t *dirty;   /* bitmap of slots whose own load changed */
+    wsel_router_sync_counters c;
+    /* Set by the transport. */
+    atomic_uint connected;
+    atomic_uint pending; /* a wake-up is on its way to the publisher */
+    rt_sync_transport *tp;
+} rt_sync;
+
+/* CLOCK_MONOTONIC, microseconds (leases never follow the router's clock,
+ * which may be a model's). */
+uint64_t rt_sync_now_us(void);
+
+/* Hooks, under the router's mutex. Slot sid's own load changed (a route
+ * when is_route): mark it for the publisher. */
+void rt_sync_changed(wsel_router *r, uint32_t sid, int is_route);
+static inline void rt_sync_note(wsel_router *r, uint32_t sid, int is_route)
+{
+    if (r->sync)
+        rt_sync_changed(r, sid, is_route);
+}
+/* The peers' load on slot sid (0 without sync). */
+static inline const rt_sync_row *rt_sync_load(const wsel_router *r, uint32_t sid)
+{
+    static const rt_sync_row none;
+    if (!r->sync)
+        return &none;
+    const rt_sync_row *a = &r->sync->agg[sid];
+    return a->gen1 == r->slots[sid].gen + 1u ? a : &none;
+}
+
+/* sync.c, under the router's mutex: encode into buf (room for the header
+ * and max_rows records) the dirty slots (UPDATE) or every loaded slot
+ * (SNAPSHOT); returns the length. */
+size_t rt_sync_encode(wsel_router *r, uint32_t kind, uint8_t *buf);
+/* Apply another replica's message (takes the router's mutex). */
+void rt_sync_apply(wsel_router *r, const uint8_t *msg, size_t len);
+/* Drop the peers not heard since the lease (takes the router's mutex). */
+void rt_sync_expire(wsel_router *r);
+size_t rt_sync_buf_size(const wsel_router *r);
+
+/* The transport (sync_nats.c; sync_off.c without libnats): start with
+ * r->sync set; stop says goodbye unless told not to and returns once no
+ * thread or callback of it runs; free (after r->sync is cleared) frees
+ * what wake uses. */
+int32_t rt_sync_transport_start(wsel_router *r, rt_sync *s, char *err, size_t err_size);
+void rt_sync_transport_stop(wsel_router *r, rt_sync *s);
+void rt_sync_transport_free(rt_sync *s);
+/* Wake the publisher (a slot is dirty). */
+void rt_sync_transport_wake(rt_sync *s);
+
+#endif
