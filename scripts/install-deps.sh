@@ -42,16 +42,36 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all packages present"
-  exit 0
-fi
+install_debian_packages() {
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all packages present"
+    return 0
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+install_debian_packages
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  sudo="sudo"
+# --- language bindings (bindings/, tests/bindings) ----------------------------
+# Python: the cffi build of bindings/python runs with --no-build-isolation
+# against these pins (pyproject.toml names the same); pytest runs its suite.
+# Rust and Go: their crates and modules are fetched here only (pinned by
+# Cargo.lock and go.sum); the tests then build --offline.
+bindings_python=(setuptools==80.9.0 cffi==2.0.0 pytest==9.2.0)
+if command -v python3 >/dev/null 2>&1; then
+  python3 -m pip install --quiet "${bindings_python[@]}" ||
+    echo "install-deps: pip could not install ${bindings_python[*]}; bindings/python untested" >&2
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+root=$(cd "$(dirname "$0")/.." && pwd)
+if command -v cargo >/dev/null 2>&1; then
+  cargo fetch --locked --manifest-path "$root/bindings/rust/Cargo.toml"
+fi
+if command -v go >/dev/null 2>&1; then
+  (cd "$root/bindings/go" && go mod download)
+fi

@@ -535,8 +535,9 @@ class Router:
             keep = ffi.new("uint32_t[]", list(tokens))
             r.tokens, r.num_tokens = keep, len(keep)
         elif text is not None:
-            keep = text.encode()
-            r.text, r.text_len, r.isl_tokens = keep, len(keep), isl_tokens
+            data = text.encode()
+            keep = ffi.new("char[]", data)
+            r.text, r.text_len, r.isl_tokens = keep, len(data), isl_tokens
         if overlap_score_weight is not None:
             r.overlap_score_weight = overlap_score_weight
             r.overrides |= lib.WSEL_ROUTE_SET_WEIGHT
