@@ -62,6 +62,6 @@ rust)
     ;;
 go)
     cd "$src"
-    GOFLAGS=-mod=mod CGO_ENABLED=1 exec go test -count=1 ./...
+    GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=1 exec go test -count=1 -v ./...
     ;;
 esac

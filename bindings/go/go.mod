@@ -1,0 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
+module wsel
+
+go 1.21
