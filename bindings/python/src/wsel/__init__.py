@@ -39,6 +39,13 @@ ANSWER_PLUGIN: int = lib.WSEL_ANSWER_PLUGIN
 ANSWER_FALLBACK: int = lib.WSEL_ANSWER_FALLBACK
 ABI_VERSION = (lib.WSEL_ABI_MAJOR, lib.WSEL_ABI_MINOR)
 _ERR_SIZE = 512
+_CHOICE_SCORED = lib.WSEL_CHOICE_SCORED
+_CHOICE_INIT = {"struct_size": ffi.sizeof("wsel_choice")}
+
+
+def _new_choice():
+    return ffi.new("wsel_choice *", _CHOICE_INIT)
+
 _ENOENT = -3
 _ESTATE = -16
 
@@ -132,6 +139,7 @@ class Table:
         self._buf = ffi.new("wsel_table_buf *")
         _check(lib.wsel_table_buf_init(self._buf, capacity))
         self._buf = ffi.gc(self._buf, lib.wsel_table_buf_free)
+        self._ctable = ffi.addressof(self._buf.table)  # kept alive by _buf
         self._ranks = ffi.new("wsel_rank_state[]", capacity)
 
     def build(self, request: Request, ranks: Sequence[RankState],
@@ -308,15 +316,16 @@ class Host:
 
     def select(self, request: Request, table: Table) -> Choice:
         """Choose a row of ``table`` for ``request``. [any thread]"""
-        choice = ffi.new("wsel_choice *")
-        choice.struct_size = ffi.sizeof("wsel_choice")
-        rc = lib.wsel_host_select(self._ptr(), request._c,
-                                  ffi.addressof(table._buf.table), choice)
+        host = self._host
+        if host is None:
+            raise WselError(_ESTATE, "host is closed")
+        choice = _new_choice()
+        rc = lib.wsel_host_select(host, request._c, table._ctable, choice)
         if rc < 0:
             raise WselError(rc)
         t = table._buf.table
         row = choice.row
-        scored = choice.flags & lib.WSEL_CHOICE_SCORED
+        scored = choice.flags & _CHOICE_SCORED
         return Choice(row, t.worker_id[row], t.dp_rank[row], rc, choice.reason,
                       choice.score if scored else None)
 
