@@ -62,6 +62,8 @@ rust)
     ;;
 go)
     cd "$src"
-    GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=1 exec go test -count=1 -v ./...
+    export GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=1
+    go vet ./... # builds the commands (the example and the benchmark) too
+    exec go test -count=1 -v ./...
     ;;
 esac

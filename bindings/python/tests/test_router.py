@@ -127,3 +127,12 @@ def test_host_refuses_to_close_under_a_router(plugin_dir):
         h.close()
     r.close()
     h.close()
+
+
+def test_the_documented_example_runs(plugin_dir):
+    import subprocess
+    import sys
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "route.py")
+    out = subprocess.run([sys.executable, example, plugin_dir], check=True,
+                         capture_output=True, text=True).stdout
+    assert "cached 8" in out and "reason 1" in out
