@@ -14,7 +14,8 @@ import sys
 
 TAG = "SPDX-License-Identifier:"
 SKIP_EXT = (".md", ".png", ".jsonl", ".json", ".lock", ".tmp")
-SKIP_NAMES = ("LICENSE", ".clang-format", ".gitignore")
+# py.typed: the empty marker of a typed Python package (PEP 561).
+SKIP_NAMES = ("LICENSE", ".clang-format", ".gitignore", "py.typed")
 # Debian's formats without comments; debian/copyright gives their licence.
 SKIP_PATHS = ("debian/changelog", "debian/source/format")
 
