@@ -256,3 +256,33 @@ func TestClosedHostRefusesCalls(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestTheLibrariesLoadedAreTheInstalledOnes(t *testing.T) {
+	prefix := os.Getenv("WSEL_PREFIX")
+	if prefix == "" {
+		t.Skip("WSEL_PREFIX (the installed prefix) is not set")
+	}
+	real, err := filepath.EvalSymlinks(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(f[5], "libwsel-") {
+			continue
+		}
+		p, _ := filepath.EvalSymlinks(f[5])
+		if !strings.HasPrefix(p, real+string(os.PathSeparator)) {
+			t.Fatalf("%s is not under %s", f[5], real)
+		}
+		seen[strings.SplitN(filepath.Base(p), ".so", 2)[0]] = true
+	}
+	if !seen["libwsel-host"] || !seen["libwsel-router"] {
+		t.Fatalf("loaded %v", seen)
+	}
+}

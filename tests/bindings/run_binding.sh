@@ -44,7 +44,9 @@ mkdir -p "$WORK"
 PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 LD_LIBRARY_PATH=$prefix/lib
 WSEL_PLUGIN_DIR=$prefix/lib/wsel/plugins
-export PKG_CONFIG_PATH LD_LIBRARY_PATH WSEL_PLUGIN_DIR
+# Each suite checks that the libraries it loaded come from here.
+WSEL_PREFIX=$prefix
+export PKG_CONFIG_PATH LD_LIBRARY_PATH WSEL_PLUGIN_DIR WSEL_PREFIX
 src=$WSEL_SOURCE_DIR/bindings/$lang
 
 case $lang in

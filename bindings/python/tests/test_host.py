@@ -122,3 +122,15 @@ def test_closed_host_refuses_calls():
     h.close()  # harmless
     with pytest.raises(wsel.WselError):
         h.request(1, 64)
+
+
+def test_the_libraries_loaded_are_the_installed_ones():
+    prefix = os.environ.get("WSEL_PREFIX")
+    if not prefix:
+        pytest.skip("WSEL_PREFIX (the installed prefix) is not set")
+    with open("/proc/self/maps") as f:
+        libs = {line.split()[-1] for line in f if "libwsel-" in line}
+    names = {os.path.basename(p) for p in libs}
+    assert {"libwsel-host.so.1.0.0", "libwsel-router.so.1.0.0"} <= names, libs
+    real = os.path.realpath(prefix)
+    assert all(os.path.realpath(p).startswith(real + os.sep) for p in libs), libs

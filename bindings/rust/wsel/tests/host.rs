@@ -188,3 +188,21 @@ fn bindings_are_send_and_sync_as_the_headers_allow() {
     both::<Table>();
     both::<wsel::Request>();
 }
+
+#[test]
+fn the_libraries_loaded_are_the_installed_ones() {
+    let Some(prefix) = std::env::var_os("WSEL_PREFIX") else {
+        eprintln!("WSEL_PREFIX not set: skipped");
+        return;
+    };
+    let _host = Host::new(&HostOptions::default()).unwrap(); // the libraries are in use
+    let real = std::fs::canonicalize(prefix).unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let libs: Vec<&str> = maps.lines().filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.contains("libwsel-")).collect();
+    assert!(libs.iter().any(|p| p.contains("libwsel-host.so")), "{libs:?}");
+    assert!(libs.iter().any(|p| p.contains("libwsel-router.so")), "{libs:?}");
+    for p in &libs {
+        assert!(std::fs::canonicalize(p).unwrap().starts_with(&real), "{p} is not under {real:?}");
+    }
+}
