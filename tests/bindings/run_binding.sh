@@ -23,8 +23,10 @@ fail() {
 case $lang in
 python)
     command -v python3 >/dev/null 2>&1 || skip "python3 not found"
-    python3 -c 'import cffi, pytest, setuptools' 2>/dev/null ||
-        skip "python3 lacks cffi, pytest or setuptools (scripts/install-deps.sh)"
+    # setuptools builds wheels by itself from 70.1 (bdist_wheel), or with wheel.
+    python3 -c 'import cffi, pytest, setuptools.command.bdist_wheel' 2>/dev/null ||
+        python3 -c 'import cffi, pytest, setuptools, wheel' 2>/dev/null ||
+        skip "python3 lacks cffi, pytest or a wheel-building setuptools (scripts/install-deps.sh)"
     ;;
 rust)
     command -v cargo >/dev/null 2>&1 || skip "cargo not found"
