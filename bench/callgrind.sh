@@ -5,7 +5,7 @@
 #
 # usage: bench/callgrind.sh [BUILD_DIR] [PLUGIN...]
 #   BUILD_DIR  a wsel build tree (default: ./build); the plugins are its
-#              bundled ones unless named.
+#              default set (`wsel info --list --plugins default`) unless named.
 # Env: ROWS (default 1024), SELECTS (default 2000), TOP (functions listed, 3).
 #
 # Method: `wsel bench --callgrind-one P` prepares SELECTS requests, then
@@ -33,7 +33,7 @@ if [ ! -x "$wsel" ]; then
 fi
 if [ $# -eq 0 ]; then
     set --
-    for p in softmax random roundrobin p2c hysteresis dpgroup chash; do
+    for p in $("$wsel" info --list --plugins default); do
         [ -f "$build/plugins/$p.so" ] && set -- "$@" "$p"
     done
 fi

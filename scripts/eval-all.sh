@@ -26,22 +26,17 @@ first_seed=${SEED:-1}
 wsel=$build/bin/wsel
 [ -x "$wsel" ] || { echo "eval-all: $wsel not built" >&2; exit 1; }
 mkdir -p "$out"
+. "$here/scripts/eval-lib.sh"
 metrics=kv_hit_rate,ttft_mean_ms,ttft_p99_ms,flicker_rate,prefix_copies,group_load_imbalance
 
 run() { # NAME INPUT-OPTIONS...
     name=$1
     shift
-    for shape in 4x4 2x8 mixed 16x1; do
-        case $shape in
-        4x4) cl="--workers 4 --dp 4" ;;
-        2x8) cl="--workers 2 --dp 8" ;;
-        mixed) cl="--workers 9 --dp 8,1,1,1,1,1,1,1,1" ;;
-        16x1) cl="--workers 16 --dp 1" ;;
-        esac
+    for shape in $EVAL_SHAPES; do
+        cl=$(eval_shape "$shape")
         file=$out/$name-$shape.md
         # shellcheck disable=SC2086
-        cmd="wsel eval $* $cl --seed $first_seed --seeds $seeds --jobs $jobs --metrics $metrics"
-        cmd=$(printf '%s' "$cmd" | sed "s|$traces/|../shared/traces/|g")
+        cmd=$(eval_shown "wsel eval $* $cl --seed $first_seed --seeds $seeds --jobs $jobs --metrics $metrics")
         echo "eval-all: $cmd" >&2
         start=$(date +%s)
         # CPU time (user + sys of eval and its forked runs) when
@@ -66,14 +61,11 @@ run() { # NAME INPUT-OPTIONS...
     done
 }
 
-if [ -f "$traces/mooncake_arxiv_slice.jsonl" ]; then
-    run arxiv --trace "$traces/mooncake_arxiv_slice.jsonl" --jitter-ms 1000
-fi
-if [ -f "$traces/mooncake_synthetic_trace.jsonl" ]; then
-    run synthetic --trace "$traces/mooncake_synthetic_trace.jsonl" --jitter-ms 250
-fi
-run conversation --workload conversation
-run shared-prefix --workload shared-prefix
+for input in $EVAL_INPUTS; do
+    # Word splitting: the traces path must hold no space.
+    # shellcheck disable=SC2046
+    opts=$(eval_input "$input") && run "$input" $opts
+done
 
 # One line per input and shape: saturation and the targets met (of those
 # checked at 60, 80 and 95 % of saturation) per policy.

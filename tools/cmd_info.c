@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "json_write.h"
+#include "options.h"
 #include "plugin_path.h"
 #include "wsel_host.h"
 
@@ -214,32 +215,73 @@ static void print_json(const wsel_library *lib)
 typedef struct info_options {
     const char *spec;
     int json;
+    int list;
+    uint32_t set; /* --plugins, SIM_PLUGINS_UNSET when not given */
 } info_options;
+
+static int info_set_spec(void *target, const cli_value *v)
+{
+    info_options *o = target;
+    if (o->spec != NULL)
+        return cli_fail(v, "one PLUGIN only (got '%s' after '%s')", v->text, o->spec);
+    o->spec = v->text;
+    return CLI_OK;
+}
 
 static const cli_option info_option_table[] = {
     {CLI_OPT("json", NULL, "print as one JSON object", NULL),
      CLI_AS_FLAG(offsetof(info_options, json))},
+    {CLI_OPT("list", NULL,
+             "instead: the bundled plugins, one a line: NAME ROLE\n"
+             "(roles: plugins/CMakeLists.txt)",
+             NULL),
+     CLI_AS_FLAG(offsetof(info_options, list))},
+    {CLI_OPT("plugins", "SET", "with --list: only the names of SET (default, peers, all)",
+             "every bundled plugin"),
+     CLI_AS_CHOICE(offsetof(info_options, set), sim_plugin_set_names)},
 };
 static const cli_group info_options_group = {NULL, CLI_TABLE(info_option_table), 0};
 static const cli_group *const info_groups[] = {&info_options_group};
 
 static const cli_command info_command = {
     .name = "wsel info",
-    .usage = "PLUGIN [--json]",
+    .usage = "PLUGIN [--json] | --list [--plugins SET]",
     .about = "Print a plugin's descriptor and parameter table.\n"
              "PLUGIN is a bundled name (softmax, p2c, ...) or a path with '/'.",
     CLI_GROUPS(info_groups),
-    .operand_name = "PLUGIN",
-    .operand_offset = offsetof(info_options, spec),
+    .operand = info_set_spec,
 };
+
+/* --list: every bundled plugin with its role, or the names of one set. */
+static void print_list(const info_options *o)
+{
+    if (o->set == SIM_PLUGINS_UNSET) {
+        for (unsigned i = 0; i < wsel_num_bundled_plugins; i++)
+            printf("%s %s\n", wsel_bundled_plugins[i].name,
+                   wsel_plugin_role_name(wsel_bundled_plugins[i].role));
+        return;
+    }
+    const char *names[64];
+    uint32_t n = wsel_bundled_set(o->set, names, 64);
+    for (uint32_t i = 0; i < n; i++)
+        printf("%s\n", names[i]);
+}
 
 int wsel_cmd_info(int argc, char **argv)
 {
-    info_options o = {NULL, 0};
+    info_options o = {.set = SIM_PLUGINS_UNSET};
     char path[PATH_MAX], err[2400];
     int rc = cli_parse(&info_command, &o, argc, argv, err, sizeof(err));
+    if (rc == CLI_OK && (o.list ? o.spec != NULL || o.json : o.spec == NULL || o.set != SIM_PLUGINS_UNSET)) {
+        snprintf(err, sizeof(err), "give PLUGIN [--json] or --list [--plugins SET]");
+        rc = CLI_USAGE;
+    }
     if (rc != CLI_OK)
         return cli_report(&info_command, rc, err);
+    if (o.list) {
+        print_list(&o);
+        return WSEL_EXIT_OK;
+    }
     if (wsel_plugin_resolve(o.spec, path, sizeof(path), err, sizeof(err)) < 0) {
         fprintf(stderr, "wsel: %s\n", err);
         return WSEL_EXIT_FAILURE;

@@ -3,6 +3,7 @@
  * plugin_path.c -- find a bundled or installed plugin by name.
  */
 #include "plugin_path.h"
+#include "options.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -10,12 +11,37 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const wsel_bundled_plugins[] = {
-    "softmax",    "random",  "roundrobin", "p2c",
-    "hysteresis", "dpgroup", "chash",      "adaptive",
-};
-const unsigned wsel_num_bundled_plugins =
-    sizeof(wsel_bundled_plugins) / sizeof(wsel_bundled_plugins[0]);
+/* Is a plugin of `role` in `set`? default: what wsel is and is measured
+ * against; peers: the ports beside the reference; all: every plugin that
+ * runs without a configuration. */
+static int role_in_set(wsel_plugin_role role, uint32_t set)
+{
+    switch (set) {
+    case SIM_PLUGINS_DEFAULT:
+        return role == WSEL_ROLE_REFERENCE || role == WSEL_ROLE_BASELINE ||
+               role == WSEL_ROLE_WSEL;
+    case SIM_PLUGINS_PEERS:
+        return role == WSEL_ROLE_REFERENCE || role == WSEL_ROLE_PEER;
+    default:
+        return role != WSEL_ROLE_COMPOSER;
+    }
+}
+
+uint32_t wsel_bundled_set(uint32_t set, const char **out, uint32_t max)
+{
+    uint32_t n = 0;
+    for (unsigned i = 0; i < wsel_num_bundled_plugins && n < max; i++)
+        if (role_in_set(wsel_bundled_plugins[i].role, set))
+            out[n++] = wsel_bundled_plugins[i].name;
+    return n;
+}
+
+const char *wsel_plugin_role_name(wsel_plugin_role role)
+{
+    static const char *const names[] = {"reference", "baseline", "wsel", "composer",
+                                        "peer"};
+    return (unsigned)role < sizeof(names) / sizeof(names[0]) ? names[role] : "?";
+}
 
 static int is_readable_file(const char *path)
 {

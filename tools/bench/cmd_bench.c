@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "commands.h"
+#include "options.h"
 #include "plugin_path.h"
 
 #define MAX_PLUGINS 32
@@ -156,7 +157,7 @@ static uint32_t add_pipeline(bench_entry *out, uint32_t n)
 }
 
 /*
- * The plugins to measure: the ones given, else every bundled one found
+ * The plugins to measure: the ones given, else the default bundled set
  * (plus softmax at T=0.5, where it samples rather than taking the argmin,
  * and the three-scorer pipeline). Sets *bad when a plugin given by the
  * user cannot be found.
@@ -167,9 +168,12 @@ static uint32_t plugin_list(const bench_args *a, bench_entry *out, int *bad)
     uint32_t n = 0;
     *bad = 0;
     memset(out, 0, MAX_PLUGINS * sizeof(*out));
-    uint32_t count = a->num_plugins ? a->num_plugins : wsel_num_bundled_plugins;
+    const char *bundled[MAX_PLUGINS];
+    uint32_t count = a->num_plugins ? a->num_plugins
+                                    : wsel_bundled_set(SIM_PLUGINS_DEFAULT, bundled,
+                                                       MAX_PLUGINS);
     for (uint32_t i = 0; i < count && n + 1 < MAX_PLUGINS; i++) {
-        const char *spec = a->num_plugins ? a->plugins[i] : wsel_bundled_plugins[i];
+        const char *spec = a->num_plugins ? a->plugins[i] : bundled[i];
         if (wsel_plugin_resolve(spec, out[n].path, PATH_MAX, err, sizeof(err)) < 0) {
             fprintf(stderr, "wsel bench: %s%s\n", err,
                     a->num_plugins ? "" : " (skipped)");

@@ -140,13 +140,15 @@ static int parse(eval_options *o, int argc, char **argv, char *err, size_t err_s
     return rc == CLI_OK ? sim_options_check(&o->sim, err, err_size) : rc;
 }
 
-/* The policies: --plugin's, else every bundled one; softmax is the
+/* The policies: --plugin's, else the bundled --plugins set; softmax is the
  * reference and is added first when missing. */
 static int resolve(const eval_options *o, eval_result *r)
 {
     char err[1024];
     const sim_options *so = &o->sim;
-    uint32_t max = (so->num_plugins ? so->num_plugins : wsel_num_bundled_plugins) + 1;
+    const char *bundled[SIM_MAX_PLUGINS];
+    uint32_t num_bundled = wsel_bundled_set(so->plugin_set, bundled, SIM_MAX_PLUGINS);
+    uint32_t max = (so->num_plugins ? so->num_plugins : num_bundled) + 1;
     r->policies = calloc(max, sizeof(*r->policies));
     if (!r->policies)
         return -1;
@@ -164,10 +166,9 @@ static int resolve(const eval_options *o, eval_result *r)
         }
         n++;
     }
-    uint32_t count = so->num_plugins ? so->num_plugins : wsel_num_bundled_plugins;
+    uint32_t count = so->num_plugins ? so->num_plugins : num_bundled;
     for (uint32_t i = 0; i < count; i++) {
-        const char *spec =
-            so->num_plugins ? so->plugins[i].spec : wsel_bundled_plugins[i];
+        const char *spec = so->num_plugins ? so->plugins[i].spec : bundled[i];
         const char *config = so->num_plugins ? so->plugins[i].config : NULL;
         if (config && strcmp(config, "{}") == 0)
             config = NULL;

@@ -303,8 +303,10 @@ void eval_print_json(FILE *out, const eval_options *o, const eval_result *r)
     fprintf(out, "]},\"seeds\":[");
     for (uint32_t s = 0; s < o->seeds; s++)
         fprintf(out, "%s%llu", s ? "," : "", (unsigned long long)(so->seed + s));
-    fprintf(out, "],\"test\":\"paired t on per-seed differences from softmax, 95 %%\","
-                 "\"loads\":[");
+    fprintf(out,
+            "],\"test\":\"paired t on per-seed differences from softmax, 95 %%\","
+            "\"t975\":%.6g,\"loads\":[",
+            eval_t975(o->seeds - 1));
     for (uint32_t l = 0; l < o->num_loads; l++) {
         fprintf(out, "%s\n{\"percent\":%.6g,\"speedup\":%.6g,\"policies\":[",
                 l ? "," : "", o->loads[l], r->saturation * o->loads[l] / 100.0);

@@ -123,8 +123,10 @@ static int resolve_policies(const sim_options *o, policy_entry *out)
     char err[1024];
     int n = 0;
     if (o->num_plugins == 0) {
-        for (unsigned i = 0; i < wsel_num_bundled_plugins; i++) {
-            const char *name = wsel_bundled_plugins[i];
+        const char *names[SIM_MAX_PLUGINS];
+        uint32_t count = wsel_bundled_set(o->plugin_set, names, SIM_MAX_PLUGINS);
+        for (uint32_t i = 0; i < count; i++) {
+            const char *name = names[i];
             if (wsel_plugin_resolve(name, out[n].path, sizeof(out[n].path), err,
                                     sizeof(err)) != 0) {
                 fprintf(stderr, "wsel sim: warning: skipping %s: %s\n", name, err);

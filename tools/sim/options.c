@@ -23,6 +23,8 @@
 
 #define OFF(field) offsetof(sim_options, field)
 
+const char *const sim_plugin_set_names[] = {"default", "peers", "all", NULL};
+
 /*
  * Every numeric option has a documented range (--help prints it). A value
  * outside is refused naming the option and the range, before it can
@@ -133,10 +135,15 @@ static const cli_option sim_option_table[] = {
              "0"),
      CLI_AS_DOUBLE(OFF(sync_lag_ms), 0, 1e9)},
     {CLI_OPT("plugin", "NAME|PATH", "policy to compare; repeatable",
-             "(every bundled policy)"),
+             "(the --plugins set)"),
      CLI_AS_CALL(sim_set_plugin)},
     {CLI_OPT("config", "JSON", "configuration of the preceding --plugin", "{}"),
      CLI_AS_CALL(sim_set_config)},
+    {CLI_OPT("plugins", "SET",
+             "bundled policies run without --plugin: default (softmax, baselines,\n"
+             "wsel's), peers (softmax, the peer ports), all",
+             "default"),
+     CLI_AS_CHOICE(OFF(plugin_set), sim_plugin_set_names)},
     {CLI_OPT("switch-at", "S:NAME|PATH",
              "switch policy at S simulated seconds; repeatable; --config may follow",
              "(none)"),
@@ -205,6 +212,7 @@ void sim_options_defaults(sim_options *o)
     o->seed = 1;
     o->timing = 1;
     o->progress = -1;
+    o->plugin_set = SIM_PLUGINS_UNSET;
 }
 
 /* The cluster's shape from --workers and --dp. 0 or 2 with a message. */
@@ -279,6 +287,12 @@ int sim_options_check(sim_options *o, char *err, size_t err_size)
                  "--decode-seq-ms all 0: a step would take no time; set one above 0");
         return CLI_USAGE;
     }
+    if (o->plugin_set != SIM_PLUGINS_UNSET && o->num_plugins) {
+        snprintf(err, err_size, "--plugins and --plugin exclude each other");
+        return CLI_USAGE;
+    }
+    if (o->plugin_set == SIM_PLUGINS_UNSET)
+        o->plugin_set = SIM_PLUGINS_DEFAULT;
     o->router.jitter_ns = (uint64_t)llround(o->jitter_ms * 1e6);
     o->router.kv_event_delay_ns = (uint64_t)llround(o->kv_event_delay_ms * 1e6);
     o->workload.seed = o->seed;

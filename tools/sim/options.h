@@ -22,6 +22,16 @@ typedef struct sim_plugin_spec {
     const char *config; /* JSON or NULL */
 } sim_plugin_spec;
 
+/* --plugins: which bundled plugins run when no --plugin is given. */
+typedef enum sim_plugin_set {
+    SIM_PLUGINS_DEFAULT, /* softmax, the baselines and wsel's policies */
+    SIM_PLUGINS_PEERS,   /* softmax and the peer ports */
+    SIM_PLUGINS_ALL,     /* all but the composers (pipeline) */
+} sim_plugin_set;
+#define SIM_PLUGINS_UNSET UINT32_MAX /* before sim_options_check: not given */
+/* Their names, in the enum's order, NULL-terminated. */
+extern const char *const sim_plugin_set_names[];
+
 typedef struct sim_switch_spec {
     double at_s;
     const char *spec;
@@ -37,6 +47,7 @@ typedef struct sim_options {
     int skip_bad_lines;
     sim_plugin_spec plugins[SIM_MAX_PLUGINS];
     uint32_t num_plugins;
+    uint32_t plugin_set; /* a sim_plugin_set, when num_plugins is 0 */
     sim_switch_spec switches[SIM_MAX_PHASES - 1];
     uint32_t num_switches;
     uint64_t seed;
