@@ -42,6 +42,7 @@ typedef struct eng_options {
     const char *kv_events_replay; /* ROUTER endpoint of rank 0, NULL = off */
     const char *kv_events_topic;
     int quiet;
+    int version; /* --version: print it and exit */
 } eng_options;
 
 /* Parse argv; 0, 1 after --help, or -1 after a message on stderr. */

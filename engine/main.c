@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "http.h"
 #include "kv_events.h"
+#include "wsel_version.h"
 
 /* Where everything listens, one line each: "http URL", then per rank
  * "kv_events R ENDPOINT" and "kv_events_replay R ENDPOINT". */
@@ -54,6 +55,10 @@ int main(int argc, char **argv)
     int rc = eng_options_parse(&e.opt, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    if (e.opt.version) {
+        wsel_version_print(stdout, "wsel-engine");
+        return 0;
+    }
     raise_fd_limit();
     sigset_t stop;
     sigemptyset(&stop);

@@ -58,6 +58,7 @@ static const cli_option engine_option_table[] = {
     {CLI_OPT("max-body", "BYTES", "largest request body", "67108864"),
      CLI_AS_U64(OFF(max_body), 1024, UINT32_MAX)},
     {CLI_OPT("quiet", NULL, "no log lines on stderr", NULL), CLI_AS_FLAG(OFF(quiet))},
+    {CLI_OPT("version", NULL, "print the version and exit", NULL), CLI_AS_FLAG(OFF(version))},
 };
 static const cli_group engine_options = {NULL, CLI_TABLE(engine_option_table), 0};
 static const cli_group *const engine_groups[] = {&engine_options};

@@ -33,7 +33,8 @@
  * The module refuses `worker_processes` above 1 at configuration time.
  *
  * The files: this one (directives, configuration, worker start and end),
- * ngx_http_wsel_prompt.c (the body and the prompt in it),
+ * ngx_http_wsel_check.c (the checks of the whole configuration, in a core
+ * module of the same .so), ngx_http_wsel_prompt.c (the body and the prompt in it),
  * ngx_http_wsel_request.c (the phases above), ngx_http_wsel_balancer.c
  * (the peers), ngx_http_wsel_status.c and ngx_http_wsel_metrics.[ch]
  * (the status location and what it prints), ngx_http_wsel_admin.c (the
@@ -53,7 +54,6 @@ static void *ngx_http_wsel_create_srv_conf(ngx_conf_t *cf);
 static void *ngx_http_wsel_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_wsel_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
-static ngx_int_t ngx_http_wsel_init_module(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_wsel_init_process(ngx_cycle_t *cycle);
 static void ngx_http_wsel_exit_process(ngx_cycle_t *cycle);
 
@@ -179,7 +179,7 @@ ngx_module_t  ngx_http_upstream_wsel_module = {
     ngx_http_wsel_commands,                /* module directives */
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
-    ngx_http_wsel_init_module,             /* init module */
+    NULL,                                  /* init module */
     ngx_http_wsel_init_process,            /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
@@ -298,25 +298,17 @@ ngx_http_wsel_server_of(ngx_http_wsel_upstream_t *up,
 }
 
 
+/* The worker's host, with the configured policy live; a policy refused
+ * here (checked at configuration a moment ago) leaves the built-in one
+ * serving, said in the log and the status. */
 static ngx_int_t
-ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
+ngx_http_wsel_start_host(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
 {
-    char                           err[NGX_HTTP_WSEL_ERR];
-    char                           addr[256];
-    int32_t                        rc;
-    ngx_uint_t                     i;
-    wsel_host_options              ho;
-    wsel_router_worker             w;
-    wsel_router_options            ro;
-    ngx_http_wsel_server_t        *srv;
-    ngx_http_upstream_rr_peer_t   *peer;
-    ngx_http_upstream_rr_peers_t  *peers;
+    char               err[NGX_HTTP_WSEL_ERR];
+    int32_t            rc;
+    wsel_host_options  ho;
 
     ngx_http_wsel_host_options(up, &ho);
-
-    up->flush.handler = ngx_http_wsel_flush_handler;
-    up->flush.data = up;
-    up->flush.log = cycle->log;
 
     rc = wsel_host_create(&ho, &up->host);
     if (rc != 0) {
@@ -326,25 +318,34 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
         return NGX_ERROR;
     }
 
-    if (up->policy.len) {
-        err[0] = '\0';
-        rc = wsel_host_switch(up->host, (const char *) up->policy.data,
-                              (const char *) up->config.data, err, sizeof(err));
-        if (rc != 0) {
-            /* checked by the master a moment ago; serve with the built-in
-             * policy rather than not at all, and say so */
-            ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
-                          "wsel: upstream \"%V\": policy \"%V\" refused in "
-                          "the worker: %s; the built-in policy serves",
-                          &up->name, &up->policy, err);
-            ngx_snprintf(up->last_error, sizeof(up->last_error) - 1, "%s%Z",
-                         err);
-
-        } else {
-            ngx_snprintf(up->live_path, sizeof(up->live_path) - 1, "%V%Z",
-                         &up->policy);
-        }
+    if (up->policy.len == 0) {
+        return NGX_OK;
     }
+
+    err[0] = '\0';
+    rc = wsel_host_switch(up->host, (const char *) up->policy.data,
+                          (const char *) up->config.data, err, sizeof(err));
+    if (rc != 0) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "wsel: upstream \"%V\": policy \"%V\" refused in "
+                      "the worker: %s; the built-in policy serves",
+                      &up->name, &up->policy, err);
+        ngx_snprintf(up->last_error, sizeof(up->last_error) - 1, "%s%Z", err);
+
+    } else {
+        ngx_snprintf(up->live_path, sizeof(up->live_path) - 1, "%V%Z",
+                     &up->policy);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_wsel_start_router(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
+{
+    char                 err[NGX_HTTP_WSEL_ERR];
+    wsel_router_options  ro;
 
     ngx_memzero(&ro, sizeof(ro));
     ro.struct_size = sizeof(ro);
@@ -352,27 +353,36 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
     ro.kv_source = up->kv_events ? WSEL_ROUTER_KV_EVENTS
                                  : WSEL_ROUTER_KV_HISTORY;
     ro.kv_threads = (uint32_t) up->kv_threads;
-    up->token_reader = wsel_token_ids_best();
     ro.capacity_blocks = (uint32_t) up->capacity;
     ro.busy_active_requests = (uint32_t) up->busy_requests;
     ro.busy_prefill_tokens = up->busy_prefill;
     ro.host = up->host;
     ro.log = ngx_http_wsel_log;
 
-    rc = wsel_router_create(&ro, &up->router, err, sizeof(err));
-    if (rc != 0) {
+    if (wsel_router_create(&ro, &up->router, err, sizeof(err)) != 0) {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
                       "wsel: upstream \"%V\": no router: %s", &up->name, err);
         return NGX_ERROR;
     }
 
-    peers = up->uscf->peer.data;
+    return NGX_OK;
+}
 
-    up->peer_down = ngx_pcalloc(cycle->pool, up->npeers + 1);
-    up->ndown = 0;
-    if (up->peer_down == NULL) {
-        return NGX_ERROR;
-    }
+
+/* Peer i of the upstream is the router's worker i + 1, with its DP size
+ * and KV event endpoints from its wsel_server line. */
+static ngx_int_t
+ngx_http_wsel_add_workers(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
+{
+    char                           err[NGX_HTTP_WSEL_ERR];
+    char                           addr[256];
+    ngx_uint_t                     i;
+    wsel_router_worker             w;
+    ngx_http_wsel_server_t        *srv;
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_upstream_rr_peers_t  *peers;
+
+    peers = up->uscf->peer.data;
 
     for (peer = peers->peer, i = 0; peer; peer = peer->next, i++) {
         srv = ngx_http_wsel_server_of(up, peer);
@@ -387,13 +397,35 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
             w.kv_endpoints = (const char *const *) srv->kv->elts;
         }
 
-        rc = wsel_router_add_worker(up->router, &w, err, sizeof(err));
-        if (rc != 0) {
+        if (wsel_router_add_worker(up->router, &w, err, sizeof(err)) != 0) {
             ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
                           "wsel: upstream \"%V\": server %V: %s", &up->name,
                           &peer->name, err);
             return NGX_ERROR;
         }
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
+{
+    up->flush.handler = ngx_http_wsel_flush_handler;
+    up->flush.data = up;
+    up->flush.log = cycle->log;
+    up->token_reader = wsel_token_ids_best();
+
+    up->peer_down = ngx_pcalloc(cycle->pool, up->npeers + 1);
+    up->ndown = 0;
+
+    if (up->peer_down == NULL
+        || ngx_http_wsel_start_host(cycle, up) != NGX_OK
+        || ngx_http_wsel_start_router(cycle, up) != NGX_OK
+        || ngx_http_wsel_add_workers(cycle, up) != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
     /* a server configured `down` is no choice for the policy either */
@@ -421,53 +453,6 @@ ngx_http_wsel_reclaim_handler(ngx_event_t *ev)
     if (!ngx_exiting) {
         ngx_add_timer(ev, 1000);
     }
-}
-
-
-static ngx_int_t
-ngx_http_wsel_init_module(ngx_cycle_t *cycle)
-{
-    ngx_uint_t                  i;
-    ngx_core_conf_t            *ccf;
-    ngx_http_wsel_upstream_t  **ups;
-    ngx_http_wsel_main_conf_t  *wmcf;
-
-    wmcf = ngx_http_cycle_get_module_main_conf(cycle,
-                                               ngx_http_upstream_wsel_module);
-    if (wmcf == NULL || wmcf->upstreams.nelts == 0) {
-        return NGX_OK;
-    }
-
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
-    ups = wmcf->upstreams.elts;
-
-    for (i = 0; i < wmcf->upstreams.nelts; i++) {
-        if (ups[i]->peer_names == NULL) {
-            /* its init_upstream never ran: another balancer (least_conn,
-             * hash, ...) given after wsel_policy replaced it, and the
-             * routed choice and rank header would go to whatever server
-             * that one picks */
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                          "wsel: upstream \"%V\": another load balancing "
-                          "method given after wsel_policy replaced it; "
-                          "remove it (keepalive is the one that may follow)",
-                          &ups[i]->name);
-            return NGX_ERROR;
-        }
-    }
-
-    if (ccf->master && ccf->worker_processes > 1) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                      "wsel: upstream \"%V\" needs \"worker_processes 1;\" "
-                      "(found %i): the router's load accounting and KV "
-                      "index live in one worker's memory, and a second "
-                      "worker would route on half the picture "
-                      "(nginx/README.md)",
-                      &ups[0]->name, ccf->worker_processes);
-        return NGX_ERROR;
-    }
-
-    return NGX_OK;
 }
 
 
@@ -679,7 +664,57 @@ ngx_http_wsel_init_upstream_defaults(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
+    if (up->text_mode && up->kv_events) {
+        /* the engines' events carry the hashes of token ids; the module
+         * has no tokenizer, so a text prompt's blocks (character chunks)
+         * never match them, and text requests get no KV affinity */
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                           "wsel: upstream \"%V\": text prompts with KV "
+                           "events: a text prompt is hashed as character "
+                           "chunks, which never match the engines' token-id "
+                           "events, so text requests find no cached prefix; "
+                           "send token-id prompts, or use "
+                           "\"wsel_kv_source history;\"", &up->name);
+    }
+
     return ngx_http_wsel_init_upstream(cf, us);
+}
+
+
+/* wsel_policy's first argument: "builtin", an absolute path, or a bundled
+ * policy's name (ngx_http_wsel_plugin_path.c). */
+static char *
+ngx_http_wsel_policy_path(ngx_conf_t *cf, ngx_http_wsel_upstream_t *up,
+    ngx_str_t *arg)
+{
+    char         err[NGX_HTTP_WSEL_ERR];
+    const char  *path;
+
+    if (arg->len == 7 && ngx_strncmp(arg->data, "builtin", 7) == 0) {
+        ngx_str_null(&up->policy);
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strlchr(arg->data, arg->data + arg->len, '/') != NULL
+        && arg->data[0] != '/')
+    {
+        return "needs an absolute path to the policy, a bundled policy's "
+               "name or \"builtin\"";
+    }
+
+    /* nginx's tokens are NUL-terminated */
+    path = ngx_http_wsel_plugin_path(cf->pool, (char *) arg->data, err,
+                                     sizeof(err));
+    if (path == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "wsel: upstream \"%V\": %s",
+                           &up->name, err);
+        return NGX_CONF_ERROR;
+    }
+
+    up->policy.len = ngx_strlen(path);
+    up->policy.data = (u_char *) path;
+
+    return NGX_CONF_OK;
 }
 
 
@@ -688,6 +723,7 @@ ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_wsel_upstream_t  *up = conf;
 
+    char                           *rv;
     ngx_str_t                      *value;
     ngx_http_wsel_upstream_t      **slot;
     ngx_http_wsel_main_conf_t      *wmcf;
@@ -712,19 +748,9 @@ ngx_http_wsel_policy(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     up->policy_file = cf->conf_file->file.name;
     up->policy_line = cf->conf_file->line;
 
-    if (value[1].len == 7 && ngx_strncmp(value[1].data, "builtin", 7) == 0) {
-        ngx_str_null(&up->policy);
-
-    } else {
-        if (value[1].data[0] != '/') {
-            return "needs an absolute path to the policy (or \"builtin\")";
-        }
-
-        up->policy.len = value[1].len;
-        up->policy.data = (u_char *) ngx_http_wsel_cstr(cf->pool, &value[1]);
-        if (up->policy.data == NULL) {
-            return NGX_CONF_ERROR;
-        }
+    rv = ngx_http_wsel_policy_path(cf, up, &value[1]);
+    if (rv != NGX_CONF_OK) {
+        return rv;
     }
 
     if (cf->args->nelts == 3) {

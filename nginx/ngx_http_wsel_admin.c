@@ -199,6 +199,12 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
         goto answer;
     }
 
+    path = (char *) ngx_http_wsel_plugin_path(r->pool, path, err,
+                                              sizeof(err));
+    if (path == NULL) {
+        goto answer;
+    }
+
     rc = wsel_host_switch(up->host, path, config ? config : "{}", err,
                           sizeof(err));
 

@@ -267,40 +267,20 @@ ngx_http_wsel_free_peer(ngx_peer_connection_t *pc, void *data,
 static ngx_int_t
 ngx_http_wsel_check_policy(ngx_conf_t *cf, ngx_http_wsel_upstream_t *up)
 {
-    char               err[NGX_HTTP_WSEL_ERR];
-    int32_t            rc;
-    wsel_host         *host;
-    wsel_host_options  o;
+    char  err[NGX_HTTP_WSEL_ERR];
 
-    if (up->policy.len == 0) {
+    if (up->policy.len == 0
+        || ngx_http_wsel_try_policy(up, err, sizeof(err)) == 0)
+    {
         return NGX_OK;
     }
 
-    ngx_http_wsel_host_options(up, &o);
-
-    rc = wsel_host_create(&o, &host);
-    if (rc != 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "wsel: upstream \"%V\": no host: %s", &up->name,
-                           wsel_strerror(rc));
-        return NGX_ERROR;
-    }
-
-    err[0] = '\0';
-    rc = wsel_host_switch(host, (const char *) up->policy.data,
-                          (const char *) up->config.data, err, sizeof(err));
-    wsel_host_destroy(host);
-
-    if (rc != 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "wsel: upstream \"%V\": policy \"%V\" (wsel_policy "
-                           "in %V:%ui) refused: %s",
-                           &up->name, &up->policy, &up->policy_file,
-                           up->policy_line, err);
-        return NGX_ERROR;
-    }
-
-    return NGX_OK;
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "wsel: upstream \"%V\": policy \"%V\" (wsel_policy "
+                       "in %V:%ui) refused: %s",
+                       &up->name, &up->policy, &up->policy_file,
+                       up->policy_line, err);
+    return NGX_ERROR;
 }
 
 

@@ -192,6 +192,21 @@ ngx_int_t ngx_http_wsel_init_upstream(ngx_conf_t *cf,
 void ngx_http_wsel_init_peer_state(ngx_http_wsel_upstream_t *up);
 void ngx_http_wsel_recheck_peers(ngx_http_wsel_upstream_t *up);
 
+/* ngx_http_wsel_check.c: the checks of the whole configuration */
+/* The upstream's policy and config loaded into a throwaway host, as a
+ * worker loads them: 0, or the host's error with the reason in err.
+ * [configuration time, the master or a child of it] */
+int32_t ngx_http_wsel_try_policy(ngx_http_wsel_upstream_t *up, char *err,
+    size_t size);
+
+/* ngx_http_wsel_plugin_path.c: a policy by path or by name */
+/* The policy `spec` names: itself when it holds a '/', else the path of
+ * NAME.so in the plugin folder beside the module (installed or build
+ * tree). NULL when none is found, the reason in err. [any process]
+ * OWNERSHIP: the result is spec or allocated from pool. */
+const char *ngx_http_wsel_plugin_path(ngx_pool_t *pool, const char *spec,
+    char *err, size_t size);
+
 /* ngx_http_wsel_status.c: the status location, and what the admin
  * location's answer shares with it */
 ngx_int_t ngx_http_wsel_status_handler(ngx_http_request_t *r);

@@ -608,8 +608,15 @@ int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
         ret = reason == WSEL_KV_SKIP_RANK ? WSEL_ENOENT : WSEL_EINVAL;
     } else {
         rt_slot *sl = &r->slots[s];
-        if (sl->has_seq && seq > sl->last_seq + 1)
+        if (sl->has_seq && seq <= sl->last_seq) {
+            /* Numbered from 0 again: a new publisher, so a restarted
+             * engine (vLLM numbers each process's batches from 0) whose
+             * cache started empty; what the old one held is gone. */
+            rt_index_clear_slot(&r->ix, s);
+            r->c.kv_cleared++;
+        } else if (sl->has_seq && seq > sl->last_seq + 1) {
             r->c.kv_seq_gaps += seq - sl->last_seq - 1;
+        }
         sl->last_seq = seq;
         sl->has_seq = 1;
         uint64_t t0 = thread_cpu_ns();

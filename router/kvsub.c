@@ -13,6 +13,17 @@
  * that holds the router's mutex is never one that others hold off the CPU
  * for long.
  *
+ * A restarted engine starts with an empty cache, and the index must drop
+ * what the old process held. Each SUB socket has a ZeroMQ monitor: once
+ * its publisher has disconnected, the first batch whose sequence number
+ * does not continue the old numbering (a new process numbers from 0,
+ * and a fast one may be past the old count by the time the socket has
+ * reconnected; a batch lost with the connection leaves a gap) clears the
+ * rank before it is applied, so a rank is never shown warm with blocks an engine no
+ * longer holds (an engine that only lost its connection is re-learned
+ * from its next stores). rt_kv_commit also clears a rank whose numbering
+ * goes back, for messages applied without this thread.
+ *
  * Other threads ask the receiving thread to subscribe or unsubscribe
  * through a queue guarded by its own mutex and a wake-up over an inproc
  * PAIR; it never holds that mutex and the router's at once. They post
@@ -45,6 +56,10 @@ typedef struct kv_sock {
     uint32_t rank;
     uint32_t slot, gen; /* the incarnation it was opened for */
     void *sock;
+    void *mon;         /* its monitor's PAIR: disconnections */
+    int lost;          /* disconnected since the last batch */
+    int has_seq;
+    uint64_t last_seq; /* the last batch received */
 } kv_sock;
 
 /* Decoded messages between the receiving and the applying thread. */
@@ -56,6 +71,7 @@ typedef struct kv_decoded {
     uint32_t rank;
     uint32_t slot, gen; /* the socket's incarnation */
     int reason;
+    int restarted; /* clear the rank first: a new publisher */
 } kv_decoded;
 
 struct rt_kvsub {
@@ -87,12 +103,38 @@ static void free_op(kv_op *op)
     free(op);
 }
 
+static void close_sock(kv_sock *s)
+{
+    if (s->mon) {
+        zmq_socket_monitor(s->sock, NULL, 0);
+        zmq_close(s->mon);
+    }
+    zmq_close(s->sock);
+}
+
+/* A PAIR receiving sock's disconnections (NULL, logged, if none). */
+static void *open_monitor(rt_kvsub *k, void *sock)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "inproc://wsel-kvmon-%p", sock);
+    void *mon = zmq_socket(k->ctx, ZMQ_PAIR);
+    if (!mon || zmq_socket_monitor(sock, addr, ZMQ_EVENT_DISCONNECTED) != 0 ||
+        zmq_connect(mon, addr) != 0) {
+        rt_log(k->r, WSEL_LOG_WARN, "KV events: no monitor (%s): a restarted engine "
+               "is noticed only when its numbering goes back", zmq_strerror(zmq_errno()));
+        if (mon)
+            zmq_close(mon);
+        return NULL;
+    }
+    return mon;
+}
+
 static void close_worker(rt_kvsub *k, uint64_t worker_id)
 {
     size_t j = 0;
     for (size_t i = 0; i < k->nsocks; i++) {
         if (k->socks[i].worker_id == worker_id)
-            zmq_close(k->socks[i].sock);
+            close_sock(&k->socks[i]);
         else
             k->socks[j++] = k->socks[i];
     }
@@ -124,8 +166,12 @@ static void open_worker(rt_kvsub *k, const kv_op *op)
                 zmq_close(sock);
             continue;
         }
-        k->socks[k->nsocks++] =
-            (kv_sock){op->worker_id, rank, op->slot[rank], op->gen[rank], sock};
+        k->socks[k->nsocks++] = (kv_sock){.worker_id = op->worker_id,
+                                          .rank = rank,
+                                          .slot = op->slot[rank],
+                                          .gen = op->gen[rank],
+                                          .sock = sock,
+                                          .mon = open_monitor(k, sock)};
     }
 }
 
@@ -149,7 +195,45 @@ static int take_ops(rt_kvsub *k)
     return stop;
 }
 
-static void receive(rt_kvsub *k, const kv_sock *s)
+/* A monitor event (two frames: event and value, then the endpoint). */
+static void monitor_event(kv_sock *s)
+{
+    zmq_msg_t m;
+    int more = 1;
+    for (int i = 0; more; i++) {
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        if (i == 0 && zmq_msg_size(&m) >= 2) {
+            uint16_t ev;
+            memcpy(&ev, zmq_msg_data(&m), sizeof(ev));
+            if (ev == ZMQ_EVENT_DISCONNECTED)
+                s->lost = 1;
+        }
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+}
+
+/* After a disconnection, does this batch come from another publisher?
+ * Batches that continue the numbering may still be the old connection's
+ * (the monitor's event and the socket's input are not ordered), so the
+ * mark stays until the numbering breaks. */
+static int restarted(kv_sock *s, const kv_decoded *q)
+{
+    if (q->reason >= 0)
+        return 0;
+    int r = s->lost && s->has_seq && q->seq != s->last_seq + 1;
+    if (r)
+        s->lost = 0;
+    s->has_seq = 1;
+    s->last_seq = q->seq;
+    return r;
+}
+
+static void receive(rt_kvsub *k, kv_sock *s)
 {
     zmq_msg_t part[4];
     int n = 0, more = 1, extra = 0;
@@ -187,6 +271,7 @@ static void receive(rt_kvsub *k, const kv_sock *s)
         q->gen = s->gen;
         q->reason = rt_kv_decode(k->r, q->d, s->rank, frames, sizes,
                                  extra ? 5u : (uint32_t)n, &q->seq);
+        q->restarted = restarted(s, q);
         if (q->reason != WSEL_ENOMEM) { /* out of memory: dropped */
             pthread_mutex_lock(&k->pmu);
             k->count++;
@@ -196,6 +281,19 @@ static void receive(rt_kvsub *k, const kv_sock *s)
     }
     for (int i = 0; i < n; i++)
         zmq_msg_close(&part[i]);
+}
+
+/* Drop what a rank's previous publisher held, if the rank is still the
+ * one the socket was opened for. */
+static void clear_rank(wsel_router *r, const kv_decoded *q)
+{
+    pthread_mutex_lock(&r->mu);
+    uint32_t s = rt_slot_of(r, q->worker_id, q->rank);
+    if (s != RT_NIL && s == q->slot && r->slots[s].gen == q->gen) {
+        rt_index_clear_slot(&r->ix, s);
+        r->c.kv_cleared++;
+    }
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* The applying thread: decoded messages in the order received, until
@@ -211,6 +309,8 @@ static void *applier_main(void *arg)
             break;
         kv_decoded *q = &k->pipe[k->head];
         pthread_mutex_unlock(&k->pmu);
+        if (q->restarted)
+            clear_rank(k->r, q);
         rt_kv_commit(k->r, q->d, q->worker_id, q->rank, q->seq, q->reason, q->slot,
                      q->gen);
         pthread_mutex_lock(&k->pmu);
@@ -238,19 +338,28 @@ static void *kvsub_main(void *arg)
     zmq_pollitem_t *items = NULL;
     size_t cap = 0;
     for (;;) {
-        if (cap < k->nsocks + 1) {
-            cap = k->nsocks + 16;
+        if (cap < 2 * k->nsocks + 1) {
+            cap = 2 * k->nsocks + 16;
             zmq_pollitem_t *g = realloc(items, cap * sizeof(*g));
             if (!g)
                 break;
             items = g;
         }
         items[0] = (zmq_pollitem_t){k->wake_rx, 0, ZMQ_POLLIN, 0};
-        for (size_t i = 0; i < k->nsocks; i++)
-            items[i + 1] = (zmq_pollitem_t){k->socks[i].sock, 0, ZMQ_POLLIN, 0};
         size_t n = k->nsocks;
-        if (zmq_poll(items, (int)n + 1, -1) < 0)
+        for (size_t i = 0; i < n; i++) {
+            items[i + 1] = (zmq_pollitem_t){k->socks[i].sock, 0, ZMQ_POLLIN, 0};
+            /* no monitor: a socket that never has input */
+            items[n + i + 1] = (zmq_pollitem_t){
+                k->socks[i].mon ? k->socks[i].mon : k->socks[i].sock, 0,
+                k->socks[i].mon ? ZMQ_POLLIN : 0, 0};
+        }
+        if (zmq_poll(items, (int)(2 * n) + 1, -1) < 0)
             continue; /* EINTR */
+        /* a disconnection first: it came before the batches that follow */
+        for (size_t i = 0; i < n; i++)
+            if (items[n + i + 1].revents & ZMQ_POLLIN)
+                monitor_event(&k->socks[i]);
         for (size_t i = 0; i < n; i++)
             if (items[i + 1].revents & ZMQ_POLLIN)
                 receive(k, &k->socks[i]);
@@ -264,7 +373,7 @@ static void *kvsub_main(void *arg)
     }
     free(items);
     for (size_t i = 0; i < k->nsocks; i++)
-        zmq_close(k->socks[i].sock);
+        close_sock(&k->socks[i]);
     k->nsocks = 0;
     return NULL;
 }

@@ -17,6 +17,7 @@ packages=(
   libxxhash-dev                                 # libwsel-router: XXH3 block hashes
   nginx nginx-dev                               # nginx/ (issue 16): the upstream module
   prometheus                                    # promtool: tests/nginx only, skipped without (~96 MB)
+  help2man groff-base                           # man pages from --help, and their test
 )
 # Replica sync (issue 28, docs/replicas.md): libwsel-router shares load
 # between router replicas over NATS with the NATS C client; its tests start
@@ -26,6 +27,13 @@ packages+=(
   libnats-dev                                   # libwsel-router: replica sync (NATS C client)
   nats-server                                   # tests/router: test_router_sync's server
 )
+# The Debian packages (debian/, scripts/package-test.sh): dpkg-buildpackage
+# (dpkg-dev), debhelper, fakeroot and lintian (which brings ~120 Perl
+# packages); scripts/test.sh's Release stage uses them, and the package
+# test is skipped without them. WSEL_NO_PACKAGING=1 leaves them out.
+if [ "${WSEL_NO_PACKAGING:-0}" != 1 ]; then
+  packages+=(dpkg-dev debhelper fakeroot lintian)
+fi
 # The Rust host example needs cargo; take Debian's only when none is installed.
 command -v cargo >/dev/null 2>&1 || packages+=(cargo)
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "wsel_version.h"
 
 struct command {
     const char *name;
@@ -27,7 +28,8 @@ static const struct command commands[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: wsel COMMAND [ARGS...]\n\n"
+    fprintf(out, "usage: wsel COMMAND [ARGS...]\n"
+                 "       wsel --help | --version\n\n"
                  "Pluggable worker selection for KV-cache-aware LLM routers.\n\n"
                  "commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -42,6 +44,10 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return WSEL_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        wsel_version_print(stdout, "wsel");
+        return WSEL_EXIT_OK;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {

@@ -166,10 +166,14 @@ static const wsel_param_def pipeline_params[] = {
         },
 };
 
+/* Log an error; a message longer than the buffer ends in "..." so the
+ * reader sees it was cut (a child's path and error are up to 1 KiB each). */
 static void pipeline_log(const pipeline *p, const char *fmt, const char *a, const char *b)
 {
     char msg[1400];
-    snprintf(msg, sizeof(msg), fmt, a, b);
+    int n = snprintf(msg, sizeof(msg), fmt, a, b);
+    if (n >= (int)sizeof(msg))
+        memcpy(msg + sizeof(msg) - sizeof("..."), "...", sizeof("..."));
     p->host->log(p->host, WSEL_LOG_ERROR, msg);
 }
 

@@ -15,12 +15,15 @@ import sys
 TAG = "SPDX-License-Identifier:"
 SKIP_EXT = (".md", ".png", ".jsonl", ".json", ".lock", ".tmp")
 SKIP_NAMES = ("LICENSE", ".clang-format", ".gitignore")
+# Debian's formats without comments; debian/copyright gives their licence.
+SKIP_PATHS = ("debian/changelog", "debian/source/format")
 
 
 def is_source(rel):
     name = os.path.basename(rel)
     parts = rel.split(os.sep)
-    return not (name.endswith(SKIP_EXT) or name in SKIP_NAMES or "corpus" in parts)
+    return not (name.endswith(SKIP_EXT) or name in SKIP_NAMES or "corpus" in parts
+                or rel.replace(os.sep, "/") in SKIP_PATHS)
 
 
 def sources(root):

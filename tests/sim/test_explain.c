@@ -54,7 +54,11 @@ static char *explain_trace(const char *extra, int expect_exit)
 {
     const char *path = fixture_write(0, trace);
     char args[4096], *out = NULL;
-    snprintf(args, sizeof(args), "--trace %s %s %s", path, cluster, extra);
+    int n = snprintf(args, sizeof(args), "--trace %s %s %s", path, cluster, extra);
+    if (n < 0 || (size_t)n >= sizeof(args)) {
+        fixture_remove(path);
+        fail_msg("wsel sim's arguments need more than %zu bytes", sizeof(args));
+    }
     int rc = fixture_run_wsel("sim", args, &out);
     fixture_remove(path);
     if (rc != expect_exit)
