@@ -41,9 +41,6 @@
     X("start_time", "start_time_seconds", "gauge", NGX_HTTP_WSEL_ONE,         \
       "Unix time the worker's counters started (nginx start or reload).",    \
       s->up->metrics.started)                                                 \
-    X("worker_pid", "worker_pid", "gauge", NGX_HTTP_WSEL_ONE,                 \
-      "The nginx worker that answered, whose share the counters are.",        \
-      (uint64_t) ngx_pid)                                                     \
     X("workers", "workers", "gauge", NGX_HTTP_WSEL_ONE,                       \
       "nginx workers whose load the routes add up (this one included).",     \
       s->sc.replicas_live + 1)                                                \
