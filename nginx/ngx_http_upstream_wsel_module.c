@@ -430,6 +430,7 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
 
     /* a server configured `down` is no choice for the policy either */
     ngx_http_wsel_init_peer_state(up);
+    ngx_http_wsel_shared_start(cycle, up);
 
     return ngx_http_wsel_metrics_init(&up->metrics, cycle->pool, up->router);
 }

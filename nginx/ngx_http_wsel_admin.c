@@ -205,8 +205,25 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
         goto answer;
     }
 
+    if (config && ngx_strlen(config) >= NGX_HTTP_WSEL_SHARED_CONFIG) {
+        ngx_cpystrn((u_char *) err, (u_char *) "\"config\" is over the 1 MiB "
+                    "the workers share", sizeof(err));
+        goto answer;
+    }
+
     rc = wsel_host_switch(up->host, path, config ? config : "{}", err,
                           sizeof(err));
+
+    if (rc == 0
+        && ngx_http_wsel_shared_publish(up, path, config ? config : "{}",
+                                        err, sizeof(err))
+           != NGX_OK)
+    {
+        /* this worker switched; the others keep theirs, said in the log */
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "wsel: upstream \"%V\": %s", &up->name, err);
+        err[0] = '\0';
+    }
 
     if (rc == 0) {
         err[0] = '\0';

@@ -343,5 +343,9 @@ ngx_http_wsel_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
         }
     }
 
+    if (ngx_http_wsel_zone_add(cf, up) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_wsel_check_policy(cf, up);
 }

@@ -2,7 +2,7 @@
 
 /*
  * ngx_http_wsel_check.c -- the checks that need the whole configuration:
- * one worker process, no other balancer in wsel's place, each policy
+ * no other balancer in wsel's place, each policy
  * loadable by the `user` the workers run as. They run in a core module's
  * init_conf (ngx_wsel_check_module, built into the same .so), which nginx
  * calls once every directive is read, worker_processes and user included
@@ -201,17 +201,6 @@ ngx_wsel_check_init_conf(ngx_cycle_t *cycle, void *conf)
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
     ups = wmcf->upstreams.elts;
-
-    if (ccf->master && ccf->worker_processes > 1) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                      "wsel: upstream \"%V\" needs \"worker_processes 1;\" "
-                      "(found %i): the router's load accounting and KV "
-                      "index live in one worker's memory, and a second "
-                      "worker would route on half the picture "
-                      "(nginx/README.md)",
-                      &ups[0]->name, ccf->worker_processes);
-        return NGX_CONF_ERROR;
-    }
 
     for (i = 0; i < wmcf->upstreams.nelts; i++) {
         if (ngx_wsel_check_upstream(cycle, ccf, ups[i]) != NGX_OK) {

@@ -8,8 +8,11 @@
  * nginx/README.md's "Status" section documents each list's entries;
  * tests/nginx/nginx_metrics_test.py reads this file to check both outputs.
  *
- * Counters live in the worker's memory: they start at 0 with each worker
- * (nginx start or reload), as the router's and the host's own do.
+ * Counters live in the answering worker's memory: they start at 0 with
+ * each worker (nginx start or reload), as the router's and the host's own
+ * do, and count that worker's share (worker_pid says which). The load
+ * gauges (active_requests, the ranks' active_*) are the whole upstream's:
+ * every worker's, through the zone the workers share.
  */
 
 #ifndef NGX_HTTP_WSEL_METRICS_H_INCLUDED_
@@ -38,6 +41,15 @@
     X("start_time", "start_time_seconds", "gauge", NGX_HTTP_WSEL_ONE,         \
       "Unix time the worker's counters started (nginx start or reload).",    \
       s->up->metrics.started)                                                 \
+    X("workers", "workers", "gauge", NGX_HTTP_WSEL_ONE,                       \
+      "nginx workers whose load the routes add up (this one included).",     \
+      s->sc.replicas_live + 1)                                                \
+    X("active_requests", "active_requests", "gauge", NGX_HTTP_WSEL_ONE,       \
+      "Requests in flight on all ranks, every worker's.", s->active)          \
+    X("shared_switches", "shared_switches_total", "counter",                  \
+      NGX_HTTP_WSEL_ONE,                                                      \
+      "Policy switches another worker's admin location made, taken here.",    \
+      s->up->shared_switches)                                                 \
     X("selects", "selects_total", "counter", NGX_HTTP_WSEL_ONE,               \
       "Selects answered by the host (the policy or its fallback).",           \
       s->hc.selects)                                                          \

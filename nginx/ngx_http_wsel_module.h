@@ -28,6 +28,12 @@
 /* most JSON values in an admin request: twice what a policy's config may
  * hold (host/config.c), so memory for its tokens stays under 200 KiB */
 #define NGX_HTTP_WSEL_ADMIN_VALUES  8192
+/* most bytes of a config the admin location shares with the other workers */
+#define NGX_HTTP_WSEL_SHARED_CONFIG (1024 * 1024)
+
+
+/* The upstream's shared zone (ngx_http_wsel_shared.c). */
+typedef struct ngx_http_wsel_shared_s  ngx_http_wsel_shared_t;
 
 
 typedef struct {
@@ -79,6 +85,11 @@ typedef struct {
     ngx_event_t                     flush;     /* deferred history record */
     u_char                          live_path[PATH_MAX]; /* as the host takes */
     u_char                          last_error[NGX_HTTP_WSEL_ERR];
+    ngx_shm_zone_t                 *zone;      /* shared by the workers */
+    ngx_uint_t                      zone_processes;
+    ngx_http_wsel_shared_t         *shared;    /* in it; NULL before init */
+    ngx_uint_t                      epoch;     /* this cycle's */
+    ngx_atomic_uint_t               policy_seen; /* the switch applied */
 
     /* the module's own counters */
     uint64_t                        requests;
@@ -93,6 +104,7 @@ typedef struct {
     uint64_t                        peers_marked_down;
     uint64_t                        admin_switches;
     uint64_t                        admin_refused;
+    uint64_t                        shared_switches; /* another worker's */
     ngx_http_wsel_metrics_t         metrics;
 } ngx_http_wsel_upstream_t;
 
@@ -214,6 +226,22 @@ u_char *ngx_http_wsel_escape(u_char *d, u_char *last, const u_char *s,
     size_t n);
 ngx_int_t ngx_http_wsel_send(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, ngx_buf_t *b);
+
+/* ngx_http_wsel_shared.c: the zone the upstream's workers share */
+/* Add the upstream's zone "wsel:NAME". [configuration time] */
+ngx_int_t ngx_http_wsel_zone_add(ngx_conf_t *cf, ngx_http_wsel_upstream_t *up);
+/* Share the router's load through the zone (a failure is logged: the
+ * worker then routes on its own load). [worker start, after the router] */
+void ngx_http_wsel_shared_start(ngx_cycle_t *cycle,
+    ngx_http_wsel_upstream_t *up);
+/* Before a route or a status answer: take another worker's policy switch,
+ * apply the other workers' load. [the worker's thread] */
+void ngx_http_wsel_shared_sync(ngx_http_wsel_upstream_t *up, ngx_log_t *log);
+/* After the admin location's switch: publish it for the other workers.
+ * NGX_OK, or NGX_ERROR with the reason in err (the zone is full).
+ * [the worker's thread] */
+ngx_int_t ngx_http_wsel_shared_publish(ngx_http_wsel_upstream_t *up,
+    const char *path, const char *config, char *err, size_t err_size);
 
 /* ngx_http_wsel_admin.c: the admin location */
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);

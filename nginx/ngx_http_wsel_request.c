@@ -188,6 +188,8 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
         ngx_http_wsel_recheck_peers(up);
     }
 
+    ngx_http_wsel_shared_sync(up, r->connection->log);
+
     rc = wsel_router_route(up->router, &q, &res);
 
     if (!up->kv_events && !up->flush.posted) {

@@ -77,10 +77,48 @@ typedef struct {
     wsel_router_rank_info          *ri;
     uint32_t                        nr;
     ngx_http_wsel_rank_counters_t   engine;    /* the ranks' sums */
+    wsel_router_sync_counters       sc;        /* the other workers' */
+    uint64_t                        active;    /* requests, all ranks */
 } ngx_http_wsel_snap_t;
 
 
 static const ngx_http_wsel_rank_counters_t  ngx_http_wsel_no_counters;
+
+
+/* The other workers' load added to each rank's (the whole upstream's in
+ * flight), and their number. */
+static ngx_int_t
+ngx_http_wsel_snap_others(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
+    ngx_http_wsel_snap_t *s)
+{
+    uint32_t                i, n;
+    wsel_router_rank_info  *o, *ri;
+
+    s->sc.struct_size = sizeof(s->sc);
+    if (wsel_router_sync_read_counters(up->router, &s->sc) != 0) {
+        ngx_memzero(&s->sc, sizeof(s->sc));
+    }
+
+    o = ngx_palloc(pool, (s->nr + 1) * sizeof(wsel_router_rank_info));
+    if (o == NULL) {
+        return NGX_ERROR;
+    }
+    n = ngx_min(wsel_router_sync_read_ranks(up->router, o, s->nr), s->nr);
+
+    for (i = 0; i < s->nr; i++) {
+        ri = &s->ri[i];
+        if (i < n && o[i].worker_id == ri->worker_id
+            && o[i].dp_rank == ri->dp_rank)
+        {
+            ri->active_requests += o[i].active_requests;
+            ri->active_prefill_tokens += o[i].active_prefill_tokens;
+            ri->active_blocks += o[i].active_blocks;
+        }
+        s->active += ri->active_requests;
+    }
+
+    return NGX_OK;
+}
 
 
 static ngx_int_t
@@ -108,6 +146,10 @@ ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
     }
     s->nr = wsel_router_read_ranks(up->router, s->ri, nr);
     s->nr = ngx_min(s->nr, nr);
+
+    if (ngx_http_wsel_snap_others(pool, up, s) != NGX_OK) {
+        return NGX_ERROR;
+    }
 
     for (i = 0; i < s->nr; i++) {
         rc = ngx_http_wsel_rank_counters(&up->metrics, s->ri[i].worker_id,
@@ -651,6 +693,8 @@ ngx_http_wsel_status_handler(ngx_http_request_t *r)
 
     prom = ngx_http_arg(r, (u_char *) "format", 6, &fmt) == NGX_OK
            && fmt.len == 10 && ngx_strncmp(fmt.data, "prometheus", 10) == 0;
+
+    ngx_http_wsel_shared_sync(up, r->connection->log);
 
     if (ngx_http_wsel_snap_read(r->pool, up, &s) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;

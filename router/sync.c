@@ -48,6 +48,10 @@ void rt_sync_changed(wsel_router *r, uint32_t sid, int is_route)
 {
     rt_sync *s = r->sync;
     s->dirty[sid / 64] |= 1ull << (sid % 64);
+    if (s->shm) {
+        rt_sync_shm_publish(r, s);
+        return;
+    }
     if (is_route && !atomic_load_explicit(&s->connected, memory_order_relaxed))
         s->c.local_only_routes++;
     if (!atomic_exchange_explicit(&s->pending, 1, memory_order_acq_rel))
@@ -276,6 +280,7 @@ static void sync_free(const wsel_router *r, rt_sync *s)
     free(s->peers);
     free(s->agg);
     free(s->dirty);
+    rt_sync_shm_free(s->shm);
     free(s);
     (void)r;
 }
@@ -332,11 +337,15 @@ void wsel_router_sync_stop(wsel_router *r)
     if (!r || !r->sync)
         return;
     rt_sync *s = r->sync;
-    rt_sync_transport_stop(r, s);
+    if (s->shm)
+        rt_sync_shm_stop(r, s);
+    else
+        rt_sync_transport_stop(r, s);
     pthread_mutex_lock(&r->mu);
     r->sync = NULL;
     pthread_mutex_unlock(&r->mu);
-    rt_sync_transport_free(s);
+    if (!s->shm)
+        rt_sync_transport_free(s);
     sync_free(r, s);
 }
 

@@ -53,6 +53,7 @@ typedef struct rt_sync {
     atomic_uint connected;
     atomic_uint pending; /* a wake-up is on its way to the publisher */
     rt_sync_transport *tp;
+    struct rt_sync_shm *shm; /* set: a shared-memory region instead (sync_shm.c) */
 } rt_sync;
 
 /* CLOCK_MONOTONIC, microseconds (leases never follow the router's clock,
@@ -96,5 +97,13 @@ void rt_sync_transport_stop(wsel_router *r, rt_sync *s);
 void rt_sync_transport_free(rt_sync *s);
 /* Wake the publisher (a slot is dirty). */
 void rt_sync_transport_wake(rt_sync *s);
+
+/* sync_shm.c, with s->shm set: write this process's whole contribution
+ * into its slot (under the router's mutex, for rt_sync_changed); leave
+ * the slot (takes the mutex, for wsel_router_sync_stop); free the shm
+ * state (NULL: nothing), with s. */
+void rt_sync_shm_publish(wsel_router *r, rt_sync *s);
+void rt_sync_shm_stop(wsel_router *r, rt_sync *s);
+void rt_sync_shm_free(struct rt_sync_shm *m);
 
 #endif

@@ -23,6 +23,8 @@
 #   POLICIES    bundled policies [softmax hysteresis dpgroup chash roundrobin]
 #   MODES       wsel_kv_source values to run [events history]
 #   WORKERS, DP the cluster [8, 2]
+#   NGINX_WORKERS nginx's worker_processes; above 1 the port is listened on
+#               with reuseport, so the kernel spreads connections [1]
 #   SPEEDUP     arrival times divided by this [12: ~70 % of saturation]
 #   TIME_SCALE  engines' model ms per wall ms [0.5: ~60 s a run, 13 min in all]
 #   LAT_ROUNDS  latency bench rounds, each wsel then plain (and plain with
@@ -53,6 +55,7 @@ TRACE=${TRACE:-$TRACES/mooncake_arxiv_slice.jsonl}
 POLICIES=${POLICIES:-softmax hysteresis dpgroup chash roundrobin}
 MODES=${MODES:-events history}
 WORKERS=${WORKERS:-8}
+NGINX_WORKERS=${NGINX_WORKERS:-1}
 DP=${DP:-2}
 SPEEDUP=${SPEEDUP:-12}
 TIME_SCALE=${TIME_SCALE:-0.5}
@@ -197,7 +200,7 @@ $wsrv
 # SPDX-License-Identifier: Apache-2.0
 $load
 $user_line
-worker_processes 1;
+worker_processes $NGINX_WORKERS;
 daemon off;
 pid $d/logs/nginx.pid;
 error_log $d/logs/error.log warn;
@@ -215,7 +218,7 @@ $wsel_ups
         keepalive 256;
     }
     server {
-        listen 127.0.0.1:$port;
+        listen 127.0.0.1:$port$( ((NGINX_WORKERS > 1)) && echo " reuseport");
         client_header_buffer_size $HEADER_BUFFER;
         client_body_buffer_size 4m;
         client_max_body_size 16m;

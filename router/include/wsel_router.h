@@ -562,6 +562,57 @@ WSEL_ROUTER_API uint32_t wsel_router_sync_read_ranks(wsel_router *router,
                                                      wsel_router_rank_info *out,
                                                      uint32_t max);
 
+/* ===================================================================== */
+/* Replica sync through shared memory                                     */
+/* ===================================================================== */
+
+/*
+ * Processes of one machine (nginx's workers) that route to the same
+ * engines share their load through a memory region they all map, instead
+ * of NATS: the same per-replica contribution, summed the same way, read
+ * back by wsel_router_sync_read_counters and wsel_router_sync_read_ranks
+ * (a process is a replica there). Each process owns one slot of the
+ * region, where every change of its own load rewrites its whole
+ * contribution under the slot's sequence counter (a seqlock: the writer
+ * never waits, a reader retries a torn copy a few times and otherwise
+ * keeps its last view). wsel_router_shm_poll applies the slots that
+ * changed since the last poll, so a route sees the others' load as of its
+ * own poll: call it right before each route. Bounds:
+ *   a change is in the slot when the call that made it returns;
+ *   a process that stops (wsel_router_sync_stop, wsel_router_destroy)
+ *   leaves its slot: its load leaves the others' view at their next poll;
+ *   a process that dies without stopping is found by kill(pid, 0) at most
+ *   check_ms after (at the first poll past it); a process that takes over
+ *   its slot replaces its load at once (a new incarnation).
+ * Cost: a change rewrites the process's loaded ranks (32 bytes each); a
+ * poll reads one counter per slot and copies the slots that changed.
+ * Exclusive with the NATS sync on one router (one contribution each).
+ */
+
+/* Bytes a region for max_processes processes of at most max_rows rows
+ * each needs. [any thread] */
+WSEL_ROUTER_API size_t wsel_router_shm_size(uint32_t max_processes, uint32_t max_rows);
+/* Lay out a zeroed region of `size` bytes (at least wsel_router_shm_size)
+ * once, before any process starts on it. 0 or WSEL_EINVAL.
+ * [the region's creator, alone] OWNERSHIP: region stays the caller's. */
+WSEL_ROUTER_API int32_t wsel_router_shm_format(void *region, size_t size,
+                                               uint32_t max_processes, uint32_t max_rows);
+/* Start sharing this router's load through region (formatted, mapped at
+ * any address in each process): claims a free slot (or a dead process's)
+ * and publishes. check_ms: how often a poll checks that the other slots'
+ * processes live; 0 = 100. WSEL_EINVAL (not formatted), WSEL_ESTATE
+ * (replica sync already started), WSEL_EBUSY (every slot live),
+ * WSEL_ENOMEM. Stop with wsel_router_sync_stop. [control thread]
+ * OWNERSHIP: region must stay mapped until the sync stops. */
+WSEL_ROUTER_API int32_t wsel_router_shm_start(wsel_router *router, void *region,
+                                              uint32_t check_ms, char *err,
+                                              size_t err_size);
+/* Apply the other processes' changed contributions, drop the dead ones'.
+ * A no-op without a shared-memory sync. Never waits on another process
+ * (takes this router's own mutex). [one thread at a time: the routing
+ * thread] */
+WSEL_ROUTER_API void wsel_router_shm_poll(wsel_router *router);
+
 #ifdef __cplusplus
 }
 #endif
