@@ -154,28 +154,19 @@ out_free_doc:
 }
 
 
+/*
+ * Switch up's policy to the one the request's body names, publish the
+ * switch to the other workers; err is empty on success, else the reason.
+ */
 static void
-ngx_http_wsel_admin_body(ngx_http_request_t *r)
+ngx_http_wsel_admin_switch(ngx_http_request_t *r,
+    ngx_http_wsel_upstream_t *up, char *err, size_t err_size)
 {
-    u_char                     *body, *d;
-    char                       *path, *config, err[NGX_HTTP_WSEL_ERR];
-    size_t                      len;
-    int32_t                     rc;
-    ngx_buf_t                  *b;
-    ngx_uint_t                  status, copied;
-    const char                 *pol;
-    ngx_http_wsel_loc_conf_t   *wlcf;
-    ngx_http_wsel_upstream_t   *up;
-
-    wlcf = ngx_http_get_module_loc_conf(r, ngx_http_upstream_wsel_module);
-    up = ngx_http_wsel_find(
-        ngx_http_get_module_main_conf(r, ngx_http_upstream_wsel_module),
-        &wlcf->admin);
-
-    if (up == NULL || up->host == NULL) {
-        ngx_http_finalize_request(r, NGX_HTTP_NOT_FOUND);
-        return;
-    }
+    u_char      *body;
+    char        *path, *config;
+    size_t       len;
+    int32_t      rc;
+    ngx_uint_t   copied;
 
     path = NULL;
     config = NULL;
@@ -188,57 +179,65 @@ ngx_http_wsel_admin_body(ngx_http_request_t *r)
                      ? "the body is over the module's 64 MiB limit"
                      : "no body; expected "
                        "{\"path\": \"/x.so\", \"config\": {...}}"),
-                    sizeof(err));
-        goto answer;
+                    err_size);
+        return;
     }
 
     if (ngx_http_wsel_admin_read(r->pool, body, len, &path, &config, err,
-                                 sizeof(err))
+                                 err_size)
         != NGX_OK)
     {
-        goto answer;
+        return;
     }
 
-    path = (char *) ngx_http_wsel_plugin_path(r->pool, path, err,
-                                              sizeof(err));
+    path = (char *) ngx_http_wsel_plugin_path(r->pool, path, err, err_size);
     if (path == NULL) {
-        goto answer;
+        return;
     }
 
     if (config && ngx_strlen(config) >= NGX_HTTP_WSEL_SHARED_CONFIG) {
         ngx_cpystrn((u_char *) err, (u_char *) "\"config\" is over the 1 MiB "
-                    "the workers share", sizeof(err));
-        goto answer;
+                    "the workers share", err_size);
+        return;
     }
 
     rc = wsel_host_switch(up->host, path, config ? config : "{}", err,
-                          sizeof(err));
+                          err_size);
+    if (rc != 0) {
+        if (err[0] == '\0') {
+            ngx_cpystrn((u_char *) err, (u_char *) wsel_strerror(rc), err_size);
+        }
+        return;
+    }
 
-    if (rc == 0
-        && ngx_http_wsel_shared_publish(up, path, config ? config : "{}",
-                                        err, sizeof(err))
-           != NGX_OK)
+    if (ngx_http_wsel_shared_publish(up, path, config ? config : "{}", err,
+                                     err_size)
+        != NGX_OK)
     {
         /* this worker switched; the others keep theirs, said in the log */
         ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                       "wsel: upstream \"%V\": %s", &up->name, err);
-        err[0] = '\0';
     }
 
-    if (rc == 0) {
-        err[0] = '\0';
-        up->admin_switches++;
-        ngx_cpystrn(up->live_path, (u_char *) path, sizeof(up->live_path));
-        up->last_error[0] = '\0';
-        ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
-                      "wsel: upstream \"%V\" switched to \"%s\"", &up->name,
-                      path);
+    err[0] = '\0';
+    up->admin_switches++;
+    ngx_cpystrn(up->live_path, (u_char *) path, sizeof(up->live_path));
+    up->last_error[0] = '\0';
+    ngx_log_error(NGX_LOG_NOTICE, r->connection->log, 0,
+                  "wsel: upstream \"%V\" switched to \"%s\"", &up->name,
+                  path);
+}
 
-    } else if (err[0] == '\0') {
-        ngx_cpystrn((u_char *) err, (u_char *) wsel_strerror(rc), sizeof(err));
-    }
 
-answer:
+/* The admin answer: the live policy, its path, this worker, the error. */
+static void
+ngx_http_wsel_admin_answer(ngx_http_request_t *r,
+    ngx_http_wsel_upstream_t *up, const char *err)
+{
+    u_char       *d;
+    ngx_buf_t    *b;
+    ngx_uint_t    status;
+    const char   *pol;
 
     if (err[0]) {
         up->admin_refused++;
@@ -272,6 +271,28 @@ answer:
 
     ngx_http_finalize_request(r, ngx_http_wsel_send(r, status,
                                                     "application/json", b));
+}
+
+
+static void
+ngx_http_wsel_admin_body(ngx_http_request_t *r)
+{
+    char                        err[NGX_HTTP_WSEL_ERR];
+    ngx_http_wsel_loc_conf_t   *wlcf;
+    ngx_http_wsel_upstream_t   *up;
+
+    wlcf = ngx_http_get_module_loc_conf(r, ngx_http_upstream_wsel_module);
+    up = ngx_http_wsel_find(
+        ngx_http_get_module_main_conf(r, ngx_http_upstream_wsel_module),
+        &wlcf->admin);
+
+    if (up == NULL || up->host == NULL) {
+        ngx_http_finalize_request(r, NGX_HTTP_NOT_FOUND);
+        return;
+    }
+
+    ngx_http_wsel_admin_switch(r, up, err, sizeof(err));
+    ngx_http_wsel_admin_answer(r, up, err);
 }
 
 
