@@ -275,12 +275,21 @@ typedef struct group_pace {
     uint32_t top_row;
 } group_pace;
 
-static group_pace group_pace_of(const request_size *req, const wsel_table *t, uint32_t g)
+/* Ranks of a group whose loads a pass computes once, on the stack; a
+ * larger group's are computed again per row. */
+#define GROUP_CHUNK 64u
+
+/* Group g's pace; when `loads` is not NULL (the group has at most
+ * GROUP_CHUNK ranks) also each rank's load, loads[i - first]. */
+static group_pace group_pace_of(const request_size *req, const wsel_table *restrict t, uint32_t g,
+                                rank_load *restrict loads)
 {
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
     group_pace p = {0, 0, 0, first};
     for (uint32_t i = first; i < first + count; i++) {
         rank_load l = rank_load_of(req, t, i);
+        if (loads != NULL)
+            loads[i - first] = l;
         if (l.backlog > p.max_backlog)
             p.max_backlog = l.backlog;
         if (i == first || l.active > p.top_active) {
@@ -294,14 +303,19 @@ static group_pace group_pace_of(const request_size *req, const wsel_table *t, ui
     return p;
 }
 
-/* The request's wait on row r in tokens: the worker's current step (its
- * largest backlog, at most token_budget), then the rest of its own rank's
- * backlog, then its own uncached tokens. Saturates (only absurd loads
- * reach UINT64_MAX). */
-static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
-                              const wsel_table *t, const group_pace *p, uint32_t r)
+/* Row r's load: from the pass's buffer when the group has one. */
+static inline rank_load load_at(const request_size *req, const wsel_table *t,
+                                const rank_load *loads, uint32_t first, uint32_t r)
 {
-    rank_load l = rank_load_of(size, t, r);
+    return loads != NULL ? loads[r - first] : rank_load_of(req, t, r);
+}
+
+/* The request's wait on a row of load l in tokens: the worker's current
+ * step (its largest backlog, at most token_budget), then the rest of its
+ * own rank's backlog, then its own uncached tokens. Saturates (only absurd
+ * loads reach UINT64_MAX). */
+static inline uint64_t lockstep_wait(const dpgroup *d, const group_pace *p, rank_load l)
+{
     uint64_t step = p->max_backlog < d->token_budget ? p->max_backlog : d->token_budget;
     uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
     return add_saturating(add_saturating(step, rest), l.uncached);
@@ -331,7 +345,7 @@ static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
  * token_budget a one-rank worker's score is Dynamo's cost: L = backlog_r,
  * so the prefill part is prefill_tokens_r.
  */
-static double lockstep_score(const wsel_request *req, const wsel_table *t,
+static inline double lockstep_score(const wsel_request *req, const wsel_table *t,
                              const group_pace *p, uint32_t r, uint64_t tokens)
 {
     uint64_t sibling = r == p->top_row ? p->second_active : p->top_active;
@@ -353,17 +367,18 @@ static double lockstep_score(const wsel_request *req, const wsel_table *t,
 static int band_limit(const dpgroup *d, const request_size *size, const wsel_table *t,
                       uint8_t skip, uint64_t *out_limit)
 {
+    rank_load loads[GROUP_CHUNK];
     uint64_t best = UINT64_MAX;
     int any = 0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(size, t, g, buf);
         for (uint32_t r = first; r < first + count; r++) {
             if (t->flags[r] & skip)
                 continue;
-            uint64_t w = lockstep_wait(d, size, t, &p, r);
-            if (!any || w < best)
-                best = w;
+            uint64_t w = lockstep_wait(d, &p, load_at(size, t, buf, first, r));
+            best = w < best ? w : best;
             any = 1;
         }
     }
@@ -371,31 +386,131 @@ static int band_limit(const dpgroup *d, const request_size *size, const wsel_tab
     return any;
 }
 
-static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
+/* The two stages as two passes: the band, then the choice inside it. */
+static int32_t select_two_pass(const dpgroup *d, const wsel_request *req,
                                const wsel_table *t, uint8_t skip, uint32_t *out_row)
 {
-    if (req->block_size == 0) /* the ABI says > 0; never divide by it */
-        return WSEL_EINVAL;
     tie_break tb = {d->host, req->rng, 0.0, 0, 0};
     request_size size = {req->isl_tokens, req->block_size,
                          req->isl_tokens / req->block_size};
     uint64_t limit;
     if (!band_limit(d, &size, t, skip, &limit))
         return WSEL_ENOCANDIDATE;
+    rank_load loads[GROUP_CHUNK];
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(&size, t, g, buf);
         for (uint32_t r = first; r < first + count; r++) {
             if (t->flags[r] & skip)
                 continue;
-            uint64_t wait = lockstep_wait(d, &size, t, &p, r);
-            if (wait <= limit)
-                tie_offer(&tb, lockstep_score(req, t, &p, r, wait), r);
+            uint64_t wait = lockstep_wait(d, &p, load_at(&size, t, buf, first, r));
+            if (wait > limit)
+                continue;
+            double score = lockstep_score(req, t, &p, r, wait);
+            if (tb.ties == 0 || score <= tb.best) /* tie_offer's own test, inline */
+                tie_offer(&tb, score, r);
         }
     }
     if (tb.ties == 0)
         return WSEL_ENOCANDIDATE;
     *out_row = tb.pick;
+    return 0;
+}
+
+/* Stage 2 as one pass meets the rows: the band's limit so far, the
+ * largest wait offered under it, the choice. */
+typedef struct stage2 {
+    const dpgroup *d;
+    const wsel_request *req;
+    const wsel_table *t;
+    request_size size;
+    uint8_t skip;
+    uint64_t limit;
+    uint64_t widest;
+    tie_break tb;
+} stage2;
+
+static inline void stage2_offer(stage2 *s, const group_pace *p, uint32_t r, uint64_t wait)
+{
+    if (wait > s->limit)
+        return;
+    s->widest = wait > s->widest ? wait : s->widest;
+    double score = lockstep_score(s->req, s->t, p, r, wait);
+    if (s->tb.ties == 0 || score <= s->tb.best) /* tie_offer's own test, inline */
+        tie_offer(&s->tb, score, r);
+}
+
+/* Stage 2 again, from a fresh stream, over the rows before row `end` of
+ * group `g_end` (the band shrank past a row already offered). */
+static void stage2_replay(stage2 *s, const wsel_rng *saved, uint32_t g_end, uint32_t end)
+{
+    const wsel_table *t = s->t;
+    *s->req->rng = *saved;
+    s->tb.ties = 0;
+    s->widest = 0;
+    rank_load loads[GROUP_CHUNK];
+    for (uint32_t g = 0; g <= g_end; g++) {
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        uint32_t stop = g == g_end ? end : first + count;
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(&s->size, t, g, buf);
+        for (uint32_t r = first; r < stop; r++)
+            if ((t->flags[r] & s->skip) == 0)
+                stage2_offer(s, &p, r,
+                             lockstep_wait(s->d, &p, load_at(&s->size, t, buf, first, r)));
+    }
+}
+
+/* Replays one pass tolerates before it runs the two passes instead. */
+#define MAX_REPLAYS 2
+
+/*
+ * The two stages in one pass (each row read once: a per-row cost that
+ * stays flat when the table outgrows the caches), exactly: the band's
+ * limit only shrinks as the pass finds smaller waits, and while it still
+ * holds every row already offered (`widest`), stage 2 has seen exactly
+ * the rows the final band holds, in row order, with the same draws. When
+ * a smaller wait shuts out a row already offered, stage 2 is replayed
+ * over the rows before it from the request's stream as it was; past
+ * MAX_REPLAYS, the two passes run instead.
+ */
+static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
+                               const wsel_table *t, uint8_t skip, uint32_t *out_row)
+{
+    if (req->block_size == 0) /* the ABI says > 0; never divide by it */
+        return WSEL_EINVAL;
+    const wsel_rng saved = *req->rng;
+    stage2 s = {d, req, t, {req->isl_tokens, req->block_size,
+                            req->isl_tokens / req->block_size},
+                skip, UINT64_MAX, 0, {d->host, req->rng, 0.0, 0, 0}};
+    uint64_t least = UINT64_MAX;
+    uint32_t replays = 0;
+    rank_load loads[GROUP_CHUNK];
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(&s.size, t, g, buf);
+        for (uint32_t r = first; r < first + count; r++) {
+            if (t->flags[r] & skip)
+                continue;
+            uint64_t wait = lockstep_wait(d, &p, load_at(&s.size, t, buf, first, r));
+            if (wait < least) {
+                least = wait;
+                s.limit = add_saturating(least, d->token_budget);
+                if (s.widest > s.limit && replays++ == MAX_REPLAYS) {
+                    *req->rng = saved;
+                    return select_two_pass(d, req, t, skip, out_row);
+                }
+                if (s.widest > s.limit)
+                    stage2_replay(&s, &saved, g, r);
+            }
+            stage2_offer(&s, &p, r, wait);
+        }
+    }
+    if (s.tb.ties == 0)
+        return WSEL_ENOCANDIDATE;
+    *out_row = s.tb.pick;
     return 0;
 }
 
@@ -418,11 +533,13 @@ static int32_t score_lockstep(const dpgroup *d, const wsel_request *req,
      * for 0, so the sign bit marks it exactly) until the band's highest
      * score is known, then moved above it. */
     double top = 0.0;
+    rank_load loads[GROUP_CHUNK];
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(&size, t, g, buf);
         for (uint32_t r = first; r < first + count; r++) {
-            uint64_t wait = lockstep_wait(d, &size, t, &p, r);
+            uint64_t wait = lockstep_wait(d, &p, load_at(&size, t, buf, first, r));
             double score = lockstep_score(req, t, &p, r, wait);
             scores[r] = wait <= limit ? score : -score;
             if (wait <= limit && score > top)
