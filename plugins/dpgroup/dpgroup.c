@@ -386,10 +386,15 @@ static int band_limit(const dpgroup *d, const request_size *size, const wsel_tab
     return any;
 }
 
-/* The two stages as two passes: the band, then the choice inside it. */
-static int32_t select_two_pass(const dpgroup *d, const wsel_request *req,
+/* The two stages as two passes: the band, then the choice inside it. (One
+ * pass, replaying stage 2 whenever a smaller wait shrank the band past a
+ * row already offered, took fewer instructions but more time from 16,384
+ * rows: docs/bench.md, "Scaling".) */
+static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
                                const wsel_table *t, uint8_t skip, uint32_t *out_row)
 {
+    if (req->block_size == 0) /* the ABI says > 0; never divide by it */
+        return WSEL_EINVAL;
     tie_break tb = {d->host, req->rng, 0.0, 0, 0};
     request_size size = {req->isl_tokens, req->block_size,
                          req->isl_tokens / req->block_size};
@@ -415,102 +420,6 @@ static int32_t select_two_pass(const dpgroup *d, const wsel_request *req,
     if (tb.ties == 0)
         return WSEL_ENOCANDIDATE;
     *out_row = tb.pick;
-    return 0;
-}
-
-/* Stage 2 as one pass meets the rows: the band's limit so far, the
- * largest wait offered under it, the choice. */
-typedef struct stage2 {
-    const dpgroup *d;
-    const wsel_request *req;
-    const wsel_table *t;
-    request_size size;
-    uint8_t skip;
-    uint64_t limit;
-    uint64_t widest;
-    tie_break tb;
-} stage2;
-
-static inline void stage2_offer(stage2 *s, const group_pace *p, uint32_t r, uint64_t wait)
-{
-    if (wait > s->limit)
-        return;
-    s->widest = wait > s->widest ? wait : s->widest;
-    double score = lockstep_score(s->req, s->t, p, r, wait);
-    if (s->tb.ties == 0 || score <= s->tb.best) /* tie_offer's own test, inline */
-        tie_offer(&s->tb, score, r);
-}
-
-/* Stage 2 again, from a fresh stream, over the rows before row `end` of
- * group `g_end` (the band shrank past a row already offered). */
-static void stage2_replay(stage2 *s, const wsel_rng *saved, uint32_t g_end, uint32_t end)
-{
-    const wsel_table *t = s->t;
-    *s->req->rng = *saved;
-    s->tb.ties = 0;
-    s->widest = 0;
-    rank_load loads[GROUP_CHUNK];
-    for (uint32_t g = 0; g <= g_end; g++) {
-        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        uint32_t stop = g == g_end ? end : first + count;
-        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
-        group_pace p = group_pace_of(&s->size, t, g, buf);
-        for (uint32_t r = first; r < stop; r++)
-            if ((t->flags[r] & s->skip) == 0)
-                stage2_offer(s, &p, r,
-                             lockstep_wait(s->d, &p, load_at(&s->size, t, buf, first, r)));
-    }
-}
-
-/* Replays one pass tolerates before it runs the two passes instead. */
-#define MAX_REPLAYS 2
-
-/*
- * The two stages in one pass (each row read once: a per-row cost that
- * stays flat when the table outgrows the caches), exactly: the band's
- * limit only shrinks as the pass finds smaller waits, and while it still
- * holds every row already offered (`widest`), stage 2 has seen exactly
- * the rows the final band holds, in row order, with the same draws. When
- * a smaller wait shuts out a row already offered, stage 2 is replayed
- * over the rows before it from the request's stream as it was; past
- * MAX_REPLAYS, the two passes run instead.
- */
-static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
-                               const wsel_table *t, uint8_t skip, uint32_t *out_row)
-{
-    if (req->block_size == 0) /* the ABI says > 0; never divide by it */
-        return WSEL_EINVAL;
-    const wsel_rng saved = *req->rng;
-    stage2 s = {d, req, t, {req->isl_tokens, req->block_size,
-                            req->isl_tokens / req->block_size},
-                skip, UINT64_MAX, 0, {d->host, req->rng, 0.0, 0, 0}};
-    uint64_t least = UINT64_MAX;
-    uint32_t replays = 0;
-    rank_load loads[GROUP_CHUNK];
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
-        group_pace p = group_pace_of(&s.size, t, g, buf);
-        for (uint32_t r = first; r < first + count; r++) {
-            if (t->flags[r] & skip)
-                continue;
-            uint64_t wait = lockstep_wait(d, &p, load_at(&s.size, t, buf, first, r));
-            if (wait < least) {
-                least = wait;
-                s.limit = add_saturating(least, d->token_budget);
-                if (s.widest > s.limit && replays++ == MAX_REPLAYS) {
-                    *req->rng = saved;
-                    return select_two_pass(d, req, t, skip, out_row);
-                }
-                if (s.widest > s.limit)
-                    stage2_replay(&s, &saved, g, r);
-            }
-            stage2_offer(&s, &p, r, wait);
-        }
-    }
-    if (s.tb.ties == 0)
-        return WSEL_ENOCANDIDATE;
-    *out_row = s.tb.pick;
     return 0;
 }
 
