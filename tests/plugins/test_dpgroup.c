@@ -566,13 +566,12 @@ static void test_excluded_and_busy_ranks_are_skipped(void **state)
 }
 
 /*
- * The one-pass choice (replaying stage 2 when the band shrinks past a row
- * it offered, or falling back to two passes) lands on a row with the least
- * score of the two-pass score function, on tables whose waits shrink along
- * the rows (many replays) and on shuffled ones, workers of 1 to 70 ranks
- * (past the 64 a pass keeps on the stack).
+ * Select lands on a row with the least score of the score function, on
+ * tables whose waits shrink along the rows and on shuffled ones, workers
+ * of 1 to 70 ranks (past the 64 whose loads a pass keeps on the stack).
  */
-static void test_the_one_pass_choice_has_the_least_two_pass_score(void **state)
+static void test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables(
+    void **state)
 {
     (void)state;
     void *d = harness_create(NULL, NULL, 0);
@@ -651,7 +650,7 @@ int main(void)
         cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
         cmocka_unit_test(test_excluded_and_busy_ranks_are_skipped),
         cmocka_unit_test(test_ties_between_workers_are_broken_at_random_and_reproducibly),
-        cmocka_unit_test(test_the_one_pass_choice_has_the_least_two_pass_score),
+        cmocka_unit_test(test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
