@@ -326,7 +326,7 @@ static int32_t eligible_load(const chash_ring *ring, const wsel_table *t,
     uint64_t fp = 0;
     for (uint32_t g = 0; g < groups; g++) {
         uint32_t first = first_row[g];
-        fp = chash_ring_fold(fp, t->worker_id[first], counts[g]);
+        fp = chash_ring_fold(fp, g, t->worker_id[first], counts[g]);
         doubtful[num_doubtful < DOUBTFUL ? num_doubtful : DOUBTFUL] = g;
         num_doubtful += (flags[first] & skip) != 0;
     }

@@ -58,7 +58,7 @@ static uint64_t table_fingerprint(const wsel_table *table)
 {
     uint64_t h = 0;
     for (uint32_t g = 0; g < table->num_groups; g++)
-        h = chash_ring_fold(h, table->worker_id[table->group_first_row[g]],
+        h = chash_ring_fold(h, g, table->worker_id[table->group_first_row[g]],
                             table->group_row_count[g]);
     return chash_ring_finish(h, table->num_groups);
 }

@@ -38,12 +38,15 @@ typedef struct chash_ring {
     uint32_t num_points;
 } chash_ring;
 
-/* One worker (id, rank count) folded into a fingerprint started at 0; the
- * fold over a table's workers in order, finished by chash_ring_finish, is
- * what the ring keeps. Order-sensitive, so renumbered workers differ. */
-static inline uint64_t chash_ring_fold(uint64_t h, uint64_t id, uint32_t ranks)
+/* Worker g (id, rank count) folded into a fingerprint started at 0; the
+ * fold over a table's workers, finished by chash_ring_finish, is what the
+ * ring keeps. Each worker's term stands alone (no chain from one worker
+ * to the next, so a pass over the workers runs at full width) and carries
+ * its place g, so renumbered workers differ. */
+static inline uint64_t chash_ring_fold(uint64_t h, uint32_t g, uint64_t id, uint32_t ranks)
 {
-    return ((h ^ id) * 0x9e3779b97f4a7c15ull + ranks) ^ (h >> 29);
+    uint64_t x = (id + ((uint64_t)g << 32 | ranks)) * 0xff51afd7ed558ccdull;
+    return h + (x ^ (x >> 31));
 }
 uint64_t chash_ring_finish(uint64_t h, uint32_t num_workers);
 
