@@ -39,7 +39,8 @@ static const char *const load_names[] = {"requests", "blocks", NULL};
 enum { SPILL_COST, SPILL_OVERLAP };
 static const char *const spill_names[] = {"cost", "overlap", NULL};
 
-/* Largest max_workers: the walk keeps a visited bit per worker on the stack. */
+/* Largest max_workers at create (the ring grows past it on a topology
+ * change): max_workers * vnodes points must fit a uint32_t. */
 #define CHASH_MAX_WORKERS 65536u
 
 static const wsel_param_def chash_params[P_COUNT] = {
@@ -58,8 +59,10 @@ static const wsel_param_def chash_params[P_COUNT] = {
                    .min_value = 0.0,
                    .max_value = 10.0},
     [P_MAX_WORKERS] = {.name = "max_workers",
-                       .doc = "ring capacity in workers, reserved at create; more is "
-                              "refused",
+                       .doc = "ring points reserved at create: max_workers x vnodes; "
+                              "past them each worker gets fewer points (still per "
+                              "rank), and past max_workers x vnodes workers the ring "
+                              "grows on a topology change",
                        .type = WSEL_PARAM_INT,
                        .default_value = 4096.0,
                        .min_value = 1.0,
@@ -295,8 +298,8 @@ static int group_eligible(const wsel_table *t, uint32_t g, uint8_t skip)
  * The load over workers with an eligible rank, how many they are, and how
  * many eligible ranks they have (the cluster's capacity); or RING_STALE
  * when the ring does not hold exactly the table's workers and rank counts
- * (the check chash_ring_matches makes: the rank counts as one memcmp, the
- * ids folded into the same pass over the groups). The sum over every row is one
+ * (the check chash_ring_matches makes: the workers' fingerprint, folded
+ * in the same pass over the groups). The sum over every row is one
  * vectorised loop; the loads of the (rare) workers without an eligible rank are then
  * taken back out, which is the same sum in uint64_t arithmetic, wrap-around included. A
  * worker whose first row is eligible needs no other look, so most cost one flag test and
@@ -307,8 +310,7 @@ static int32_t eligible_load(const chash_ring *ring, const wsel_table *t,
                              uint32_t *out_workers, uint32_t *out_ranks)
 {
     uint32_t groups = t->num_groups;
-    if (ring->num_workers != groups ||
-        memcmp(ring->ranks, t->group_row_count, (size_t)groups * sizeof(uint32_t)) != 0)
+    if (ring->num_workers != groups)
         return RING_STALE;
     const uint8_t skip = w->skip;
     const uint8_t *flags = t->flags;
@@ -320,14 +322,15 @@ static int32_t eligible_load(const chash_ring *ring, const wsel_table *t,
      * DOUBTFUL takes the writes past it), and judged after the pass; past
      * DOUBTFUL of them, every worker is. */
     uint32_t doubtful[DOUBTFUL + 1], num_doubtful = 0;
-    uint64_t stale = 0;
+    const uint32_t *counts = t->group_row_count;
+    uint64_t fp = 0;
     for (uint32_t g = 0; g < groups; g++) {
         uint32_t first = first_row[g];
-        stale |= ring->workers[g] ^ t->worker_id[first];
+        fp = chash_ring_fold(fp, g, t->worker_id[first], counts[g]);
         doubtful[num_doubtful < DOUBTFUL ? num_doubtful : DOUBTFUL] = g;
         num_doubtful += (flags[first] & skip) != 0;
     }
-    if (stale != 0)
+    if (chash_ring_finish(fp, groups) != ring->fingerprint)
         return RING_STALE;
     uint32_t judge = num_doubtful <= DOUBTFUL ? num_doubtful : groups;
     for (uint32_t k = 0; k < judge; k++) {
@@ -482,9 +485,9 @@ static int held_elsewhere(const chash *c, const wsel_table *t, const walk_state 
  * carrying load): the cheapest rank of the worker with the least load per
  * eligible rank, rendezvous hash again breaking ties.
  */
-static uint64_t rendezvous(const chash *c, const walk_state *w, uint32_t g)
+static uint64_t rendezvous(const wsel_table *t, const walk_state *w, uint32_t g)
 {
-    return mix64(w->key ^ mix64(c->ring.workers[g]));
+    return mix64(w->key ^ mix64(t->worker_id[t->group_first_row[g]]));
 }
 
 /* load_bound for a worker of `ranks` eligible ranks, remembered per rank
@@ -563,7 +566,7 @@ static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state
         int b = best == UINT32_MAX
                     ? 1
                     : spill_better(kind, pick_ov, pick_cost, best_ov, best_cost);
-        if (b > 0 || (b == 0 && rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
+        if (b > 0 || (b == 0 && rendezvous(t, w, g) > rendezvous(t, w, best_g))) {
             best = pick;
             best_g = g;
             best_cost = pick_cost;
@@ -586,7 +589,7 @@ static uint32_t spill_pass(const chash *c, const wsel_table *t, const walk_state
         double relative = (double)load / (double)ranks;
         if (lightest == UINT32_MAX || relative < lightest_load ||
             (relative == lightest_load &&
-             rendezvous(c, w, g) > rendezvous(c, w, lightest))) {
+             rendezvous(t, w, g) > rendezvous(t, w, lightest))) {
             lightest = g;
             lightest_load = relative;
         }
@@ -645,7 +648,7 @@ static int spill_shortcut(const chash *c, const wsel_table *t, const walk_state 
             continue;
         if (best == UINT32_MAX ||
             (g == best_g ? t->active_requests[r] < t->active_requests[best]
-                         : rendezvous(c, w, g) > rendezvous(c, w, best_g))) {
+                         : rendezvous(t, w, g) > rendezvous(t, w, best_g))) {
             best = r;
             best_g = g;
         }
@@ -729,6 +732,14 @@ static int32_t walk_ring(const chash *c, const wsel_request *req, const wsel_tab
     return 0;
 }
 
+/* Mark group g met: its rows score `value`. */
+static void set_unmet_scores(const wsel_table *t, uint32_t g, double *scores, double value)
+{
+    uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+    for (uint32_t i = first; i < end; i++)
+        scores[i] = value;
+}
+
 /*
  * The score (ABI 1.1), under the lock, lower is better; the row select
  * takes always has the single lowest score.
@@ -789,22 +800,23 @@ static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_ta
     }
 
     double n = (double)ring->num_workers;
-    /* Until the walk meets them: workers without an eligible rank. */
+    /* UNMET until the walk meets the worker (every score it writes is >=
+     * 0); the ones it never meets have no eligible rank. */
+    const double UNMET = -1.0;
     for (uint32_t i = 0; i < t->num_rows; i++)
-        scores[i] = n + ((double)w.total + 1.0) * n + n;
-    uint64_t visited[CHASH_MAX_WORKERS / 64];
-    memset(visited, 0, ((size_t)t->num_groups + 63) / 64 * sizeof(visited[0]));
+        scores[i] = UNMET;
     uint32_t judged = 0;
     for (uint32_t k = 0; k < ring->num_points && judged < ring->num_workers; k++) {
         uint32_t g = walk_owner(ring, &w, k);
-        if (visited[g / 64] & (1ull << (g % 64)))
+        if (scores[t->group_first_row[g]] != UNMET)
             continue;
-        visited[g / 64] |= 1ull << (g % 64);
         double order = (double)judged++;
         uint64_t load;
         uint32_t ranks = worker_state(t, g, &w, &load);
-        if (ranks == 0)
+        if (ranks == 0) {
+            set_unmet_scores(t, g, scores, n + ((double)w.total + 1.0) * n + n);
             continue;
+        }
         double base = fits_bound(c->epsilon, &w, load, ranks)
                           ? order
                           : n + (double)load / (double)ranks * n + order;
@@ -821,6 +833,9 @@ static int32_t score_ring(const chash *c, const wsel_request *req, const wsel_ta
             scores[i] = i == pick ? base : base + 0.5 + 0.25 * place;
         }
     }
+    for (uint32_t i = 0; i < t->num_rows; i++)
+        if (scores[i] == UNMET)
+            scores[i] = n + ((double)w.total + 1.0) * n + n;
     return 0;
 }
 
@@ -870,13 +885,16 @@ static int32_t chash_select(void *instance, const wsel_request *req, const wsel_
     return 0;
 }
 
+/* [control thread] Grow the ring to the table (the only place it
+ * allocates after create), then rebuild it off the select path. */
 static void chash_on_topology_changed(void *instance, const wsel_table *t)
 {
     chash *c = instance;
     pthread_rwlock_wrlock(&c->lock);
-    if (!chash_ring_matches(&c->ring, t) && chash_ring_build(&c->ring, t) != 0)
-        c->host->log(c->host, WSEL_LOG_WARN,
-                     "chash: more workers than max_workers; raise max_workers");
+    if (chash_ring_reserve(&c->ring, t->num_groups) != 0)
+        c->host->log(c->host, WSEL_LOG_WARN, "chash: out of memory growing the ring");
+    else if (!chash_ring_matches(&c->ring, t))
+        chash_ring_build(&c->ring, t);
     pthread_rwlock_unlock(&c->lock);
 }
 

@@ -15,54 +15,58 @@ int32_t chash_ring_init(chash_ring *ring, uint32_t max_workers, uint32_t vnodes)
     size_t num_points = (size_t)max_workers * vnodes;
     if (num_points > UINT32_MAX)
         return WSEL_EINVAL;
-    uint64_t *workers = malloc((size_t)max_workers * sizeof(*workers));
-    if (workers == NULL)
-        goto out_fail;
-    uint32_t *ranks = malloc((size_t)max_workers * sizeof(*ranks));
-    if (ranks == NULL)
-        goto out_free_workers;
     /* Large: pages are only touched for the workers actually present. */
     ring_point *points = malloc(num_points * sizeof(*points));
     if (points == NULL)
-        goto out_free_ranks;
-    ring->workers = workers;
-    ring->ranks = ranks;
+        return WSEL_ENOMEM;
     ring->points = points;
-    ring->max_workers = max_workers;
+    ring->fingerprint = 0;
+    ring->room = (uint32_t)num_points;
     ring->vnodes = vnodes;
     ring->num_workers = 0;
     ring->num_points = 0;
     return 0;
+}
 
-out_free_ranks:
-    free(ranks);
-out_free_workers:
-    free(workers);
-out_fail:
-    return WSEL_ENOMEM;
+int32_t chash_ring_reserve(chash_ring *ring, uint32_t num_workers)
+{
+    if (num_workers <= ring->room)
+        return 0;
+    ring_point *points = realloc(ring->points, (size_t)num_workers * sizeof(*points));
+    if (points == NULL)
+        return WSEL_ENOMEM;
+    ring->points = points;
+    ring->room = num_workers;
+    return 0;
 }
 
 void chash_ring_free(chash_ring *ring)
 {
-    free(ring->workers);
-    free(ring->ranks);
     free(ring->points);
-    ring->workers = NULL;
-    ring->ranks = NULL;
     ring->points = NULL;
     ring->num_workers = 0;
     ring->num_points = 0;
 }
 
+uint64_t chash_ring_finish(uint64_t h, uint32_t num_workers)
+{
+    return mix64(h ^ num_workers);
+}
+
+/* The fingerprint of `table`'s workers. */
+static uint64_t table_fingerprint(const wsel_table *table)
+{
+    uint64_t h = 0;
+    for (uint32_t g = 0; g < table->num_groups; g++)
+        h = chash_ring_fold(h, g, table->worker_id[table->group_first_row[g]],
+                            table->group_row_count[g]);
+    return chash_ring_finish(h, table->num_groups);
+}
+
 int chash_ring_matches(const chash_ring *ring, const wsel_table *table)
 {
-    if (ring->num_workers != table->num_groups)
-        return 0;
-    for (uint32_t g = 0; g < table->num_groups; g++)
-        if (ring->workers[g] != table->worker_id[table->group_first_row[g]] ||
-            ring->ranks[g] != table->group_row_count[g])
-            return 0;
-    return 1;
+    return ring->num_workers == table->num_groups &&
+           ring->fingerprint == table_fingerprint(table);
 }
 
 static int point_less(const ring_point *a, const ring_point *b)
@@ -104,19 +108,17 @@ int32_t chash_ring_build(chash_ring *ring, const wsel_table *table)
 {
     ring->num_workers = 0;
     ring->num_points = 0;
-    if (table->num_groups > ring->max_workers)
+    if (table->num_groups > ring->room)
         return WSEL_ERANGE;
     uint64_t total_ranks = 0;
     for (uint32_t g = 0; g < table->num_groups; g++)
         total_ranks += table->group_row_count[g];
-    uint64_t room = (uint64_t)ring->max_workers * ring->vnodes;
+    uint64_t room = ring->room;
     int scaled = total_ranks * ring->vnodes > room;
     uint32_t n = 0;
     for (uint32_t g = 0; g < table->num_groups; g++) {
         uint64_t id = table->worker_id[table->group_first_row[g]];
         uint32_t ranks = table->group_row_count[g];
-        ring->workers[g] = id;
-        ring->ranks[g] = ranks;
         uint64_t points = (uint64_t)ranks * ring->vnodes;
         if (scaled) {
             points = (room - table->num_groups) * ranks / total_ranks;
@@ -132,6 +134,7 @@ int32_t chash_ring_build(chash_ring *ring, const wsel_table *table)
         }
     }
     sort_points(ring->points, n);
+    ring->fingerprint = table_fingerprint(table);
     ring->num_workers = table->num_groups;
     ring->num_points = n;
     return 0;

@@ -275,12 +275,21 @@ typedef struct group_pace {
     uint32_t top_row;
 } group_pace;
 
-static group_pace group_pace_of(const request_size *req, const wsel_table *t, uint32_t g)
+/* Ranks of a group whose loads a pass computes once, on the stack; a
+ * larger group's are computed again per row. */
+#define GROUP_CHUNK 64u
+
+/* Group g's pace; when `loads` is not NULL (the group has at most
+ * GROUP_CHUNK ranks) also each rank's load, loads[i - first]. */
+static group_pace group_pace_of(const request_size *req, const wsel_table *restrict t, uint32_t g,
+                                rank_load *restrict loads)
 {
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
     group_pace p = {0, 0, 0, first};
     for (uint32_t i = first; i < first + count; i++) {
         rank_load l = rank_load_of(req, t, i);
+        if (loads != NULL)
+            loads[i - first] = l;
         if (l.backlog > p.max_backlog)
             p.max_backlog = l.backlog;
         if (i == first || l.active > p.top_active) {
@@ -294,14 +303,19 @@ static group_pace group_pace_of(const request_size *req, const wsel_table *t, ui
     return p;
 }
 
-/* The request's wait on row r in tokens: the worker's current step (its
- * largest backlog, at most token_budget), then the rest of its own rank's
- * backlog, then its own uncached tokens. Saturates (only absurd loads
- * reach UINT64_MAX). */
-static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
-                              const wsel_table *t, const group_pace *p, uint32_t r)
+/* Row r's load: from the pass's buffer when the group has one. */
+static inline rank_load load_at(const request_size *req, const wsel_table *t,
+                                const rank_load *loads, uint32_t first, uint32_t r)
 {
-    rank_load l = rank_load_of(size, t, r);
+    return loads != NULL ? loads[r - first] : rank_load_of(req, t, r);
+}
+
+/* The request's wait on a row of load l in tokens: the worker's current
+ * step (its largest backlog, at most token_budget), then the rest of its
+ * own rank's backlog, then its own uncached tokens. Saturates (only absurd
+ * loads reach UINT64_MAX). */
+static inline uint64_t lockstep_wait(const dpgroup *d, const group_pace *p, rank_load l)
+{
     uint64_t step = p->max_backlog < d->token_budget ? p->max_backlog : d->token_budget;
     uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
     return add_saturating(add_saturating(step, rest), l.uncached);
@@ -331,7 +345,7 @@ static uint64_t lockstep_wait(const dpgroup *d, const request_size *size,
  * token_budget a one-rank worker's score is Dynamo's cost: L = backlog_r,
  * so the prefill part is prefill_tokens_r.
  */
-static double lockstep_score(const wsel_request *req, const wsel_table *t,
+static inline double lockstep_score(const wsel_request *req, const wsel_table *t,
                              const group_pace *p, uint32_t r, uint64_t tokens)
 {
     uint64_t sibling = r == p->top_row ? p->second_active : p->top_active;
@@ -353,17 +367,18 @@ static double lockstep_score(const wsel_request *req, const wsel_table *t,
 static int band_limit(const dpgroup *d, const request_size *size, const wsel_table *t,
                       uint8_t skip, uint64_t *out_limit)
 {
+    rank_load loads[GROUP_CHUNK];
     uint64_t best = UINT64_MAX;
     int any = 0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(size, t, g, buf);
         for (uint32_t r = first; r < first + count; r++) {
             if (t->flags[r] & skip)
                 continue;
-            uint64_t w = lockstep_wait(d, size, t, &p, r);
-            if (!any || w < best)
-                best = w;
+            uint64_t w = lockstep_wait(d, &p, load_at(size, t, buf, first, r));
+            best = w < best ? w : best;
             any = 1;
         }
     }
@@ -371,6 +386,10 @@ static int band_limit(const dpgroup *d, const request_size *size, const wsel_tab
     return any;
 }
 
+/* The two stages as two passes: the band, then the choice inside it. (One
+ * pass, replaying stage 2 whenever a smaller wait shrank the band past a
+ * row already offered, took fewer instructions but more time from 16,384
+ * rows: docs/bench.md, "Scaling".) */
 static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
                                const wsel_table *t, uint8_t skip, uint32_t *out_row)
 {
@@ -382,15 +401,20 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
     uint64_t limit;
     if (!band_limit(d, &size, t, skip, &limit))
         return WSEL_ENOCANDIDATE;
+    rank_load loads[GROUP_CHUNK];
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(&size, t, g, buf);
         for (uint32_t r = first; r < first + count; r++) {
             if (t->flags[r] & skip)
                 continue;
-            uint64_t wait = lockstep_wait(d, &size, t, &p, r);
-            if (wait <= limit)
-                tie_offer(&tb, lockstep_score(req, t, &p, r, wait), r);
+            uint64_t wait = lockstep_wait(d, &p, load_at(&size, t, buf, first, r));
+            if (wait > limit)
+                continue;
+            double score = lockstep_score(req, t, &p, r, wait);
+            if (tb.ties == 0 || score <= tb.best) /* tie_offer's own test, inline */
+                tie_offer(&tb, score, r);
         }
     }
     if (tb.ties == 0)
@@ -418,11 +442,13 @@ static int32_t score_lockstep(const dpgroup *d, const wsel_request *req,
      * for 0, so the sign bit marks it exactly) until the band's highest
      * score is known, then moved above it. */
     double top = 0.0;
+    rank_load loads[GROUP_CHUNK];
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        group_pace p = group_pace_of(&size, t, g);
         uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
+        group_pace p = group_pace_of(&size, t, g, buf);
         for (uint32_t r = first; r < first + count; r++) {
-            uint64_t wait = lockstep_wait(d, &size, t, &p, r);
+            uint64_t wait = lockstep_wait(d, &p, load_at(&size, t, buf, first, r));
             double score = lockstep_score(req, t, &p, r, wait);
             scores[r] = wait <= limit ? score : -score;
             if (wait <= limit && score > top)

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "owner_hint.h"
 #include "prefix_owner.h"
 #include "prefix_owner_params.h"
 #include "row_scan.h"
@@ -58,6 +59,7 @@ typedef struct hysteresis {
     double temperature;
     uint32_t use_affinity_key;
     sticky_table owners;
+    owner_hint rows; /* where each owner's row was last found */
 } hysteresis;
 
 static int32_t hysteresis_create(const wsel_host_api *host, const double *params,
@@ -75,12 +77,19 @@ static int32_t hysteresis_create(const wsel_host_api *host, const double *params
     h->temperature = params[P_TEMPERATURE];
     h->use_affinity_key = params[P_AFFINITY] != 0.0;
     int32_t rc = sticky_table_init(&h->owners, (uint32_t)params[P_CAPACITY]);
-    if (rc != 0) {
-        free(h);
-        return rc;
-    }
+    if (rc != 0)
+        goto out_free_instance;
+    rc = owner_hint_init(&h->rows);
+    if (rc != 0)
+        goto out_free_owners;
     *out_instance = h;
     return 0;
+
+out_free_owners:
+    sticky_table_free(&h->owners);
+out_free_instance:
+    free(h);
+    return rc;
 }
 
 static void hysteresis_destroy(void *instance)
@@ -88,6 +97,7 @@ static void hysteresis_destroy(void *instance)
     hysteresis *h = instance;
     if (h == NULL)
         return;
+    owner_hint_free(&h->rows);
     sticky_table_free(&h->owners);
     free(h);
 }
@@ -118,6 +128,12 @@ static int32_t scan_candidates(const wsel_host_api *host, const wsel_table *t,
     return 0;
 }
 
+/* Row i's owner fingerprint (sticky_owner). */
+static inline uint32_t row_owner(const wsel_table *t, uint32_t i)
+{
+    return sticky_owner(sticky_worker_mix(t->worker_id[i]), t->dp_rank[i]);
+}
+
 /*
  * The first candidate row whose owner fingerprint is `owner`, or
  * UINT32_MAX. Each worker's mix is computed only until the row is found,
@@ -125,7 +141,7 @@ static int32_t scan_candidates(const wsel_host_api *host, const wsel_table *t,
  * fingerprint's high 32 bits of mix64, with 0 stored as 1, equal
  * `owner` exactly when (bits | (owner == 1)) == owner.
  */
-static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
+static uint32_t owner_row_scan(const wsel_table *t, uint32_t owner, uint8_t skip)
 {
     const uint32_t zero_too = owner == 1u;
     for (uint32_t g = 0; g < t->num_groups; g++) {
@@ -138,6 +154,21 @@ static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
         }
     }
     return UINT32_MAX;
+}
+
+/* owner_row_scan, the hinted row checked first (one fingerprint): the
+ * same row unless two of the table's ranks share the owner's 32-bit
+ * fingerprint, when the hinted one of them may answer. */
+static uint32_t owner_row(const owner_hint *hint, const wsel_table *t, uint32_t owner,
+                          uint8_t skip)
+{
+    uint32_t r = owner_hint_get(hint, owner);
+    if (r < t->num_rows && (t->flags[r] & skip) == 0 && row_owner(t, r) == owner)
+        return r;
+    r = owner_row_scan(t, owner, skip);
+    if (r != UINT32_MAX)
+        owner_hint_put(hint, owner, r);
+    return r;
 }
 
 /* Whether row `row` (a candidate) has its load inside the bound:
@@ -171,7 +202,7 @@ static uint32_t owner_in_bound(const hysteresis *h, const wsel_request *req,
     *out_owner = owner;
     if (owner == 0)
         return UINT32_MAX;
-    uint32_t row = owner_row(t, owner, skip);
+    uint32_t row = owner_row(&h->rows, t, owner, skip);
     return row != UINT32_MAX && load_in_bound(h, t, skip, scan, row) ? row : UINT32_MAX;
 }
 
@@ -202,7 +233,7 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
      * load bound (a pass over the rows): the same rule as owner_in_bound,
      * its cheap test first. */
     uint32_t owner = prefix_owner_find(&h->owners, req, h->use_affinity_key);
-    uint32_t kept = owner != 0 ? owner_row(t, owner, skip) : UINT32_MAX;
+    uint32_t kept = owner != 0 ? owner_row(&h->rows, t, owner, skip) : UINT32_MAX;
     if (kept != UINT32_MAX && t->cost[kept] <= best + band_width(h, best) &&
         load_in_bound(h, t, skip, &scan, kept)) {
         choice->row = kept;
@@ -216,10 +247,9 @@ static int32_t hysteresis_select(void *instance, const wsel_request *req,
                                  req->uniform, &row);
     if (rc != 0)
         return rc;
-    prefix_owner_record(
-        &h->owners, req,
-        sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]),
-        h->use_affinity_key);
+    uint32_t fp = row_owner(t, row);
+    prefix_owner_record(&h->owners, req, fp, h->use_affinity_key);
+    owner_hint_put(&h->rows, fp, row);
     choice->row = row;
     uint32_t reason = owner != 0          ? WSEL_REASON_SPILLED
                       : temperature > 0.0 ? WSEL_REASON_SAMPLED

@@ -225,35 +225,33 @@ static void loads_masked(const uint8_t *flags, const uint64_t *load, uint32_t n,
 /* --- every row at once, then the skipped ones taken back out ------------ */
 
 /*
- * Most rows are candidates, so the SSE2 pass reads every row with no mask
+ * Most rows are candidates, so the SSE2 pass reads every load with no mask
  * at all, and visits the few skipped rows one by one (16 rows' flags a
  * step): their loads come back out of the sum, and the least of their
- * costs and of their loads is kept apart. Every cost finite (their sum is:
- * a NaN or an infinity makes it so, an overflow only sends the scan to the
- * masked pass), the least cost over every row is the candidates' unless a
- * skipped row is at or below it; the same for the loads, when every load
- * is below 2^52 and their sum below 2^53 (each chunk of 2,048 rows is
- * checked, so the integer sum cannot wrap in between). Whenever one of
- * these fails, the masked passes above answer instead (the loads only when
- * asked for: row_scan_loads).
+ * loads is kept apart. The costs are masked (+inf where skipped), so the
+ * least candidate cost comes out of the same pass whichever row holds it.
+ * Every cost finite (their sum is: a NaN or an infinity makes it so, an
+ * overflow only sends the scan to the masked pass), that least is the
+ * answer; the least load over every row is the candidates' unless a
+ * skipped row is at or below it, when every load is below 2^52 and their
+ * sum below 2^53 (each chunk of 2,048 rows is checked, so the integer sum
+ * cannot wrap in between). Whenever one of these fails, the masked passes
+ * above answer instead (the loads only when asked for: row_scan_loads).
  */
 #if SSE2_ROWS
-/* What the full pass has met so far: over every row, the least cost, the
- * least load as 2^52 + load, the cost sum and the load sum and OR; over
- * the skipped rows, their least cost and load, load sum and count. */
+/* What the full pass has met so far: the least candidate cost; over every
+ * row, the least load as 2^52 + load, the cost sum and the load sum and
+ * OR; over the skipped rows, their least load, load sum and count. */
 typedef struct full_pass {
     __m128d best, least, csum;
     __m128i sum, any;
-    double skipped_cost;
     uint64_t skipped_load, skipped_sum;
     uint32_t skipped;
 } full_pass;
 
 /* Row r, a skipped one, into the skipped rows' figures. */
-static inline void skipped_row(full_pass *p, const double *cost, const uint64_t *load,
-                               uint32_t r)
+static inline void skipped_row(full_pass *p, const uint64_t *load, uint32_t r)
 {
-    p->skipped_cost = cost[r] < p->skipped_cost ? cost[r] : p->skipped_cost;
     p->skipped_load = load[r] < p->skipped_load ? load[r] : p->skipped_load;
     p->skipped_sum += load[r];
     p->skipped++;
@@ -273,7 +271,17 @@ static inline void full_pass_step(full_pass *p, const uint8_t *flags, const doub
     p->csum = _mm_add_pd(
         p->csum, _mm_add_pd(_mm_add_pd(_mm_add_pd(c0, c1), _mm_add_pd(c2, c3)),
                             _mm_add_pd(_mm_add_pd(c4, c5), _mm_add_pd(c6, c7))));
-    p->best = _mm_min_pd(sse2_min8_pd(c0, c1, c2, c3, c4, c5, c6, c7), p->best);
+    __m128i M[8];
+    const __m128i in = skipped_masks(flags + i, vskip, M);
+    const __m128d inf = _mm_set1_pd(INFINITY);
+    /* The cost, +inf where skipped (best_masked's pair). */
+#define MASKED(x, m)                                                                     \
+    _mm_or_pd(_mm_andnot_pd(_mm_castsi128_pd(m), x), _mm_and_pd(_mm_castsi128_pd(m), inf))
+    p->best = _mm_min_pd(sse2_min8_pd(MASKED(c0, M[0]), MASKED(c1, M[1]), MASKED(c2, M[2]),
+                                      MASKED(c3, M[3]), MASKED(c4, M[4]), MASKED(c5, M[5]),
+                                      MASKED(c6, M[6]), MASKED(c7, M[7])),
+                         p->best);
+#undef MASKED
     const __m128i *l = (const __m128i *)(const void *)(load + i);
     __m128i v0 = _mm_loadu_si128(l), v1 = _mm_loadu_si128(l + 1),
             v2 = _mm_loadu_si128(l + 2), v3 = _mm_loadu_si128(l + 3),
@@ -287,10 +295,9 @@ static inline void full_pass_step(full_pass *p, const uint8_t *flags, const doub
                                        AS_DOUBLE(v6), AS_DOUBLE(v7)),
                           p->least);
 #undef AS_DOUBLE
-    unsigned out_rows =
-        (unsigned)_mm_movemask_epi8(sse2_rows_candidates(flags + i, vskip)) ^ 0xffffu;
+    unsigned out_rows = (unsigned)_mm_movemask_epi8(in) ^ 0xffffu;
     for (; out_rows != 0; out_rows &= out_rows - 1)
-        skipped_row(p, cost, load, i + (uint32_t)__builtin_ctz(out_rows));
+        skipped_row(p, load, i + (uint32_t)__builtin_ctz(out_rows));
 }
 
 /* The full pass over whole steps of 16 rows, in chunks of 2,048 rows, until
@@ -304,7 +311,6 @@ static inline uint32_t full_pass_steps(full_pass *p, const uint8_t *flags,
     p->best = p->least = _mm_set1_pd(INFINITY);
     p->csum = _mm_setzero_pd();
     p->sum = p->any = _mm_setzero_si128();
-    p->skipped_cost = INFINITY;
     p->skipped_load = UINT64_MAX;
     p->skipped_sum = 0;
     p->skipped = 0;
@@ -338,15 +344,16 @@ void row_scan(const uint8_t *flags, const double *cost, const uint64_t *load, ui
     uint64_t sum = sse2_sum_lanes_u64(p.sum), any = sse2_or_lanes_u64(p.any);
     for (; fits && i < n; i++) {
         csum += cost[i];
-        best = best < cost[i] ? best : cost[i];
+        if ((flags[i] & skip) == 0)
+            best = best < cost[i] ? best : cost[i];
         double v = (double)load[i];
         least = v < least ? v : least;
         sum += load[i];
         any |= load[i];
         if (flags[i] & skip)
-            skipped_row(&p, cost, load, i);
+            skipped_row(&p, load, i);
     }
-    if (fits && csum - csum == 0.0 && p.skipped_cost > best) {
+    if (fits && csum - csum == 0.0) {
         out->best = best;
         out->best_known = 1;
     }

@@ -205,22 +205,35 @@ static void test_an_excluded_worker_passes_its_keys_clockwise(void **state)
     wsel_plugin_entry.destroy(c);
 }
 
-static void test_more_workers_than_max_workers_are_refused(void **state)
+static void test_more_workers_than_max_workers_still_answer(void **state)
 {
     (void)state;
     const char *names[] = {"max_workers"};
     const double four[] = {4};
     void *c = harness_create(names, four, 1);
-    harness_table *t = harness_table_uniform(5, 1);
+    harness_table *t = harness_table_uniform(300, 1);
+    assert_true(pick(c, t, 2, 9) < 300);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+}
+
+/* One point reserved: a second worker is refused until the topology hook
+ * grows the ring (select never allocates); then both answer. */
+static void test_topology_change_grows_the_ring_past_its_points(void **state)
+{
+    (void)state;
+    const char *names[] = {"max_workers", "vnodes"};
+    const double one[] = {1, 1};
+    void *c = harness_create(names, one, 2);
+    harness_table *t = harness_table_uniform(3, 1);
     wsel_request req;
     wsel_rng rng;
     harness_request(&req, &rng, SEED, 1, 9, NULL, 0);
     wsel_choice choice = {.struct_size = sizeof(choice), .row = 55};
     assert_int_equal(wsel_plugin_entry.select(c, &req, &t->table, &choice), WSEL_ERANGE);
     assert_int_equal(choice.row, 55);
-    harness_table *u = harness_table_uniform(4, 1);
-    assert_true(pick(c, u, 2, 9) < 4);
-    harness_table_free(u);
+    wsel_plugin_entry.on_topology_changed(c, &t->table);
+    assert_true(pick(c, t, 2, 9) < 3);
     harness_table_free(t);
     wsel_plugin_entry.destroy(c);
 }
@@ -777,7 +790,8 @@ int main(void)
         cmocka_unit_test(test_a_prompt_everyone_repeats_keys_on_its_last_block),
         cmocka_unit_test(test_the_cheapest_eligible_rank_of_the_worker_is_chosen),
         cmocka_unit_test(test_an_excluded_worker_passes_its_keys_clockwise),
-        cmocka_unit_test(test_more_workers_than_max_workers_are_refused),
+        cmocka_unit_test(test_more_workers_than_max_workers_still_answer),
+        cmocka_unit_test(test_topology_change_grows_the_ring_past_its_points),
         cmocka_unit_test(test_no_worker_exceeds_the_bound_under_a_skewed_load),
         cmocka_unit_test(
             test_removing_one_of_n_workers_moves_only_its_keys_about_one_nth),

@@ -565,6 +565,49 @@ static void test_excluded_and_busy_ranks_are_skipped(void **state)
     harness_table_free(t);
 }
 
+/*
+ * Select lands on a row with the least score of the score function, on
+ * tables whose waits shrink along the rows and on shuffled ones, workers
+ * of 1 to 70 ranks (past the 64 whose loads a pass keeps on the stack).
+ */
+static void test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables(
+    void **state)
+{
+    (void)state;
+    void *d = harness_create(NULL, NULL, 0);
+    wsel_rng gen;
+    wsel_rng_seed(&gen, 77);
+    for (uint32_t round = 0; round < 24; round++) {
+        uint32_t dp[40];
+        for (uint32_t w = 0; w < 40; w++)
+            dp[w] = round % 3 == 2 && w == 5 ? 70 : 1 + (uint32_t)wsel_rng_below(&gen, 8);
+        harness_table *t = harness_table_new(40, dp);
+        uint32_t n = t->table.num_rows;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t spread = round % 2 ? (uint64_t)(n - i) * 900 : wsel_rng_below(&gen, 40000);
+            t->prefill_tokens[i] = spread + wsel_rng_below(&gen, 600);
+            t->decode_blocks[i] = wsel_rng_below(&gen, 5000);
+            t->overlap_blocks[i] = (uint32_t)wsel_rng_below(&gen, 4);
+            t->flags[i] = i % 13 == 4 ? WSEL_ROW_EXCLUDED : 0;
+        }
+        harness_table_default_costs(t, 1.0, 16);
+        double scores[4096];
+        for (uint64_t id = 1; id <= 8; id++) {
+            wsel_request req;
+            wsel_rng rng;
+            harness_request(&req, &rng, SEED, id, 0, NULL, 0);
+            req.isl_tokens = 16 * (1 + wsel_rng_below(&gen, 64));
+            uint32_t row = harness_select(d, &req, t);
+            assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
+            for (uint32_t i = 0; i < n; i++)
+                if ((t->flags[i] & WSEL_ROW_EXCLUDED) == 0)
+                    assert_true(scores[row] <= scores[i]);
+        }
+        harness_table_free(t);
+    }
+    wsel_plugin_entry.destroy(d);
+}
+
 static void test_ties_between_workers_are_broken_at_random_and_reproducibly(void **state)
 {
     (void)state;
@@ -607,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
         cmocka_unit_test(test_excluded_and_busy_ranks_are_skipped),
         cmocka_unit_test(test_ties_between_workers_are_broken_at_random_and_reproducibly),
+        cmocka_unit_test(test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

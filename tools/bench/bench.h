@@ -122,6 +122,14 @@ int32_t bench_count_allocs(const char *path, const char *config, uint32_t rows,
                            uint32_t selects, uint64_t *out_direct, uint64_t *out_host,
                            uint64_t *out_score, char *err, size_t err_size);
 
+/* Run `selects` selects of the plugin at `path` (with `config`, NULL =
+ * defaults) on a `rows`-row table whose topology was reported first,
+ * directly, through the host and as scores; *out_fallbacks gets the host's
+ * fallbacks. Returns 0, or the first error (message in err). */
+int32_t bench_scale_check(const char *path, const char *config, uint32_t rows,
+                          uint32_t selects, uint64_t *out_fallbacks, char *err,
+                          size_t err_size);
+
 /* Run `selects` selects (or scores) at `temperature` for callgrind (the
  * plugin with `config`, NULL = defaults): prepared first,
  * then called in bench_callgrind_direct_loop (through the descriptor),

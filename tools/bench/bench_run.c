@@ -89,6 +89,16 @@ out_close:
     return rc;
 }
 
+/* Report the table's topology to both instances, as a router does when
+ * its worker set changes: a policy sizes its state there, off the select
+ * path. */
+static void bsubject_topology(const bsubject *s, const btable *bt)
+{
+    if (s->plugin->on_topology_changed != NULL)
+        s->plugin->on_topology_changed(s->instance, &bt->buf.table);
+    wsel_host_topology_changed(s->host, &bt->buf.table);
+}
+
 static inline int32_t select_direct(const bsubject *s, const wsel_request *req,
                                     const wsel_table *t, wsel_choice *c)
 {
@@ -166,6 +176,7 @@ int32_t bench_plugin(const char *path, uint32_t rows, const bench_config *cfg,
     rc = btable_init(&bt, rows, 0xbe7c4ull + rows, err, err_size);
     if (rc < 0)
         goto out_close_subject;
+    bsubject_topology(&s, &bt);
 
     bt.request.temperature = cfg->temperature;
     int has_score = s.plugin->score != NULL;
@@ -285,6 +296,7 @@ int32_t bench_count_allocs(const char *path, const char *config, uint32_t rows,
     rc = btable_init(&bt, rows, 0xa110cull + rows, err, err_size);
     if (rc < 0)
         goto out_close_subject;
+    bsubject_topology(&s, &bt);
     uint64_t id = 1, counts[3] = {0, 0, 0};
     int vias = s.plugin->score != NULL ? 3 : 2, via = 0;
     for (; via < vias && rc == 0; via++) {
@@ -302,6 +314,37 @@ int32_t bench_count_allocs(const char *path, const char *config, uint32_t rows,
         *out_direct = counts[VIA_DIRECT];
         *out_host = counts[VIA_HOST];
         *out_score = counts[VIA_SCORE];
+    }
+    btable_free(&bt);
+out_close_subject:
+    bsubject_close(&s);
+    return rc;
+}
+
+int32_t bench_scale_check(const char *path, const char *config, uint32_t rows,
+                          uint32_t selects, uint64_t *out_fallbacks, char *err,
+                          size_t err_size)
+{
+    bsubject s;
+    btable bt;
+    int32_t rc = bsubject_open(&s, path, config, rows, err, err_size);
+    if (rc < 0)
+        return rc;
+    rc = btable_init(&bt, rows, 0x5ca1eull + rows, err, err_size);
+    if (rc < 0)
+        goto out_close_subject;
+    bsubject_topology(&s, &bt);
+    uint64_t id = 1;
+    int vias = s.plugin->score != NULL ? 3 : 2, via = 0;
+    for (; via < vias && rc == 0; via++)
+        rc = timed_batches(&s, via, &bt, selects, 1, 0, &id, NULL);
+    if (rc < 0) {
+        snprintf(err, err_size, "%s: %s on %u rows returned %s", path,
+                 via - 1 == VIA_SCORE ? "score" : "select", rows, wsel_errname(rc));
+    } else {
+        wsel_host_counters counters;
+        wsel_host_get_counters(s.host, &counters);
+        *out_fallbacks = counters.fallbacks;
     }
     btable_free(&bt);
 out_close_subject:
@@ -363,6 +406,7 @@ int32_t bench_callgrind(const char *path, const char *config, uint32_t rows,
     rc = btable_init(&bt, rows, 0xca11ull + rows, err, err_size);
     if (rc < 0)
         goto out_close_subject;
+    bsubject_topology(&s, &bt);
     bt.request.temperature = temperature;
     if (via == VIA_SCORE && s.plugin->score == NULL) {
         snprintf(err, err_size, "%s has no score function", path);

@@ -33,7 +33,7 @@ typedef struct bench_args {
     uint32_t runs;
     uint32_t selects; /* 0 = by size */
     double temperature;
-    int json, alloc_check, via, callgrind_build, pipeline;
+    int json, alloc_check, scale_check, via, callgrind_build, pipeline;
     const char *callgrind_one;
     const char *config; /* --config: for the --plugin and --callgrind-one given */
 } bench_args;
@@ -67,11 +67,13 @@ static const cli_option bench_option_table[] = {
              "--callgrind-one)",
              "each plugin's defaults"),
      CLI_AS_STR(OFF(config))},
-    {CLI_OPT("rows", "LIST", "table sizes, comma-separated", "8,64,512,1024,4096"),
+    {CLI_OPT("rows", "LIST", "table sizes, comma-separated",
+             "8,64,512,1024,4096,16384,65536"),
      CLI_AS_U32_LIST(OFF(rows), OFF(num_rows), MAX_ROWS, 1, BENCH_MAX_COUNT)},
     {CLI_OPT("runs", "N", "runs per measurement; medians are reported", "5"),
      CLI_AS_U32(OFF(runs), 1, BENCH_MAX_COUNT)},
-    {CLI_OPT("selects", "N", "timed selects per run", "20000, 5000 past 1024 rows"),
+    {CLI_OPT("selects", "N", "timed selects per run",
+             "20000; 5000 past 1024 rows, 1000 past 16384"),
      CLI_AS_U32(OFF(selects), 1, BENCH_MAX_COUNT)},
     {CLI_OPT("temperature", "T",
              "the requests' temperature (Dynamo's default); the\n"
@@ -82,6 +84,11 @@ static const cli_option bench_option_table[] = {
     {CLI_OPT("alloc-check", NULL,
              "fail if any select or score allocates (quick; for CTest)", NULL),
      CLI_AS_FLAG(OFF(alloc_check))},
+    {CLI_OPT("scale-check", NULL,
+             "fail if any select or score errs or the host falls\n"
+             "back, at each --rows (quick; for CTest)",
+             NULL),
+     CLI_AS_FLAG(OFF(scale_check))},
     {CLI_OPT("callgrind-one", "P",
              "run --selects selects of P for callgrind\n"
              "(bench/callgrind.sh)",
@@ -103,6 +110,7 @@ static const cli_command bench_command = {
     .usage = "[--plugin NAME|PATH]... [--pipeline] [--rows LIST]\n"
              "                  [--json] [--runs N] [--selects N] [--temperature T]\n"
              "       wsel bench --alloc-check [--plugin NAME|PATH]... [--pipeline]\n"
+             "       wsel bench --scale-check [--plugin NAME|PATH]... [--rows LIST]\n"
              "       wsel bench --callgrind-one PLUGIN [--config JSON] [--rows N]\n"
              "                  [--selects N] [--host|--score]\n"
              "       wsel bench --callgrind-build [--rows N] [--selects N]",
@@ -114,12 +122,18 @@ static const cli_command bench_command = {
 /* 0 with *a filled, or CLI_HELP / CLI_USAGE with a message in err. */
 static int parse_args(int argc, char **argv, bench_args *a, char *err, size_t err_size)
 {
-    static const uint32_t default_rows[] = {8, 64, 512, 1024, 4096};
+    static const uint32_t default_rows[] = {8, 64, 512, 1024, 4096, 16384, 65536};
     memset(a, 0, sizeof(*a));
     memcpy(a->rows, default_rows, sizeof(default_rows));
-    a->num_rows = 5;
+    a->num_rows = sizeof(default_rows) / sizeof(default_rows[0]);
     a->runs = 5;
     return cli_parse(&bench_command, a, argc, argv, err, err_size);
+}
+
+/* Timed selects per run when --selects is not given. */
+static uint32_t default_selects(uint32_t rows)
+{
+    return rows > 16384 ? 1000 : rows > 1024 ? 5000 : 20000;
 }
 
 /* One line of the benchmark: a plugin at a request temperature, with a
@@ -299,6 +313,44 @@ static int run_alloc_check(const bench_args *a)
     return failed ? WSEL_EXIT_FAILURE : WSEL_EXIT_OK;
 }
 
+/* --scale-check: a few selects and scores per plugin and size, after the
+ * topology is reported; any error or host fallback fails. */
+static int run_scale_check(const bench_args *a)
+{
+    static bench_entry entries[MAX_PLUGINS];
+    int bad = 0;
+    uint32_t n = plugin_list(a, entries, &bad);
+    int failed = bad;
+    uint32_t selects = a->selects ? a->selects : 16;
+    for (uint32_t p = 0; p < n; p++) {
+        if (entries[p].temperature != a->temperature)
+            continue; /* the extra softmax line: same code path */
+        const char *name = entries[p].label ? entries[p].label : entries[p].name;
+        for (uint32_t k = 0; k < a->num_rows; k++) {
+            char err[1024] = "";
+            uint64_t fallbacks = 0;
+            if (bench_scale_check(entries[p].path, entries[p].config, a->rows[k], selects,
+                                  &fallbacks, err, sizeof(err)) < 0) {
+                printf("FAIL %s at %u rows: %s\n", name, a->rows[k], err);
+                failed = 1;
+            } else if (fallbacks) {
+                printf("FAIL %s at %u rows: the host fell back %llu times in %u "
+                       "selects\n",
+                       name, a->rows[k], (unsigned long long)fallbacks, selects);
+                failed = 1;
+            } else {
+                printf("PASS %s at %u rows: %u selects, no error, no fallback\n", name,
+                       a->rows[k], selects);
+            }
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "wsel bench: no plugin to check\n");
+        return WSEL_EXIT_FAILURE;
+    }
+    return failed ? WSEL_EXIT_FAILURE : WSEL_EXIT_OK;
+}
+
 static int run_callgrind_one(const bench_args *a)
 {
     char path[PATH_MAX], err[2400];
@@ -400,7 +452,7 @@ static int print_pipeline_ratio(const bench_store *st, const bench_args *a,
                 cfg.temperature = 0;
                 cfg.config = NULL;
                 cfg.selects_per_run =
-                    a->selects ? a->selects : (pipe->rows > 1024 ? 5000 : 20000);
+                    a->selects ? a->selects : default_selects(pipe->rows);
                 if (wsel_plugin_resolve(name, path, sizeof(path), err, sizeof(err)) < 0 ||
                     bench_plugin(path, pipe->rows, &cfg, &own, err, sizeof(err)) < 0) {
                     fprintf(stderr, "wsel bench: pipeline child %s: %s\n", name, err);
@@ -458,6 +510,8 @@ int wsel_cmd_bench(int argc, char **argv)
         return cli_report(&bench_command, rc, err);
     if (a.alloc_check)
         return run_alloc_check(&a);
+    if (a.scale_check)
+        return run_scale_check(&a);
     if (a.callgrind_one)
         return run_callgrind_one(&a);
     if (a.callgrind_build)
@@ -492,7 +546,7 @@ int wsel_cmd_bench(int argc, char **argv)
     for (uint32_t p = 0; p < n; p++) {
         for (uint32_t k = 0; k < a.num_rows; k++) {
             cfg.selects_per_run =
-                a.selects ? a.selects : (a.rows[k] > 1024 ? 5000 : 20000);
+                a.selects ? a.selects : default_selects(a.rows[k]);
             cfg.temperature = entries[p].temperature;
             cfg.config = entries[p].config;
             bench_result r;
