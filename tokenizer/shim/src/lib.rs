@@ -6,6 +6,7 @@
 //! `raise_exception`). Every entry point catches panics.
 
 mod pyjson;
+mod pystr;
 
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -130,7 +131,8 @@ fn template_env(source: Option<String>) -> Result<Environment<'static>, Failure>
         .build()
         .or_else(|e| fail(E_INTERNAL, e.to_string()))?;
     env.set_syntax(syntax);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.set_unknown_method_callback(pystr::unknown_method);
+    env.add_filter("trim", pystr::trim_filter);
     env.add_filter("tojson", pyjson::tojson_filter);
     env.add_function("raise_exception", raise_exception);
     if let Some(src) = source {

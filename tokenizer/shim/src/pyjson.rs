@@ -113,14 +113,8 @@ where
 /// Python's float repr: shortest round trip, exponent form below 1e-4 and
 /// from 1e16 on, at least one digit after the point otherwise.
 fn number(v: &Value, out: &mut String) {
-    if let Ok(i) = i64::try_from(v.clone()) {
-        if v.as_i64().is_some() {
-            out.push_str(&i.to_string());
-            return;
-        }
-    }
-    if let Some(i) = v.as_usize() {
-        out.push_str(&i.to_string());
+    if v.is_integer() {
+        out.push_str(&v.to_string());
         return;
     }
     let f = f64::try_from(v.clone()).unwrap_or(f64::NAN);
