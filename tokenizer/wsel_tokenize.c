@@ -110,27 +110,34 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A deterministic prose-and-code text of about `tokens` tokens: words
- * drawn by an LCG, so that no two requests share more than chance. */
-static char *bench_text(const wsel_tokenizer *tok, size_t tokens, uint64_t seed, buf *b)
+/* A deterministic prose-and-code text of `chars` bytes: words drawn by an
+ * LCG from `seed`, so that no two requests share more than chance. */
+static char *bench_text(size_t chars, uint64_t seed)
 {
     static const char *const words[] = {
         "the", "router", "selects", "a", "worker", "whose", "cache", "holds", "prefix",
         "int", "main(void)", "{", "return", "0;", "}", "tokens", "per", "second,", "KV",
         "blocks", "and", "latency.", "Über", "naïve", "数据", "模型", "🙂", "for", "i", "in",
         "range(10):", "\n", "    ", "print(x)", "(1)", "is", "not", "None"};
-    size_t cap = tokens * 8, len = 0, n_text = 0, n_ids = 0;
-    char *s = malloc(cap + 64);
-    if (!s)
-        return NULL;
-    while (len < cap) {
+    size_t len = 0;
+    char *s = malloc(chars + 64);
+    while (s && len < chars) {
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-        const char *w = words[(seed >> 33) % (sizeof words / sizeof *words)];
-        len += (size_t)sprintf(s + len, "%s ", w);
-        if (len % 512 < 8 && run(tok, 'r', s, len, b, &n_text, &n_ids) == 0 && n_ids >= tokens)
-            break;
+        len += (size_t)sprintf(s + len, "%s ", words[(seed >> 33) % (sizeof words / sizeof *words)]);
     }
     return s;
+}
+
+/* Bytes per token of bench_text, from a 256 KiB sample. */
+static double bytes_per_token(const wsel_tokenizer *tok, buf *b)
+{
+    char *s = bench_text(256 * 1024, 99);
+    size_t n_text = 0, n_ids = 0;
+    if (!s || run(tok, 'r', s, strlen(s), b, &n_text, &n_ids) || !n_ids)
+        return free(s), 4.0;
+    double r = (double)strlen(s) / (double)n_ids;
+    free(s);
+    return r;
 }
 
 static int bench(const wsel_tokenizer *tok, int reps)
@@ -140,11 +147,12 @@ static int bench(const wsel_tokenizer *tok, int reps)
     double *us = calloc((size_t)reps, sizeof *us);
     if (!us)
         return 1;
+    double bpt = bytes_per_token(tok, &b);
     printf("%-8s %8s %10s %10s %12s\n", "tokens", "reqs", "p50_ms", "p99_ms", "tokens/s");
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         double total_tokens = 0, total_us = 0;
         for (int r = 0; r < reps; r++) {
-            char *s = bench_text(tok, sizes[i], (uint64_t)r + 1, &b);
+            char *s = bench_text((size_t)((double)sizes[i] * bpt), (uint64_t)r + 1);
             size_t n_text = 0, n_ids = 0;
             double t0 = now_us();
             int32_t rc = s ? run(tok, 't', s, strlen(s), &b, &n_text, &n_ids) : -1;
@@ -156,7 +164,7 @@ static int bench(const wsel_tokenizer *tok, int reps)
             total_us += us[r];
         }
         qsort(us, (size_t)reps, sizeof *us, cmp_double);
-        printf("%-8zu %8d %10.3f %10.3f %12.0f\n", sizes[i], reps, us[reps / 2] / 1e3,
+        printf("%-8.0f %8d %10.3f %10.3f %12.0f\n", total_tokens / reps, reps, us[reps / 2] / 1e3,
                us[(size_t)((reps - 1) * 0.99)] / 1e3, total_tokens / (total_us / 1e6));
     }
     free(us);
