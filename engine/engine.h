@@ -41,6 +41,11 @@ typedef struct eng_options {
     const char *kv_events;        /* PUB endpoint of rank 0, NULL = off */
     const char *kv_events_replay; /* ROUTER endpoint of rank 0, NULL = off */
     const char *kv_events_topic;
+    /* --tokenizer DIR: the model's tokenizer files; text and chat prompts
+     * are then tokenized as vLLM does (hf_tokens.c), so KV events carry
+     * the ids a real vLLM would publish. Opened by main.c. */
+    const char *tokenizer_dir;
+    const struct wsel_tokenizer *tokenizer;
     int quiet;
     int version; /* --version: print it and exit */
 } eng_options;
@@ -131,6 +136,16 @@ void eng_req_release(eng *e, eng_req *r);
 
 /* http.c: resume a suspended connection (any thread). */
 void eng_http_resume(void *conn);
+
+/* hf_tokens.c: --tokenizer. Open o->tokenizer from o->tokenizer_dir (0, or
+ * -1 with a message in err); close it (NULL is a no-op). */
+int eng_tokenizer_open(eng_options *o, char *err, size_t err_size);
+void eng_tokenizer_close(eng_options *o);
+/* The ids of a completions prompt (chat 0: n bytes of text) or of a chat
+ * body (chat 1: n bytes of the request's JSON) into a malloc'd *ids, their
+ * count in *count: 0, or -1 with a message in err (a 400). */
+int eng_tokenizer_encode(const eng_options *o, int chat, const char *s, size_t n,
+                         uint32_t **ids, uint32_t *count, char *err, size_t err_size);
 
 /* tokens.c: the documented prompt rules. */
 /* Text to token ids: one per whitespace-separated word (a decimal number

@@ -79,12 +79,16 @@ int main(int argc, char **argv)
     eng_http *http = NULL;
     uint32_t port = 0;
     int status = 1;
+    if (eng_tokenizer_open(&e.opt, err, sizeof(err)) != 0) {
+        fprintf(stderr, "wsel-engine: --tokenizer %s: %s\n", e.opt.tokenizer_dir, err);
+        return 1;
+    }
     if (e.opt.kv_events &&
         eng_kv_open(&e.kv, e.opt.kv_events, e.opt.kv_events_replay, e.opt.kv_events_topic,
                     sim_cluster_ranks(&e.opt.cluster), e.opt.cluster.block_size, err,
                     sizeof(err)) != 0) {
         fprintf(stderr, "wsel-engine: --kv-events: %s\n", err);
-        return 1;
+        goto out_close_tokenizer;
     }
     if (eng_model_start(&e, err, sizeof(err)) != 0) {
         fprintf(stderr, "wsel-engine: %s\n", err);
@@ -113,5 +117,7 @@ out_stop_model:
 out_close_kv:
     eng_kv_close(e.kv);
     sim_engine_destroy(e.model);
+out_close_tokenizer:
+    eng_tokenizer_close(&e.opt);
     return status;
 }

@@ -57,6 +57,11 @@ static const cli_option engine_option_table[] = {
      CLI_AS_U32(OFF(http_threads), 1, 64)},
     {CLI_OPT("max-body", "BYTES", "largest request body", "67108864"),
      CLI_AS_U64(OFF(max_body), 1024, UINT32_MAX)},
+    {CLI_OPT("tokenizer", "DIR",
+             "tokenize text and chat with the model's files\n"
+             "(tokenizer.json, tokenizer_config.json) as vLLM",
+             "the fixed word rule"),
+     CLI_AS_STR(OFF(tokenizer_dir))},
     {CLI_OPT("quiet", NULL, "no log lines on stderr", NULL), CLI_AS_FLAG(OFF(quiet))},
     {CLI_OPT("version", NULL, "print the version and exit", NULL), CLI_AS_FLAG(OFF(version))},
 };

@@ -172,10 +172,22 @@ static int text_add(text *t, const char *s, size_t n)
     return 0;
 }
 
+/* --tokenizer: text (chat 0) or a chat body (1) to the model's ids. */
+static int hf_tokenize(const eng_options *o, int chat, const char *s, size_t n, eng_req *r,
+                       eng_parse_result *res)
+{
+    char why[400];
+    if (eng_tokenizer_encode(o, chat, s, n, &r->tokens, &r->isl, why, sizeof(why)))
+        return fail(res, 400, "%s", why);
+    return 0;
+}
+
 /* Text to tokens into r->tokens. */
 static int tokenize_into(const eng_options *o, eng_req *r, const char *s, size_t n,
                          eng_parse_result *res)
 {
+    if (o->tokenizer) /* --tokenizer: the model's own ids */
+        return hf_tokenize(o, 0, s, n, r, res);
     uint32_t words = eng_count_words(s, n);
     r->tokens = malloc(((size_t)words + 1) * sizeof(uint32_t));
     if (!r->tokens)
@@ -223,6 +235,8 @@ static int parse_messages(const eng_options *o, const body *b, int i, eng_req *r
 {
     if (b->t[i].type != JSMN_ARRAY || b->t[i].size == 0)
         return fail(res, 400, "'messages' must be a non-empty array");
+    if (o->tokenizer) /* --tokenizer: the model's chat template, the whole body */
+        return hf_tokenize(o, 1, b->js, (size_t)b->t[0].end, r, res);
     text all = {0};
     int count = b->t[i].size, k = i + 1, rc = -1;
     for (int m = 0; m < count; m++) {

@@ -298,9 +298,12 @@ int32_t wsel_router_route(wsel_router *r, const wsel_route_request *q,
     memcpy(&in, q, q->struct_size < sizeof(in) ? q->struct_size : sizeof(in));
     if (in.tokens == NULL && in.num_tokens != 0)
         return WSEL_EINVAL;
+    uint32_t *ids = NULL; /* text or chat tokenized, without the mutex */
+    rt_tokenize_prompt(r, &in, &ids);
     rt_lock_request(r);
     int32_t rc = route_locked(r, &in, res);
     rt_unlock_request(r);
+    free(ids);
     return rc;
 }
 

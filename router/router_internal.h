@@ -106,7 +106,15 @@ struct wsel_router {
     rt_kvsub *kvsub;
     struct rt_decoder *dec; /* KV messages are decoded under the mutex */
     struct rt_sync *sync;   /* replica sync (sync.h), NULL = off */
+    /* tokenize.c: the tokenizer given (caller's) and its counters. */
+    const struct wsel_tokenizer *tok;
+    _Atomic uint64_t tok_text, tok_chat, tok_fallbacks, tok_tokens;
 };
+
+/* tokenize.c: before a route, q's text or chat becomes its token ids in a
+ * malloc'd *ids (the caller frees it) when the router has a tokenizer;
+ * else, or if the tokenizer refuses it, a chat body is hashed as text. */
+void rt_tokenize_prompt(wsel_router *r, wsel_route_request *q, uint32_t **ids);
 
 /* hash.c: the two halves of a chained hash. */
 uint64_t rt_hash_local_tokens(const uint32_t *tokens, uint32_t block_size);

@@ -75,3 +75,8 @@ fi
 if command -v go >/dev/null 2>&1; then
   (cd "$root/bindings/go" && go mod download)
 fi
+
+# --- libwsel-tokenizer (tokenizer/, docs/tokenize.md): crates, tokenizer
+# files, the Python reference. Not Debian packages: pinned, project-local,
+# in their own script.
+"$(dirname "$0")/install-tokenizer-deps.sh"

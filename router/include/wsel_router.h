@@ -256,6 +256,14 @@ typedef struct wsel_route_request {
      * used when the matching override bit is set. */
     double overlap_score_weight;
     double temperature;
+    /* ...or as a chat request: `chat_len` bytes of a /v1/chat/completions
+     * body (JSON: "messages", "tools", ...), when tokens and text are NULL.
+     * With a tokenizer (wsel_router_set_tokenizer) it is rendered by the
+     * model's chat template and tokenized; without one, or if that fails,
+     * its bytes are hashed as text (approximate). Read only when
+     * struct_size covers it. */
+    const char *chat;
+    size_t chat_len;
 } wsel_route_request;
 
 /* The size of wsel_route_request's first version (every field above). */
@@ -291,6 +299,41 @@ typedef struct wsel_route_result {
 WSEL_ROUTER_API int32_t wsel_router_route(wsel_router *router,
                                           const wsel_route_request *request,
                                           wsel_route_result *result);
+/* ===================================================================== */
+/* Tokenizing text and chat (libwsel-tokenizer, tokenizer/include)        */
+/* ===================================================================== */
+
+struct wsel_tokenizer;
+
+/*
+ * Give the router the model's tokenizer (wsel_tokenizer_open), or NULL to
+ * take it away. From then on a route's `text` is tokenized as vLLM does a
+ * /v1/completions string prompt (with the tokenizer's special tokens) and
+ * its `chat` rendered and tokenized as a /v1/chat/completions request, so
+ * their blocks hash like the engine's KV events: precise, not approximate.
+ * The tokenizing runs in the routing thread before the router's mutex is
+ * taken (it costs about 0.1 us per token: docs/tokenize.md). A prompt the
+ * tokenizer refuses (not UTF-8, no chat template, a template error) is
+ * hashed as text instead, counted in wsel_router_tokenize_counters.
+ * WSEL_ESTATE if this libwsel-router was built without libwsel-tokenizer,
+ * WSEL_EINVAL for a NULL router. OWNERSHIP: the tokenizer stays the
+ * caller's and must outlive the router or the next call here. [control
+ * thread, while no route runs]
+ */
+WSEL_ROUTER_API int32_t wsel_router_set_tokenizer(wsel_router *router,
+                                                  const struct wsel_tokenizer *tok);
+
+typedef struct wsel_router_tokenize_counters {
+    uint64_t text_tokenized; /* text prompts routed by their token ids */
+    uint64_t chat_tokenized; /* chat requests routed by their token ids */
+    uint64_t fallbacks;      /* refused by the tokenizer: hashed as text */
+    uint64_t tokens;         /* ids produced over all of them */
+} wsel_router_tokenize_counters;
+
+/* Snapshot of the tokenizing counters (zeros for NULL). [any thread] */
+WSEL_ROUTER_API void wsel_router_read_tokenize_counters(wsel_router *router,
+                                                        wsel_router_tokenize_counters *out);
+
 /* Record the history a WSEL_ROUTE_DEFER_HISTORY route left waiting, if
  * any; a harmless no-op otherwise (and for NULL). [any thread] */
 WSEL_ROUTER_API void wsel_router_flush(wsel_router *router);

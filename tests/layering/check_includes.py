@@ -7,6 +7,10 @@ The layers (ARCHITECTURE.md), bottom up:
     abi       abi/wsel.h                  depends on nothing
     cli       cli/ (the option parser)    depends on nothing; tools/ and
                                           engine/ include it
+    tokenizer tokenizer/ (libwsel-tokenizer, a Rust shim behind a C
+              header)                     depends on nothing; router/,
+                                          nginx/, engine/ and tools/ may
+                                          include its public header
     host      host/ (host/isolated/ too)  abi
     plugins   plugins/NAME/               abi, its own folder, plugins/common/
                                           (source compiled into each plugin
@@ -46,6 +50,9 @@ def layer_of(rel):
         return ("abi", "abi")
     if top == "cli":
         return ("cli", "cli")
+    if top == "tokenizer":
+        public = len(parts) > 1 and parts[1] == "include"
+        return ("tokenizer", "tokenizer-public" if public else "tokenizer")
     if top == "host":
         private = not (len(parts) > 1 and parts[1] == "include")
         return ("host", "host-private" if private else "host-public")
@@ -75,7 +82,11 @@ def allowed(src, dst):
         return True
     if d_layer == "cli":
         return s_layer in ("cli", "tools", "engine")
-    if s_layer in ("abi", "cli"):
+    if d_layer == "tokenizer":
+        return s_layer == "tokenizer" or (
+            d_unit == "tokenizer-public" and
+            s_layer in ("router", "nginx", "engine", "tools"))
+    if s_layer in ("abi", "cli", "tokenizer"):
         return False
     if s_layer == "plugins":
         return d_unit == s_unit or (d_unit == "plugins/common" and
@@ -132,7 +143,8 @@ def main():
         for m in INCLUDE.finditer(text):
             quote, name = m.group(1), m.group(2)
             base = os.path.basename(name)
-            if quote == "<" and base not in ("wsel.h", "wsel_host.h", "wsel_router.h"):
+            if quote == "<" and base not in ("wsel.h", "wsel_host.h", "wsel_router.h",
+                                             "wsel_tokenizer.h"):
                 continue  # a system header
             same_dir = os.path.normpath(os.path.join(os.path.dirname(rel), name))
             if same_dir in files:
