@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compat.h"
 #include "format.h"
 #include "request.h"
 
@@ -315,6 +316,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (api != UINT32_MAX)
         return post ? start_generation(e, c, cs, api)
                     : answer_error(c, 405, "Method Not Allowed");
+    eng_compat_reply cr;
+    int compat = eng_compat_answer(e, url, method, cs->body, cs->len, &cr);
+    if (compat != 0) {
+        enum MHD_Result rc = compat < 0 ? answer_error(c, 500, "out of memory")
+                                        : answer(c, cr.status, "application/json", cr.body, cr.len);
+        free(cr.body);
+        return rc;
+    }
     int known = 1;
     if (strcmp(url, "/health") == 0 && get)
         return answer(c, 200, "text/plain", "", 0);

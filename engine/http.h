@@ -3,7 +3,8 @@
  * http.h -- the HTTP API (libmicrohttpd): POST /v1/completions and
  * /v1/chat/completions (stream or not; header X-data-parallel-rank picks
  * the rank), GET /v1/models, /health, /metrics (Prometheus text) and
- * /wsel/kv_blocks?rank=R (the hashes cached on a rank, for tests).
+ * /wsel/kv_blocks?rank=R (the hashes cached on a rank, for tests), and
+ * what routers probe besides (compat.h).
  * A streamed request's connection is suspended while it waits for the
  * model and resumed by the model thread (eng_http_resume).
  */

@@ -18,6 +18,7 @@ packages=(
   nginx nginx-dev                               # nginx/ (issue 16): the upstream module
   prometheus                                    # promtool: tests/nginx only, skipped without (~96 MB)
   help2man groff-base                           # man pages from --help, and their test
+  python3-venv                                  # scripts/install-peers.sh: the peer routers' venv
 )
 # The Debian packages (debian/, scripts/package-test.sh): dpkg-buildpackage
 # (dpkg-dev), debhelper, fakeroot and lintian (which brings ~120 Perl
@@ -80,3 +81,11 @@ fi
 # files, the Python reference. Not Debian packages: pinned, project-local,
 # in their own script.
 "$(dirname "$0")/install-tokenizer-deps.sh"
+
+# --- peer routers (docs/peers.md) -------------------------------------------
+# Not Debian packages: SMG and vllm-router from PyPI at pinned versions into
+# .peers/venv (~260 MB, ~40 s). Off by default; scripts/peers.sh and the
+# peers CTest case install or skip them themselves. WSEL_PEERS=1 installs.
+if [ "${WSEL_PEERS:-0}" = 1 ]; then
+  "$root/scripts/install-peers.sh"
+fi

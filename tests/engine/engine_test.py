@@ -498,6 +498,45 @@ def case_replay_errors(engine_exe, wsel, kv_fetch, workdir):
         refuser.close()
 
 
+def case_router_endpoints(engine_exe, wsel, kv_fetch, workdir):
+    """What SMG and vllm-router probe before they accept a worker (compat.h)."""
+    e = Engine(engine_exe, workdir, "compat", ["--dp", "2", "--block-size", "32",
+                                                "--model", "m1", "--time-scale", "5"])
+    try:
+        for path in ["/version", "/get_model_info", "/get_server_info", "/health_generate"]:
+            status, data = e.request("GET", path)
+            if status != 200:
+                fail("GET %s: status %d: %s" % (path, status, data[:200]))
+        if "version" not in e.get_json("/version"):
+            fail("/version has no version")
+        if e.get_json("/get_model_info")["model_path"] != "m1":
+            fail("/get_model_info does not name the model")
+        info = e.get_json("/get_server_info")
+        if (info["dp_size"], info["page_size"], info["served_model_name"]) != (2, 32, "m1"):
+            fail("/get_server_info: %s" % info)
+        for body, want in [({"prompt": "5 17 5"}, [5, 17, 5]),
+                           ({"model": "m1", "prompt": [3, 1, 4, 1]}, [3, 1, 4, 1])]:
+            status, data = e.post("/tokenize", body)
+            got = json.loads(data) if status == 200 else {}
+            if got.get("tokens") != want or got.get("count") != len(want):
+                fail("/tokenize %s: %d %s" % (body, status, data[:200]))
+        status, data = e.post("/tokenize", {"messages": [{"role": "user", "content": "hi"}]})
+        if status != 200 or json.loads(data)["count"] < 1:
+            fail("/tokenize of a chat: %d %s" % (status, data[:200]))
+        for name, method, path, body, want in [
+                ("a bad body", "POST", "/tokenize", b'{"prompt": [1,', 400),
+                ("another model", "POST", "/tokenize", {"model": "x", "prompt": [1]}, 404),
+                ("GET /tokenize", "GET", "/tokenize", None, 405),
+                ("POST /version", "POST", "/version", {}, 405)]:
+            status, _ = e.post(path, body) if method == "POST" else e.request(method, path)
+            if status != want:
+                fail("%s: status %d, expected %d" % (name, status, want))
+        print("router_endpoints: /version, /get_model_info, /get_server_info, "
+              "/health_generate, /tokenize answer as vLLM and SGLang do")
+    finally:
+        e.stop()
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__)
@@ -505,7 +544,8 @@ def main():
     case, engine_exe, wsel, kv_fetch, workdir = sys.argv[1:]
     os.makedirs(workdir, exist_ok=True)
     {"usage": case_usage, "kv_events": case_kv_events, "bad_input": case_bad_input,
-     "concurrent": case_concurrent, "replay_errors": case_replay_errors}[case](engine_exe, wsel, kv_fetch, workdir)
+     "concurrent": case_concurrent, "replay_errors": case_replay_errors,
+     "router_endpoints": case_router_endpoints}[case](engine_exe, wsel, kv_fetch, workdir)
     print("PASS " + case)
     return 0
 
