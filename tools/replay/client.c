@@ -108,23 +108,28 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
     return n;
 }
 
+const char *const replay_prompt_names[] = {"tokens", "text", NULL};
+
 static char *request_body(const replay_options *o, const replay_request *q)
 {
-    size_t cap = 256 + (size_t)q->isl * 7;
+    int text = o->prompt_text == REPLAY_PROMPT_TEXT;
+    size_t cap = 256 + (size_t)q->isl * 11;
     char *b = malloc(cap);
     if (!b)
         return NULL;
     size_t n = 0;
     if (o->model)
-        n += (size_t)snprintf(b + n, cap - n, "{\"model\":\"%s\",\"prompt\":[", o->model);
+        n += (size_t)snprintf(b + n, cap - n, "{\"model\":\"%s\",", o->model);
     else
-        n += (size_t)snprintf(b + n, cap - n, "{\"prompt\":[");
+        n += (size_t)snprintf(b + n, cap - n, "{");
+    n += (size_t)snprintf(b + n, cap - n, text ? "\"prompt\":\"" : "\"prompt\":[");
     for (uint32_t i = 0; i < q->isl; i++)
-        n += (size_t)snprintf(b + n, cap - n, i ? ",%u" : "%u", q->tokens[i]);
+        n += (size_t)snprintf(b + n, cap - n, i ? (text ? " %u" : ",%u") : "%u",
+                              q->tokens[i]);
     snprintf(b + n, cap - n,
-             "],\"max_tokens\":%u,\"min_tokens\":%u,\"ignore_eos\":true,\"stream\":true,"
+             "%s,\"max_tokens\":%u,\"min_tokens\":%u,\"ignore_eos\":true,\"stream\":true,"
              "\"stream_options\":{\"include_usage\":true}}",
-             q->osl, q->osl);
+             text ? "\"" : "]", q->osl, q->osl);
     return b;
 }
 

@@ -73,6 +73,11 @@ static const cli_option replay_option_table[] = {
      CLI_AS_DOUBLE(OFF(concurrency), 1, 1e6)},
     {CLI_OPT("model", "NAME", "the \"model\" field", "left out"),
      CLI_AS_STR(OFF(o.model))},
+    {CLI_OPT("prompt", "FORM",
+             "token ids sent as a JSON array (tokens) or as\n"
+             "a string of decimal ids (text)",
+             "tokens"),
+     CLI_AS_CHOICE(OFF(o.prompt_text), replay_prompt_names)},
     {CLI_OPT("vocab-size", "N", "token ids below N", "32000"),
      CLI_AS_DOUBLE(OFF(vocab_size), 2, 4e9)},
     {CLI_OPT("timeout", "S", "give up on a request after S seconds (0 = never)", "0"),

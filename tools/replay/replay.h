@@ -22,6 +22,14 @@
 
 #define REPLAY_MAX_URLS 64
 
+/* How a prompt's token ids are sent: a JSON array, or a string of the
+ * ids in decimal separated by spaces (wsel-engine reads a word that is a
+ * number below the vocabulary as that token id: the same prompt, for
+ * routers that accept only text). */
+#define REPLAY_PROMPT_TOKENS 0
+#define REPLAY_PROMPT_TEXT   1
+extern const char *const replay_prompt_names[];
+
 typedef struct replay_options {
     const char *urls[REPLAY_MAX_URLS];
     uint32_t num_urls;
@@ -36,6 +44,7 @@ typedef struct replay_options {
     uint32_t vocab_size;
     uint32_t max_requests; /* 0 = all */
     const char *model;     /* NULL = leave "model" out */
+    uint32_t prompt_text;  /* REPLAY_PROMPT_*: token ids as an array or as text */
     const char *requests_out;
     const char *plot_dir;
     double timeout_s;

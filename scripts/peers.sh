@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# peers.sh [BUILD_DIR] -- wsel beside the routers users would pick instead,
+# as processes in front of the same emulated engines, on the same traces
+# (docs/peers.md has the table, the method and the commands).
+#
+#   scripts/peers.sh                             # everything: long
+#   INPUTS=arxiv LOADS=90 LIMIT=300 scripts/peers.sh
+#
+# Per input, load and router it starts WORKERS wsel-engines of DP ranks
+# with KV events (`wsel cluster`, free loopback ports), starts the router in
+# front of them with its own recommended configuration and the policy,
+# `wsel replay`s the trace through it at LOAD % of the input's saturation,
+# reads the router's CPU time and peak RSS from /proc, and stops router and
+# engines: no run inherits another's caches. Then the added-latency bench:
+# sequential one-token requests, every block unique, through each router
+# and straight to one engine, on engines whose model time is negligible.
+#
+# Routers (ROUTERS, KIND:POLICY words):
+#   smg:cache_aware smg:power_of_two smg:round_robin  Shepherd Model Gateway
+#   vllm-router:cache_aware vllm-router:consistent_hash
+#   vllm-router:kv_aware (not by default: the pinned version decodes only
+#                         vLLM's older positional KV event batches)
+#   wsel:softmax wsel:hysteresis wsel:dpgroup wsel:adaptive  nginx + wsel
+#   nginx:round_robin                                 nginx without wsel
+# SMG and vllm-router come from .peers/venv (scripts/install-peers.sh, run
+# here when they are missing unless INSTALL=0; a missing peer is skipped).
+#
+# Environment (defaults in brackets):
+#   TRACES      folder of the traces [../shared/traces from the repository]
+#   INPUTS      arxiv and/or synthetic [arxiv synthetic]
+#   LOADS       percent of saturation [60 90]
+#   SAT_ARXIV, SAT_SYNTHETIC  saturation speedups of 8 x 2 ranks, from
+#               `wsel eval` (docs/peers.md) [14.2, 8.63]
+#   LIMIT       the first LIMIT requests of each trace, 0 = all [0]
+#   ROUTERS     as above [all ten but kv_aware]
+#   WORKERS, DP the cluster [8, 2]
+#   TIME_SCALE  engines' model ms per wall ms [0.5]
+#   LAT_REQUESTS sequential requests per router in the latency bench [300]
+#   PARTS       replay and/or latency [replay latency]
+#   NGINX       the nginx binary [/usr/sbin/nginx]
+#   BUDGET_S    wall-clock ceiling, seconds [14400]
+#   OUT         keep every log and result here [a temp dir, removed]
+#
+# Only 127.0.0.1; everything started here is stopped on exit (trap).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(cd "${1:-$repo/build}" && pwd)
+TRACES=${TRACES:-$repo/../shared/traces}
+INPUTS=${INPUTS:-arxiv synthetic}
+LOADS=${LOADS:-60 90}
+SAT_ARXIV=${SAT_ARXIV:-14.2}
+SAT_SYNTHETIC=${SAT_SYNTHETIC:-8.63}
+LIMIT=${LIMIT:-0}
+ROUTERS=${ROUTERS:-smg:cache_aware smg:power_of_two smg:round_robin vllm-router:cache_aware \
+vllm-router:consistent_hash wsel:softmax wsel:hysteresis wsel:dpgroup wsel:adaptive \
+nginx:round_robin}
+WORKERS=${WORKERS:-8}
+DP=${DP:-2}
+TIME_SCALE=${TIME_SCALE:-0.5}
+LAT_REQUESTS=${LAT_REQUESTS:-300}
+PARTS=${PARTS:-replay latency}
+NGINX=${NGINX:-/usr/sbin/nginx}
+HEADER_BUFFER=64k
+NGINX_WORKERS=1
+BUDGET_S=${BUDGET_S:-14400}
+VENV=${PEERS_VENV:-$repo/.peers/venv}
+MODEL=wsel-engine
+BLOCK=64
+pin_nginx=() pin_rest=()
+
+wsel=$build/bin/wsel
+module=$build/nginx/ngx_http_upstream_wsel_module.so
+user_line=""
+if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
+for f in "$wsel" "$build/bin/wsel-engine"; do
+  [[ -e $f ]] || { echo "peers.sh: $f not found" >&2; exit 2; }
+done
+
+keep_out=1
+if [[ -z ${OUT:-} ]]; then
+  OUT=$(mktemp -d /tmp/wsel-peers.XXXXXX)
+  keep_out=0
+fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+deadline=$((SECONDS + BUDGET_S))
+cluster_pid="" nginx_pid="" peer_pid=""
+
+# shellcheck source=scripts/e2e-lib.sh
+prog=peers.sh
+. "$repo/scripts/e2e-lib.sh"
+
+stop_all() {
+  stop "$peer_pid"
+  peer_pid=""
+  stop "$nginx_pid"
+  nginx_pid=""
+  stop "$cluster_pid"
+  cluster_pid=""
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_all
+  if ((keep_out == 0 && rc == 0)); then
+    rm -rf "$OUT"
+  else
+    echo "peers.sh: logs in $OUT" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- which routers can run -----------------------------------------------
+have_peer() { [[ -x $VENV/bin/$1 ]]; }
+if [[ $ROUTERS == *smg:* || $ROUTERS == *vllm-router:* ]] &&
+  ! { have_peer smg && have_peer vllm-router; } && [[ ${INSTALL:-1} == 1 ]]; then
+  "$repo/scripts/install-peers.sh" || echo "peers.sh: install-peers.sh failed" >&2
+fi
+routers=()
+for r in $ROUTERS; do
+  kind=${r%%:*} policy=${r#*:}
+  case $kind in
+  smg | vllm-router)
+    have_peer "$kind" || { echo "peers.sh: skipping $r: $VENV/bin/$kind not installed" >&2; continue; } ;;
+  wsel)
+    [[ -e $module && -e $build/plugins/$policy.so && -x $NGINX ]] ||
+      { echo "peers.sh: skipping $r: no nginx, module or plugin" >&2; continue; } ;;
+  nginx) [[ -x $NGINX ]] || { echo "peers.sh: skipping $r: no $NGINX" >&2; continue; } ;;
+  *) die "unknown router $r" ;;
+  esac
+  routers+=("$r")
+done
+((${#routers[@]})) || die "no router to run"
+
+# --- one router in front of the cluster in DIR ---------------------------
+urls() { awk '$3 == "http" { print $4 }' "$1/ready"; }
+
+# the endpoints of worker URL's ranks, comma-separated
+kv_of() {
+  awk -v u="$2" '$3 == "http" { w[$4] = $2 } $3 == "kv_events" { kv[$2] = kv[$2] (kv[$2] == "" ? "" : ",") $5 }
+    END { print kv[w[u]] }' "$1/ready"
+}
+
+# wait_peer DIR: until a one-token request through 127.0.0.1:$port succeeds
+wait_peer() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    kill -0 "$peer_pid" 2>/dev/null || die "$kind exited: $(tail -5 "$1/router.log")"
+    curl -sf --max-time 5 -H 'Content-Type: application/json' \
+      -d "{\"model\":\"$MODEL\",\"prompt\":\"1 2 3\",\"max_tokens\":1}" \
+      "http://127.0.0.1:$port/v1/completions" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "$kind did not route a request in 60 s: $(tail -5 "$1/router.log")"
+}
+
+# start_router DIR KIND POLICY: sets port and rpid (the process to measure)
+start_router() {
+  local dir=$1 kind=$2 policy=$3 u args=()
+  case $kind in
+  wsel) start_nginx "$dir" events "$policy"; rpid=$nginx_pid; return ;;
+  nginx) start_nginx "$dir" - plain; rpid=$nginx_pid; return ;;
+  esac
+  port=$(free_port)
+  mapfile -t u < <(urls "$dir")
+  if [[ $kind == smg ]]; then
+    # no tokenizer: HTTP workers, the approximate (text) tree for cache_aware
+    args=(launch --disable-tokenizer-autoload --log-level warn)
+  else
+    args=(--log-level warning)
+    if [[ $policy == kv_aware ]]; then
+      for w in "${u[@]}"; do args+=(--kv-event-source "$w=$(kv_of "$dir" "$w")"); done
+      args+=(--kv-event-block-size "$BLOCK" --kv-event-model "$MODEL")
+    fi
+  fi
+  "$VENV/bin/$kind" "${args[@]}" --host 127.0.0.1 --port "$port" --prometheus-host 127.0.0.1 \
+    --prometheus-port "$(free_port)" --worker-urls "${u[@]}" --policy "$policy" \
+    >"$dir/router.log" 2>&1 &
+  peer_pid=$!
+  rpid=$peer_pid
+  wait_peer "$dir"
+}
+
+# cpu_of PID: utime + stime of PID and its descendants, clock ticks
+cpu_of() {
+  local p sum=0 c
+  for p in $1 $(pgrep -P "$1" || true); do
+    c=$(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)
+    sum=$((sum + c))
+  done
+  echo "$sum"
+}
+# hwm_of PID: VmHWM of PID and its descendants, summed, kB
+hwm_of() {
+  local p sum=0 h
+  for p in $1 $(pgrep -P "$1" || true); do
+    h=$(awk '/^VmHWM/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0)
+    sum=$((sum + ${h:-0}))
+  done
+  echo "$sum"
+}
+
+# replay_args KIND: the request form the router accepts (SMG: text only)
+replay_form() { [[ $1 == smg ]] && echo text || echo tokens; }
+
+# --- 1. the traces through each router ------------------------------------
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+echo "peers: $WORKERS workers x $DP ranks; inputs $INPUTS at $LOADS % of saturation;" \
+  "limit $LIMIT; routers ${routers[*]}; results in $OUT" >&2
+tick=$(getconf CLK_TCK)
+for input in $INPUTS; do
+  want replay || break
+  case $input in
+  arxiv) trace=$TRACES/mooncake_arxiv_slice.jsonl sat=$SAT_ARXIV ;;
+  synthetic) trace=$TRACES/mooncake_synthetic_trace.jsonl sat=$SAT_SYNTHETIC ;;
+  *) die "unknown input $input" ;;
+  esac
+  [[ -e $trace ]] || die "$trace not found"
+  cut=$OUT/$input.jsonl
+  if ((LIMIT > 0)); then head -n "$LIMIT" "$trace" >"$cut"; else cp "$trace" "$cut"; fi
+  for load in $LOADS; do
+    speedup=$(awk -v s="$sat" -v l="$load" 'BEGIN { printf "%.4g", s * l / 100 }')
+    for r in "${routers[@]}"; do
+      kind=${r%%:*} policy=${r#*:}
+      run=$OUT/run-$input-$load-$kind-$policy
+      mkdir -p "$run"
+      start_cluster "$run" "$TIME_SCALE"
+      start_router "$run" "$kind" "$policy"
+      echo "peers: $input at $load % (speedup $speedup): $r on 127.0.0.1:$port" >&2
+      c0=$(cpu_of "$rpid")
+      t=$(left)
+      timeout "$t" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$cut" \
+        --speedup "$speedup" --time-scale "$TIME_SCALE" --concurrency 4096 --timeout 600 \
+        --model "$MODEL" --prompt "$(replay_form "$kind")" --no-progress --json \
+        --requests-out "$run/requests.jsonl" >"$run/replay.json" 2>"$run/replay.err" ||
+        die "wsel replay failed ($r): $(tail -3 "$run/replay.err")"
+      c1=$(cpu_of "$rpid")
+      printf '{"cpu_s": %s, "hwm_kb": %s}\n' "$(awk -v a="$c0" -v b="$c1" -v t="$tick" \
+        'BEGIN { print (b - a) / t }')" "$(hwm_of "$rpid")" >"$run/router.json"
+      stop_all
+    done
+  done
+done
+
+# --- 2. added latency: sequential requests, through each router and direct
+lat=$OUT/latency
+if want latency; then
+  mkdir -p "$lat"
+  python3 - "$TRACES/mooncake_arxiv_slice.jsonl" "$LAT_REQUESTS" >"$lat/trace.jsonl" <<'EOF'
+import json, sys
+n, next_id = int(sys.argv[2]), 10_000_000
+with open(sys.argv[1]) as f:
+    rows = [json.loads(l) for l in f if l.strip()][:n]
+for r in rows:
+    r["timestamp"] = 0
+    r["output_length"] = 1
+    r["hash_ids"] = list(range(next_id, next_id + len(r["hash_ids"])))
+    next_id += len(r["hash_ids"])
+    print(json.dumps(r))
+EOF
+  sides=("direct:tokens" "direct:text" "${routers[@]}")
+  for side in "${sides[@]}"; do
+    kind=${side%%:*} policy=${side#*:}
+    d=$lat/${kind}-${policy}
+    mkdir -p "$d"
+    start_cluster "$d" 1000000
+    if [[ $kind == direct ]]; then
+      url=$(urls "$d" | head -1) form=$policy
+    else
+      start_router "$d" "$kind" "$policy"
+      url=http://127.0.0.1:$port form=$(replay_form "$kind")
+    fi
+    echo "peers: latency bench, $side" >&2
+    t=$(left)
+    timeout "$t" "$wsel" replay --url "$url" --trace "$lat/trace.jsonl" --concurrency 1 \
+      --timeout 60 --model "$MODEL" --prompt "$form" --no-progress --json \
+      --requests-out "$d/requests.jsonl" >"$d/replay.json" 2>"$d/replay.err" ||
+      die "latency replay failed ($side): $(tail -3 "$d/replay.err")"
+    stop_all
+  done
+fi
+
+# --- 3. the table ----------------------------------------------------------
+python3 - "$OUT" "$INPUTS" "$LOADS" "$LIMIT" "$PARTS" "${routers[@]}" <<'EOF' | tee "$OUT/table.md"
+import json, os, statistics, sys
+out, inputs, loads, limit, parts = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), \
+    sys.argv[4], sys.argv[5].split()
+routers = sys.argv[6:]
+
+def load(p):
+    with open(p) as f:
+        return json.load(f)
+
+def ttfts(d):
+    with open(os.path.join(d, "requests.jsonl")) as f:
+        v = [json.loads(l) for l in f if l.strip()]
+    if not all(q["ok"] for q in v):
+        sys.exit("latency bench: a failed request in " + d)
+    return sorted(q["ttft_ms"] * 1000 for q in v)
+
+def pct(v, p):
+    return v[min(len(v) - 1, int(p / 100 * len(v)))]
+
+added = {}
+if "latency" in parts:
+    base = {f: ttfts(os.path.join(out, "latency", "direct-" + f)) for f in ("tokens", "text")}
+    for r in routers:
+        kind, policy = r.split(":", 1)
+        v = ttfts(os.path.join(out, "latency", kind + "-" + policy))
+        b = base["text" if kind == "smg" else "tokens"]
+        added[r] = (statistics.median(v) - statistics.median(b), pct(v, 99) - pct(b, 99))
+    print("Direct to one engine, TTFT p50 / p99 us: tokens %.0f / %.0f, text %.0f / %.0f\n" % (
+        statistics.median(base["tokens"]), pct(base["tokens"], 99),
+        statistics.median(base["text"]), pct(base["text"], 99)))
+
+print("| input | load | router | policy | hit % | TTFT mean ms | TTFT p99 ms | e2e p99 s | failed "
+      "| added p50 us | added p99 us | CPU ms / 1k req | peak RSS MB | command |")
+print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+for inp in inputs if "replay" in parts else []:
+    for ld in loads:
+        for r in routers:
+            kind, policy = r.split(":", 1)
+            d = os.path.join(out, "run-%s-%s-%s-%s" % (inp, ld, kind, policy))
+            x = load(os.path.join(d, "replay.json"))["results"][0]
+            rt = load(os.path.join(d, "router.json"))
+            n = x.get("requests", 0) or sum(1 for _ in open(os.path.join(d, "requests.jsonl")))
+            a = added.get(r)
+            cmd = "`INPUTS=%s LOADS=%s%s ROUTERS=%s scripts/peers.sh`" % (
+                inp, ld, " LIMIT=" + limit if limit != "0" else "", r)
+            print("| %s | %s %% | %s | %s | %.1f | %.0f | %.0f | %.2f | %d | %s | %s | %.0f | %.0f | %s |" % (
+                inp, ld, "nginx + wsel" if kind == "wsel" else kind, policy,
+                100 * x["kv_hit_rate"], x["ttft_ms"]["mean"], x["ttft_ms"]["p99"],
+                x["e2e_ms"]["p99"] / 1000, x["lost_requests"],
+                "%.0f" % a[0] if a else "-", "%.0f" % a[1] if a else "-",
+                1000 * rt["cpu_s"] / max(n, 1) * 1000, rt["hwm_kb"] / 1024, cmd))
+EOF
