@@ -537,6 +537,36 @@ def case_router_endpoints(engine_exe, wsel, kv_fetch, workdir):
         e.stop()
 
 
+def case_replay_text(engine_exe, wsel, kv_fetch, workdir):
+    """wsel replay --prompt text sends the same tokens as the default form:
+    the same prompt and cached token counts, request by request, on two
+    fresh engines."""
+    trace = os.path.join(workdir, "trace.jsonl")
+    make_trace(trace, 12, seed=7)
+    got = {}
+    for form in ("tokens", "text"):
+        e = Engine(engine_exe, workdir, form, ["--time-scale", "50"])
+        try:
+            out = os.path.join(workdir, form + ".jsonl")
+            p = subprocess.run([wsel, "replay", "--url", e.url, "--trace", trace,
+                                "--prompt", form, "--model", "wsel-engine", "--concurrency", "1",
+                                "--no-progress", "--requests-out", out],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if p.returncode != 0:
+                fail("replay --prompt %s: %s" % (form, p.stdout[-500:]))
+            with open(out) as f:
+                rows = sorted((json.loads(line) for line in f if line.strip()),
+                              key=lambda r: r["index"])
+            got[form] = [(r["ok"], r["isl"], r["prompt_tokens"], r["cached_tokens"])
+                         for r in rows]
+        finally:
+            e.stop()
+    if got["text"] != got["tokens"] or not all(r[0] and r[1] == r[2] for r in got["text"]):
+        fail("text and token prompts differ: %s / %s" % (got["text"], got["tokens"]))
+    print("replay_text: %d requests, the same prompt and cached tokens in both forms "
+          "(%d cached)" % (len(got["text"]), sum(r[3] for r in got["text"])))
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__)
@@ -545,7 +575,7 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     {"usage": case_usage, "kv_events": case_kv_events, "bad_input": case_bad_input,
      "concurrent": case_concurrent, "replay_errors": case_replay_errors,
-     "router_endpoints": case_router_endpoints}[case](engine_exe, wsel, kv_fetch, workdir)
+     "router_endpoints": case_router_endpoints, "replay_text": case_replay_text}[case](engine_exe, wsel, kv_fetch, workdir)
     print("PASS " + case)
     return 0
 
