@@ -41,6 +41,7 @@ typedef struct eng_options {
     const char *kv_events;        /* PUB endpoint of rank 0, NULL = off */
     const char *kv_events_replay; /* ROUTER endpoint of rank 0, NULL = off */
     const char *kv_events_topic;
+    uint32_t kv_events_batch; /* ENG_KV_BATCH_* (kv_events.h) */
     /* --tokenizer DIR: the model's tokenizer files; text and chat prompts
      * are then tokenized as vLLM does (hf_tokens.c), so KV events carry
      * the ids a real vLLM would publish. Opened by main.c. */

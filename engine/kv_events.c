@@ -60,6 +60,7 @@ struct eng_kv {
     char topic[256];
     uint32_t num_ranks;
     uint32_t block_size;
+    uint32_t batch_form; /* ENG_KV_BATCH_* */
     rank_queue queue[MAX_RANKS];
     rank_pub rank[MAX_RANKS];
     pthread_t thread;
@@ -431,8 +432,16 @@ static void pack_event(msgpack_packer *pk, const rank_queue *q, const pending_ev
     }
 }
 
+const char *const eng_kv_batch_names[] = {"map", "array", NULL};
+
+void eng_kv_set_batch_form(eng_kv *kv, uint32_t form)
+{
+    kv->batch_form = form;
+}
+
 void eng_kv_flush(eng_kv *kv)
 {
+    int array = kv->batch_form == ENG_KV_BATCH_ARRAY;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -443,14 +452,20 @@ void eng_kv_flush(eng_kv *kv)
             msgpack_packer pk;
             msgpack_sbuffer_init(&buf);
             msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-            msgpack_pack_map(&pk, 3);
-            pack_str(&pk, "ts");
+            if (array) {
+                msgpack_pack_array(&pk, 3);
+            } else {
+                msgpack_pack_map(&pk, 3);
+                pack_str(&pk, "ts");
+            }
             msgpack_pack_double(&pk, now);
-            pack_str(&pk, "events");
+            if (!array)
+                pack_str(&pk, "events");
             msgpack_pack_array(&pk, q->n);
             for (size_t i = 0; i < q->n; i++)
                 pack_event(&pk, q, &q->ev[i], kv->block_size);
-            pack_str(&pk, "data_parallel_rank");
+            if (!array)
+                pack_str(&pk, "data_parallel_rank");
             msgpack_pack_uint32(&pk, r);
             if (buf.data) {
                 zmq_send(kv->in, &r, sizeof(r), ZMQ_SNDMORE);

@@ -19,6 +19,9 @@
  *   BlockRemoved {"type": "BlockRemoved", "block_hashes": [uint],
  *                 "medium": "GPU"}
  *
+ * With ENG_KV_BATCH_ARRAY the batch is the array [ts, events, rank]
+ * instead, the events still maps (the form vllm-router 0.1.17 decodes).
+ *
  * Threads: stored/removed/flush from one thread (the model's); the
  * sockets belong to the publisher thread this module starts.
  */
@@ -30,12 +33,18 @@
 
 typedef struct eng_kv eng_kv;
 
+#define ENG_KV_BATCH_MAP   0
+#define ENG_KV_BATCH_ARRAY 1
+extern const char *const eng_kv_batch_names[]; /* "map", "array", NULL */
+
 /* Bind rank r's PUB socket to `endpoint` with its port + r (port 0 or *:
  * any free port per rank) and, when replay_endpoint is not NULL, its
  * ROUTER likewise. Returns 0 or -1 with a message. */
 int eng_kv_open(eng_kv **out, const char *endpoint, const char *replay_endpoint,
                 const char *topic, uint32_t num_ranks, uint32_t block_size, char *err,
                 size_t err_size);
+/* Encode batches as ENG_KV_BATCH_*: before the first flush. */
+void eng_kv_set_batch_form(eng_kv *kv, uint32_t form);
 /* The endpoint rank `rank` is bound to ("" when there is none). */
 const char *eng_kv_endpoint(const eng_kv *kv, uint32_t rank);
 const char *eng_kv_replay_endpoint(const eng_kv *kv, uint32_t rank);

@@ -90,6 +90,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "wsel-engine: --kv-events: %s\n", err);
         goto out_close_tokenizer;
     }
+    if (e.kv)
+        eng_kv_set_batch_form(e.kv, e.opt.kv_events_batch);
     if (eng_model_start(&e, err, sizeof(err)) != 0) {
         fprintf(stderr, "wsel-engine: %s\n", err);
         goto out_close_kv;

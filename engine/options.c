@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "kv_events.h"
 
 #define OFF(field) offsetof(eng_options, field)
 
@@ -53,6 +54,11 @@ static const cli_option engine_option_table[] = {
      CLI_AS_STR(OFF(kv_events_replay))},
     {CLI_OPT("kv-events-topic", "T", "topic frame", "''"),
      CLI_AS_STR(OFF(kv_events_topic))},
+    {CLI_OPT("kv-events-batch", "FORM",
+             "a batch as a map (vLLM's) or as the array\n"
+             "[ts, events, rank] (vllm-router 0.1.17 reads only that)",
+             "map"),
+     CLI_AS_CHOICE(OFF(kv_events_batch), eng_kv_batch_names)},
     {CLI_OPT("http-threads", "N", "HTTP threads", "1"),
      CLI_AS_U32(OFF(http_threads), 1, 64)},
     {CLI_OPT("max-body", "BYTES", "largest request body", "67108864"),

@@ -567,6 +567,34 @@ def case_replay_text(engine_exe, wsel, kv_fetch, workdir):
           "(%d cached)" % (len(got["text"]), sum(r[3] for r in got["text"])))
 
 
+def case_kv_batch_array(engine_exe, wsel, kv_fetch, workdir):
+    """--kv-events-batch array: each batch is [ts, events, rank], its
+    events the same maps (the form vllm-router 0.1.17 decodes)."""
+    e = Engine(engine_exe, workdir, "kvarray", ["--dp", "2", "--time-scale", "50", "--quiet",
+                                                 "--kv-events", "tcp://127.0.0.1:0",
+                                                 "--kv-events-replay", "tcp://127.0.0.1:0",
+                                                 "--kv-events-batch", "array"])
+    try:
+        status, _ = e.post("/v1/completions", {"prompt": [9] * (2 * BLOCK + 1), "max_tokens": 1},
+                           {"X-data-parallel-rank": "1"})
+        if status != 200:
+            fail("request: status %d" % status)
+        for _ in deadline_loop("rank 1's first batch"):
+            batches = fetch_batches(kv_fetch, e.lines[("kv_events_replay", "1")])
+            if batches:
+                break
+        for _, b in batches:
+            if not (isinstance(b, list) and len(b) == 3 and isinstance(b[0], float)
+                    and b[2] == 1 and all(isinstance(ev, dict) for ev in b[1])):
+                fail("not [ts, events, rank]: %r" % (b,))
+        stored = [ev for _, b in batches for ev in b[1] if ev["type"] == "BlockStored"]
+        if sum(len(ev["block_hashes"]) for ev in stored) != 2:
+            fail("expected 2 stored blocks: %r" % (stored,))
+        print("kv_batch_array: %d batches as [ts, events, rank]" % len(batches))
+    finally:
+        e.stop()
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__)
@@ -575,7 +603,8 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     {"usage": case_usage, "kv_events": case_kv_events, "bad_input": case_bad_input,
      "concurrent": case_concurrent, "replay_errors": case_replay_errors,
-     "router_endpoints": case_router_endpoints, "replay_text": case_replay_text}[case](engine_exe, wsel, kv_fetch, workdir)
+     "router_endpoints": case_router_endpoints, "replay_text": case_replay_text,
+     "kv_batch_array": case_kv_batch_array}[case](engine_exe, wsel, kv_fetch, workdir)
     print("PASS " + case)
     return 0
 
