@@ -19,9 +19,9 @@
 #
 # Routers (ROUTERS, KIND:POLICY words):
 #   smg:cache_aware smg:power_of_two smg:round_robin  Shepherd Model Gateway
-#   vllm-router:cache_aware vllm-router:consistent_hash
-#   vllm-router:kv_aware (not by default: the pinned version decodes only
-#                         vLLM's older positional KV event batches)
+#   vllm-router:cache_aware vllm-router:consistent_hash vllm-router:kv_aware
+#                         (kv_aware: its engines send --kv-events-batch array,
+#                         the only KV event batch form it decodes)
 #   wsel:softmax wsel:hysteresis wsel:dpgroup wsel:adaptive  nginx + wsel
 #   nginx:round_robin                                 nginx without wsel
 # SMG and vllm-router come from .peers/venv (scripts/install-peers.sh, run
@@ -34,7 +34,7 @@
 #   SAT_ARXIV, SAT_SYNTHETIC  saturation speedups of 8 x 2 ranks, from
 #               `wsel eval` (docs/peers.md) [14.2, 8.63]
 #   LIMIT       the first LIMIT requests of each trace, 0 = all [0]
-#   ROUTERS     as above [all ten but kv_aware]
+#   ROUTERS     as above [all eleven]
 #   WORKERS, DP the cluster [8, 2]
 #   TIME_SCALE  engines' model ms per wall ms [0.5]
 #   LAT_REQUESTS sequential requests per router in the latency bench [300]
@@ -55,7 +55,7 @@ SAT_ARXIV=${SAT_ARXIV:-14.2}
 SAT_SYNTHETIC=${SAT_SYNTHETIC:-8.63}
 LIMIT=${LIMIT:-0}
 ROUTERS=${ROUTERS:-smg:cache_aware smg:power_of_two smg:round_robin vllm-router:cache_aware \
-vllm-router:consistent_hash wsel:softmax wsel:hysteresis wsel:dpgroup wsel:adaptive \
+vllm-router:consistent_hash vllm-router:kv_aware wsel:softmax wsel:hysteresis wsel:dpgroup wsel:adaptive \
 nginx:round_robin}
 WORKERS=${WORKERS:-8}
 DP=${DP:-2}
@@ -207,7 +207,13 @@ hwm_of() {
   echo "$sum"
 }
 
-# replay_args KIND: the request form the router accepts (SMG: text only)
+# engines_for KIND POLICY: the engines' extra options (engine_extra)
+engines_for() {
+  engine_extra=()
+  [[ $1:$2 != vllm-router:kv_aware ]] || engine_extra=(--kv-events-batch array)
+}
+
+# replay_form KIND: the request form the router accepts (SMG: text only)
 replay_form() { [[ $1 == smg ]] && echo text || echo tokens; }
 
 # --- 1. the traces through each router ------------------------------------
@@ -231,6 +237,7 @@ for input in $INPUTS; do
       kind=${r%%:*} policy=${r#*:}
       run=$OUT/run-$input-$load-$kind-$policy
       mkdir -p "$run"
+      engines_for "$kind" "$policy"
       start_cluster "$run" "$TIME_SCALE"
       start_router "$run" "$kind" "$policy"
       echo "peers: $input at $load % (speedup $speedup): $r on 127.0.0.1:$port" >&2
@@ -270,6 +277,7 @@ EOF
     kind=${side%%:*} policy=${side#*:}
     d=$lat/${kind}-${policy}
     mkdir -p "$d"
+    engines_for "$kind" "$policy"
     start_cluster "$d" 1000000
     if [[ $kind == direct ]]; then
       url=$(urls "$d" | head -1) form=$policy
@@ -288,56 +296,5 @@ EOF
 fi
 
 # --- 3. the table ----------------------------------------------------------
-python3 - "$OUT" "$INPUTS" "$LOADS" "$LIMIT" "$PARTS" "${routers[@]}" <<'EOF' | tee "$OUT/table.md"
-import json, os, statistics, sys
-out, inputs, loads, limit, parts = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), \
-    sys.argv[4], sys.argv[5].split()
-routers = sys.argv[6:]
-
-def load(p):
-    with open(p) as f:
-        return json.load(f)
-
-def ttfts(d):
-    with open(os.path.join(d, "requests.jsonl")) as f:
-        v = [json.loads(l) for l in f if l.strip()]
-    if not all(q["ok"] for q in v):
-        sys.exit("latency bench: a failed request in " + d)
-    return sorted(q["ttft_ms"] * 1000 for q in v)
-
-def pct(v, p):
-    return v[min(len(v) - 1, int(p / 100 * len(v)))]
-
-added = {}
-if "latency" in parts:
-    base = {f: ttfts(os.path.join(out, "latency", "direct-" + f)) for f in ("tokens", "text")}
-    for r in routers:
-        kind, policy = r.split(":", 1)
-        v = ttfts(os.path.join(out, "latency", kind + "-" + policy))
-        b = base["text" if kind == "smg" else "tokens"]
-        added[r] = (statistics.median(v) - statistics.median(b), pct(v, 99) - pct(b, 99))
-    print("Direct to one engine, TTFT p50 / p99 us: tokens %.0f / %.0f, text %.0f / %.0f\n" % (
-        statistics.median(base["tokens"]), pct(base["tokens"], 99),
-        statistics.median(base["text"]), pct(base["text"], 99)))
-
-print("| input | load | router | policy | hit % | TTFT mean ms | TTFT p99 ms | e2e p99 s | failed "
-      "| added p50 us | added p99 us | CPU ms / 1k req | peak RSS MB | command |")
-print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-for inp in inputs if "replay" in parts else []:
-    for ld in loads:
-        for r in routers:
-            kind, policy = r.split(":", 1)
-            d = os.path.join(out, "run-%s-%s-%s-%s" % (inp, ld, kind, policy))
-            x = load(os.path.join(d, "replay.json"))["results"][0]
-            rt = load(os.path.join(d, "router.json"))
-            n = x.get("requests", 0) or sum(1 for _ in open(os.path.join(d, "requests.jsonl")))
-            a = added.get(r)
-            cmd = "`INPUTS=%s LOADS=%s%s ROUTERS=%s scripts/peers.sh`" % (
-                inp, ld, " LIMIT=" + limit if limit != "0" else "", r)
-            print("| %s | %s %% | %s | %s | %.1f | %.0f | %.0f | %.2f | %d | %s | %s | %.0f | %.0f | %s |" % (
-                inp, ld, "nginx + wsel" if kind == "wsel" else kind, policy,
-                100 * x["kv_hit_rate"], x["ttft_ms"]["mean"], x["ttft_ms"]["p99"],
-                x["e2e_ms"]["p99"] / 1000, x["lost_requests"],
-                "%.0f" % a[0] if a else "-", "%.0f" % a[1] if a else "-",
-                1000 * rt["cpu_s"] / max(n, 1) * 1000, rt["hwm_kb"] / 1024, cmd))
-EOF
+python3 "$repo/scripts/peers-table.py" "$OUT" "$INPUTS" "$LOADS" "$LIMIT" "$PARTS" "${routers[@]}" |
+  tee "$OUT/table.md"
