@@ -39,7 +39,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
     ("wsel_child_counters", &["name", "scores", "fallback_by_reason", "ejected"]),
     ("wsel_router_options", &["busy_prefill_tokens", "host", "log", "clock_us", "clock_user", "kv_threads"]),
     ("wsel_router_worker", &["address", "dp_size", "kv_endpoints"]),
-    ("wsel_route_request", &["request_id", "tokens", "num_tokens", "isl_tokens", "text", "text_len", "overlap_score_weight", "temperature"]),
+    ("wsel_route_request", &["request_id", "tokens", "num_tokens", "isl_tokens", "text", "text_len", "overlap_score_weight", "temperature", "chat", "chat_len"]),
     ("wsel_route_result", &["worker_id", "dp_rank", "answer", "overlap_blocks", "address"]),
     ("wsel_router_finish", &["output_tokens", "cached_tokens", "ttft_us", "e2e_us"]),
     ("wsel_router_counters", &["kv_seq_gaps", "kv_skipped", "index_blocks", "epoch", "builtin_routes"]),

@@ -253,6 +253,8 @@ pub struct wsel_route_request {
     pub text_len: usize,
     pub overlap_score_weight: f64,
     pub temperature: f64,
+    pub chat: *const c_char,
+    pub chat_len: usize,
 }
 
 #[repr(C)]
@@ -422,7 +424,7 @@ mod layout {
         wsel_router_options { busy_prefill_tokens, host, log, clock_us, clock_user, kv_threads }
         wsel_router_worker { address, dp_size, kv_endpoints }
         wsel_route_request { request_id, tokens, num_tokens, isl_tokens, text, text_len,
-                             overlap_score_weight, temperature }
+                             overlap_score_weight, temperature, chat, chat_len }
         wsel_route_result { worker_id, dp_rank, answer, overlap_blocks, address }
         wsel_router_finish { output_tokens, cached_tokens, ttft_us, e2e_us }
         wsel_router_counters { kv_seq_gaps, kv_skipped, index_blocks, epoch, builtin_routes }

@@ -29,6 +29,9 @@ pub enum Prompt<'a> {
     Tokens(&'a [u32]),
     /// Text and its length in tokens (0: len / 4).
     Text(&'a str, u32),
+    /// A /v1/chat/completions body (JSON), tokenized by the router's
+    /// tokenizer when it has one, else hashed as text.
+    Chat(&'a str),
 }
 
 /// One route's inputs besides its prompt.
@@ -155,6 +158,8 @@ impl Router {
             text_len: 0,
             overlap_score_weight: o.overlap_score_weight.unwrap_or(1.0),
             temperature: o.temperature.unwrap_or(0.0),
+            chat: ptr::null(),
+            chat_len: 0,
         };
         match prompt {
             Prompt::Tokens(t) => {
@@ -166,6 +171,10 @@ impl Router {
                 r.text = s.as_ptr().cast();
                 r.text_len = s.len();
                 r.isl_tokens = isl;
+            }
+            Prompt::Chat(s) => {
+                r.chat = s.as_ptr().cast();
+                r.chat_len = s.len();
             }
         }
         let flags = [(o.overlap_score_weight.is_some(), sys::WSEL_ROUTE_SET_WEIGHT),
