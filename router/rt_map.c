@@ -3,10 +3,30 @@
 #include "rt_map.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "wsel.h"
 
 #define NOT_FOUND SIZE_MAX
+/* The old table is unmapped behind the moving cursor in pieces of this
+ * many slots (64 KiB), so no put frees a whole table at once. */
+#define RELEASE_SLOTS 4096u
+
+/* n zeroed (empty) slots, mapped: pages are zeroed by the kernel as they
+ * are first touched, so a table of any size costs nothing up front. */
+static rt_map_slot *table_new(size_t n)
+{
+    void *p = mmap(NULL, n * sizeof(rt_map_slot), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Unmap slots [from, to) of table s. */
+static void table_unmap(rt_map_slot *s, size_t from, size_t to)
+{
+    if (s && to > from)
+        munmap(s + from, (to - from) * sizeof(*s));
+}
 
 int rt_map_init(rt_map *m, size_t capacity)
 {
@@ -14,7 +34,7 @@ int rt_map_init(rt_map *m, size_t capacity)
     while (n < capacity * 2)
         n *= 2;
     *m = (rt_map){0};
-    m->slots = calloc(n, sizeof(*m->slots));
+    m->slots = table_new(n);
     if (!m->slots)
         return WSEL_ENOMEM;
     m->mask = n - 1;
@@ -23,28 +43,52 @@ int rt_map_init(rt_map *m, size_t capacity)
 
 void rt_map_free(rt_map *m)
 {
-    free(m->slots);
-    free(m->old);
+    table_unmap(m->slots, 0, m->mask + 1);
+    table_unmap(m->old, m->old_released, m->old_mask + 1);
     *m = (rt_map){0};
 }
 
-/* key's slot in table s, or NOT_FOUND; a moved slot is passed over. */
-static size_t find(const rt_map_slot *s, size_t mask, uint64_t key)
+/* key's slot in the new table, or NOT_FOUND. */
+static size_t find(const rt_map *m, uint64_t key)
 {
-    for (size_t i = (size_t)rt_mix64(key) & mask;; i = (i + 1) & mask) {
-        if (s[i].val1 == 0)
+    for (size_t i = (size_t)rt_mix64(key) & m->mask;; i = (i + 1) & m->mask) {
+        if (m->slots[i].val1 == 0)
             return NOT_FOUND;
-        if (s[i].key == key && !s[i].moved)
+        if (m->slots[i].key == key)
+            return i;
+    }
+}
+
+/* key's slot in the old table, or NOT_FOUND. Slots below old_next hold
+ * no key (moved, maybe unmapped): a probe skips them, and when it wraps,
+ * it has seen every slot that may (a key found is the only copy, so a
+ * probe that runs past its run's end still answers right). */
+static size_t find_old(const rt_map *m, uint64_t key)
+{
+    size_t i = (size_t)rt_mix64(key) & m->old_mask;
+    int wrapped = 0;
+    if (i < m->old_next)
+        i = m->old_next;
+    for (;; i++) {
+        if (i > m->old_mask) {
+            if (wrapped++)
+                return NOT_FOUND;
+            i = m->old_next;
+        }
+        const rt_map_slot *s = &m->old[i];
+        if (s->val1 == 0)
+            return NOT_FOUND;
+        if (s->key == key && !s->deleted)
             return i;
     }
 }
 
 uint32_t rt_map_get(const rt_map *m, uint64_t key)
 {
-    size_t i = find(m->slots, m->mask, key);
+    size_t i = find(m, key);
     if (i != NOT_FOUND)
         return m->slots[i].val1 - 1;
-    if (m->old && (i = find(m->old, m->old_mask, key)) != NOT_FOUND)
+    if (m->old && (i = find_old(m, key)) != NOT_FOUND)
         return m->old[i].val1 - 1;
     return RT_MAP_NONE;
 }
@@ -58,38 +102,43 @@ static void place(rt_map_slot *slots, size_t mask, uint64_t key, uint32_t val1)
     slots[i].val1 = val1;
 }
 
-/* Move up to `budget` old slots into the new table; the old one is freed
- * once all are. A key is in one table only, so a move never overwrites. */
+/* Move up to `budget` old slots into the new table, unmapping the old
+ * one behind the cursor. A key is in one table only, so a move never
+ * overwrites. */
 static void move_old(rt_map *m, size_t budget)
 {
     size_t visited = 0;
     for (; m->old && visited < budget; visited++) {
-        rt_map_slot *s = &m->old[m->old_next];
-        if (s->val1 != 0 && !s->moved) {
+        rt_map_slot *s = &m->old[m->old_next++];
+        if (s->val1 != 0 && !s->deleted) {
             place(m->slots, m->mask, s->key, s->val1);
-            s->moved = 1;
+            s->val1 = 0; /* skipped from now on (below old_next) */
         }
-        if (m->old_next++ == m->old_mask) {
-            free(m->old);
+        if (m->old_next > m->old_mask) {
+            table_unmap(m->old, m->old_released, m->old_mask + 1);
             m->old = NULL;
+        } else if (m->old_next - m->old_released >= RELEASE_SLOTS) {
+            table_unmap(m->old, m->old_released, m->old_next);
+            m->old_released = m->old_next;
         }
     }
     if (visited > m->most_moved)
         m->most_moved = visited;
 }
 
-/* A table twice the size becomes the new one; calloc'd, so no slot is
- * written now. The current one is moved out by later puts. */
+/* A table twice the size becomes the new one (mapped: no slot is written
+ * now); the current one is moved out by later puts. */
 static int grow(rt_map *m)
 {
     move_old(m, SIZE_MAX); /* only if puts outran RT_MAP_STEP: never */
     size_t n = (m->mask + 1) * 2;
-    rt_map_slot *s = calloc(n, sizeof(*s));
+    rt_map_slot *s = table_new(n);
     if (!s)
         return WSEL_ENOMEM;
     m->old = m->slots;
     m->old_mask = m->mask;
     m->old_next = 0;
+    m->old_released = 0;
     m->slots = s;
     m->mask = n - 1;
     return 0;
@@ -98,12 +147,12 @@ static int grow(rt_map *m)
 int rt_map_put(rt_map *m, uint64_t key, uint32_t val)
 {
     move_old(m, RT_MAP_STEP);
-    size_t i = find(m->slots, m->mask, key);
+    size_t i = find(m, key);
     if (i != NOT_FOUND) {
         m->slots[i].val1 = val + 1;
         return 0;
     }
-    if (m->old && (i = find(m->old, m->old_mask, key)) != NOT_FOUND) {
+    if (m->old && (i = find_old(m, key)) != NOT_FOUND) {
         m->old[i].val1 = val + 1;
         return 0;
     }
@@ -142,22 +191,22 @@ static void shift_out(rt_map *m, size_t i)
 
 void rt_map_del(rt_map *m, uint64_t key)
 {
-    size_t i = find(m->slots, m->mask, key);
+    size_t i = find(m, key);
     if (i != NOT_FOUND) {
         shift_out(m, i);
         m->count--;
         return;
     }
     /* The old table only loses keys: marked, so its runs stay whole. */
-    if (m->old && (i = find(m->old, m->old_mask, key)) != NOT_FOUND) {
-        m->old[i].moved = 1;
+    if (m->old && (i = find_old(m, key)) != NOT_FOUND) {
+        m->old[i].deleted = 1;
         m->count--;
     }
 }
 
 size_t rt_map_bytes(const rt_map *m)
 {
-    size_t n = m->mask + 1 + (m->old ? m->old_mask + 1 : 0);
+    size_t n = m->mask + 1 + (m->old ? m->old_mask + 1 - m->old_released : 0);
     return n * sizeof(rt_map_slot);
 }
 

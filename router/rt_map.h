@@ -5,7 +5,8 @@
  * requests in flight. Grows at half full into a table twice the size,
  * incrementally: each put moves at most RT_MAP_STEP slots of the old
  * table while the two coexist (a get looks in both), so no operation
- * rehashes the whole map. Never shrinks (the index bounds how many keys it
+ * rehashes the whole map. Tables are mmap'd (zero pages, nothing written
+ * up front) and the old one unmapped in 64 KiB pieces as it empties. Never shrinks (the index bounds how many keys it
  * holds). Also rt_seg, a growable array whose growth moves nothing. Not
  * thread-safe: the router's mutex guards both.
  */
@@ -23,8 +24,8 @@
 
 typedef struct rt_map_slot {
     uint64_t key;
-    uint32_t val1; /* the value + 1; 0 = empty, so calloc'd slots are */
-    uint32_t moved; /* 1 = gone from the old table (moved or deleted) */
+    uint32_t val1;    /* the value + 1; 0 = empty, so zeroed slots are */
+    uint32_t deleted; /* 1 = deleted from the old table (its run goes on) */
 } rt_map_slot;
 
 typedef struct rt_map {
@@ -33,7 +34,8 @@ typedef struct rt_map {
     size_t count;      /* keys in both tables */
     rt_map_slot *old;  /* the table being moved out; NULL = none */
     size_t old_mask;
-    size_t old_next;   /* its next slot to move */
+    size_t old_next;    /* its next slot to move */
+    size_t old_released; /* its slots [0, old_released) are unmapped */
     size_t most_moved; /* most old slots one operation visited (tests) */
 } rt_map;
 
