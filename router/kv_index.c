@@ -220,7 +220,7 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
         if (ix->b_free == RT_NIL && grow_blocks(ix) != 0)
             return WSEL_ENOMEM;
         bid = ix->b_free;
-        if (rt_map_put(&ix->blocks, hash, bid) != 0)
+        if (rt_map_put_new(&ix->blocks, hash, bid) != 0)
             return WSEL_ENOMEM;
         ix->b_free = blk(ix, bid)->first;
         *blk(ix, bid) = (rt_block){hash, RT_NIL, 0};

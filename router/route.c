@@ -173,7 +173,8 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
     uint32_t qi;
     if (req_alloc(r, &qi) != 0)
         return WSEL_ENOMEM;
-    if (rt_map_put(&r->reqs, id, qi) != 0) {
+    /* assign_id found id absent. */
+    if (rt_map_put_new(&r->reqs, id, qi) != 0) {
         req_unalloc(r, qi);
         return WSEL_ENOMEM;
     }

@@ -146,7 +146,6 @@ static int grow(rt_map *m)
 
 int rt_map_put(rt_map *m, uint64_t key, uint32_t val)
 {
-    move_old(m, RT_MAP_STEP);
     size_t i = find(m, key);
     if (i != NOT_FOUND) {
         m->slots[i].val1 = val + 1;
@@ -156,6 +155,12 @@ int rt_map_put(rt_map *m, uint64_t key, uint32_t val)
         m->old[i].val1 = val + 1;
         return 0;
     }
+    return rt_map_put_new(m, key, val);
+}
+
+int rt_map_put_new(rt_map *m, uint64_t key, uint32_t val)
+{
+    move_old(m, RT_MAP_STEP);
     if ((m->count + 1) * 2 > m->mask + 1) {
         int rc = grow(m);
         if (rc != 0)

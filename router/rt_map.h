@@ -3,7 +3,7 @@
  * rt_map.h -- open addressing (linear probing, backward-shift deletion)
  * from uint64_t keys to uint32_t values, for the KV index and the table of
  * requests in flight. Grows at half full into a table twice the size,
- * incrementally: each put moves at most RT_MAP_STEP slots of the old
+ * incrementally: each insert moves at most RT_MAP_STEP slots of the old
  * table while the two coexist (a get looks in both), so no operation
  * rehashes the whole map. Tables are mmap'd (zero pages, nothing written
  * up front) and the old one unmapped in 64 KiB pieces as it empties. Never shrinks (the index bounds how many keys it
@@ -17,9 +17,9 @@
 #include <stdint.h>
 
 #define RT_MAP_NONE UINT32_MAX
-/* Old slots a put visits at most. A table of n slots grows at n / 2 keys
- * and its successor at n, so n / 2 puts come in between: 2 a put would
- * move the old table in time, 4 leave a margin for updates. */
+/* Old slots an insert visits at most. A table of n slots grows at n / 2 keys
+ * and its successor at n, so n / 2 inserts come in between: 2 an insert
+ * would move the old table in time; 4 leave a margin. */
 #define RT_MAP_STEP 4u
 
 typedef struct rt_map_slot {
@@ -62,6 +62,9 @@ void rt_map_free(rt_map *m);
 uint32_t rt_map_get(const rt_map *m, uint64_t key);
 /* Insert or overwrite. 0 or WSEL_ENOMEM. */
 int rt_map_put(rt_map *m, uint64_t key, uint32_t val);
+/* Insert key, known to be absent (rt_map_get said so), without searching
+ * for it: 0 or WSEL_ENOMEM. */
+int rt_map_put_new(rt_map *m, uint64_t key, uint32_t val);
 /* Remove key if present. */
 void rt_map_del(rt_map *m, uint64_t key);
 size_t rt_map_bytes(const rt_map *m);
