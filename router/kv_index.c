@@ -28,8 +28,8 @@ int rt_index_init(rt_index *ix, uint32_t num_slots, uint32_t capacity, int by_ex
     ix->by_ext = by_ext;
     ix->num_slots = num_slots;
     ix->capacity = capacity;
-    rt_seg_init(&ix->e, 10);
-    rt_seg_init(&ix->b, 10);
+    rt_seg_init(&ix->e, 9); /* 1,024 entries first */
+    rt_seg_init(&ix->b, 9);
     ix->e_free = RT_NIL;
     ix->b_free = RT_NIL;
     ix->lru = malloc((size_t)num_slots * sizeof(*ix->lru));

@@ -230,13 +230,15 @@ void rt_seg_free(rt_seg *s)
 int rt_seg_fresh(rt_seg *s, size_t size, uint32_t *id)
 {
     if (s->used == s->cap) {
-        uint32_t n = s->nseg ? s->cap : 1u << s->shift; /* doubles cap */
+        uint32_t first = s->nseg ? s->cap : 0; /* the segment's first id */
+        uint32_t n = s->nseg ? s->cap : 2u << s->shift; /* doubles cap */
         if (s->cap > (1u << 31) - n || s->nseg == RT_SEG_MAX)
             return WSEL_ENOMEM;
         void *seg = malloc((size_t)n * size);
         if (!seg)
             return WSEL_ENOMEM;
-        s->seg[s->nseg++] = seg;
+        s->seg[s->nseg] = seg;
+        s->base[s->nseg++] = (uintptr_t)seg - (uintptr_t)first * size;
         s->cap += n;
     }
     *id = s->used++;

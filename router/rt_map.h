@@ -70,11 +70,15 @@ void rt_map_del(rt_map *m, uint64_t key);
 size_t rt_map_bytes(const rt_map *m);
 
 /* A growable array of fixed-size elements whose growth adds a segment and
- * moves nothing (ids and pointers stay valid): segment 0 holds 1 << shift
- * elements, segment k >= 1 (1 << shift) << (k - 1), so the capacity
- * doubles as a realloc'd array's would. */
+ * moves nothing (ids and pointers stay valid). Segment 0 holds ids
+ * [0, 2c), segment k >= 1 ids [c << k, c << (k + 1)), c = 1 << shift, so
+ * the capacity doubles as a realloc'd array's would, and an id's segment
+ * is the top bit of (id >> shift) | 1. */
 #define RT_SEG_MAX 32
 typedef struct rt_seg {
+    /* Segment k's address less its first id's offset (id * size added
+     * gives the element), and the segment as allocated. */
+    uintptr_t base[RT_SEG_MAX];
     void *seg[RT_SEG_MAX];
     uint32_t shift, nseg;
     uint32_t cap;  /* elements in the segments */
@@ -90,10 +94,8 @@ int rt_seg_fresh(rt_seg *s, size_t size, uint32_t *id);
 /* Element i (< used) of elements of `size` bytes; RT_SEG_AT types it. */
 static inline void *rt_seg_at(const rt_seg *s, uint32_t i, size_t size)
 {
-    uint32_t h = i >> s->shift;
-    uint32_t k = h ? 32u - (uint32_t)__builtin_clz(h) : 0u;
-    uint32_t base = h ? (1u << s->shift) << (k - 1) : 0u;
-    return (char *)s->seg[k] + (size_t)(i - base) * size;
+    uint32_t k = 31u - (uint32_t)__builtin_clz((i >> s->shift) | 1u);
+    return (void *)(s->base[k] + (uintptr_t)i * size);
 }
 #define RT_SEG_AT(s, type, i) ((type *)rt_seg_at((s), (i), sizeof(type)))
 
