@@ -12,12 +12,24 @@ static uint64_t pair_key(uint64_t hash, uint32_t slot)
     return hash + 0x9e3779b97f4a7c15ull * ((uint64_t)slot + 1);
 }
 
+static inline rt_entry *ent(const rt_index *ix, uint32_t id)
+{
+    return RT_SEG_AT(&ix->e, rt_entry, id);
+}
+
+static inline rt_block *blk(const rt_index *ix, uint32_t id)
+{
+    return RT_SEG_AT(&ix->b, rt_block, id);
+}
+
 int rt_index_init(rt_index *ix, uint32_t num_slots, uint32_t capacity, int by_ext)
 {
     memset(ix, 0, sizeof(*ix));
     ix->by_ext = by_ext;
     ix->num_slots = num_slots;
     ix->capacity = capacity;
+    rt_seg_init(&ix->e, 9); /* 1,024 entries first */
+    rt_seg_init(&ix->b, 9);
     ix->e_free = RT_NIL;
     ix->b_free = RT_NIL;
     ix->lru = malloc((size_t)num_slots * sizeof(*ix->lru));
@@ -35,56 +47,49 @@ fail:
 
 void rt_index_free(rt_index *ix)
 {
-    free(ix->e);
-    free(ix->b);
+    rt_seg_free(&ix->e);
+    rt_seg_free(&ix->b);
     free(ix->lru);
     rt_map_free(&ix->blocks);
     rt_map_free(&ix->ext);
     memset(ix, 0, sizeof(*ix));
 }
 
+/* One more free entry: a fresh one (a new segment when full, nothing
+ * moved). */
 static int grow_entries(rt_index *ix)
 {
-    uint32_t cap = ix->e_cap ? ix->e_cap * 2 : 1024;
-    rt_entry *e = realloc(ix->e, (size_t)cap * sizeof(*e));
-    if (!e)
+    uint32_t id;
+    if (rt_seg_fresh(&ix->e, sizeof(rt_entry), &id) != 0)
         return WSEL_ENOMEM;
-    for (uint32_t i = cap; i-- > ix->e_cap;) {
-        e[i].block = RT_NIL;
-        e[i].lru_next = ix->e_free;
-        ix->e_free = i;
-    }
-    ix->e = e;
-    ix->e_cap = cap;
+    ent(ix, id)->block = RT_NIL;
+    ent(ix, id)->lru_next = ix->e_free;
+    ix->e_free = id;
     return 0;
 }
 
+/* One more free block, likewise. */
 static int grow_blocks(rt_index *ix)
 {
-    uint32_t cap = ix->b_cap ? ix->b_cap * 2 : 1024;
-    rt_block *b = realloc(ix->b, (size_t)cap * sizeof(*b));
-    if (!b)
+    uint32_t id;
+    if (rt_seg_fresh(&ix->b, sizeof(rt_block), &id) != 0)
         return WSEL_ENOMEM;
-    for (uint32_t i = cap; i-- > ix->b_cap;) {
-        b[i].count = 0;
-        b[i].first = ix->b_free;
-        ix->b_free = i;
-    }
-    ix->b = b;
-    ix->b_cap = cap;
+    blk(ix, id)->count = 0;
+    blk(ix, id)->first = ix->b_free;
+    ix->b_free = id;
     return 0;
 }
 
 static void lru_unlink(rt_index *ix, uint32_t id)
 {
-    rt_entry *e = &ix->e[id];
+    rt_entry *e = ent(ix, id);
     rt_lru *l = &ix->lru[e->slot];
     if (e->lru_prev != RT_NIL)
-        ix->e[e->lru_prev].lru_next = e->lru_next;
+        ent(ix, e->lru_prev)->lru_next = e->lru_next;
     else
         l->head = e->lru_next;
     if (e->lru_next != RT_NIL)
-        ix->e[e->lru_next].lru_prev = e->lru_prev;
+        ent(ix, e->lru_next)->lru_prev = e->lru_prev;
     else
         l->tail = e->lru_prev;
     l->count--;
@@ -92,12 +97,12 @@ static void lru_unlink(rt_index *ix, uint32_t id)
 
 static void lru_push_front(rt_index *ix, uint32_t id)
 {
-    rt_entry *e = &ix->e[id];
+    rt_entry *e = ent(ix, id);
     rt_lru *l = &ix->lru[e->slot];
     e->lru_prev = RT_NIL;
     e->lru_next = l->head;
     if (l->head != RT_NIL)
-        ix->e[l->head].lru_prev = id;
+        ent(ix, l->head)->lru_prev = id;
     else
         l->tail = id;
     l->head = id;
@@ -108,15 +113,15 @@ static void lru_push_front(rt_index *ix, uint32_t id)
  * was the last holder). */
 static void drop_entry(rt_index *ix, uint32_t id)
 {
-    rt_entry *e = &ix->e[id];
-    rt_block *b = &ix->b[e->block];
+    rt_entry *e = ent(ix, id);
+    rt_block *b = blk(ix, e->block);
     lru_unlink(ix, id);
     if (e->blk_prev != RT_NIL)
-        ix->e[e->blk_prev].blk_next = e->blk_next;
+        ent(ix, e->blk_prev)->blk_next = e->blk_next;
     else
         b->first = e->blk_next;
     if (e->blk_next != RT_NIL)
-        ix->e[e->blk_next].blk_prev = e->blk_prev;
+        ent(ix, e->blk_next)->blk_prev = e->blk_prev;
     if (e->has_ext) {
         uint64_t xk = pair_key(e->ext_hash, e->slot);
         if (rt_map_get(&ix->ext, xk) == id)
@@ -138,8 +143,8 @@ static void drop_entry(rt_index *ix, uint32_t id)
  * (as short as rt_index_overlaps's walk of the same list). */
 static uint32_t find_holder(const rt_index *ix, uint32_t bid, uint32_t slot)
 {
-    for (uint32_t id = ix->b[bid].first; id != RT_NIL; id = ix->e[id].blk_next)
-        if (ix->e[id].slot == slot)
+    for (uint32_t id = blk(ix, bid)->first; id != RT_NIL; id = ent(ix, id)->blk_next)
+        if (ent(ix, id)->slot == slot)
             return id;
     return RT_NIL;
 }
@@ -156,7 +161,7 @@ void rt_index_refresh(rt_index *ix, uint32_t slot, uint64_t hash)
 
 static int set_ext(rt_index *ix, uint32_t id, int has_ext, uint64_t ext_hash)
 {
-    rt_entry *e = &ix->e[id];
+    rt_entry *e = ent(ix, id);
     if (e->has_ext && (!has_ext || e->ext_hash != ext_hash)) {
         uint64_t xk = pair_key(e->ext_hash, e->slot);
         if (rt_map_get(&ix->ext, xk) == id)
@@ -167,10 +172,10 @@ static int set_ext(rt_index *ix, uint32_t id, int has_ext, uint64_t ext_hash)
         return 0;
     /* Another entry of this slot known by the same engine hash goes. */
     uint32_t other = rt_map_get(&ix->ext, pair_key(ext_hash, e->slot));
-    if (other != RT_MAP_NONE && other != id && ix->e[other].block != RT_NIL &&
-        ix->e[other].slot == e->slot && ix->e[other].ext_hash == ext_hash)
+    if (other != RT_MAP_NONE && other != id && ent(ix, other)->block != RT_NIL &&
+        ent(ix, other)->slot == e->slot && ent(ix, other)->ext_hash == ext_hash)
         drop_entry(ix, other);
-    e = &ix->e[id];
+    e = ent(ix, id);
     e->has_ext = 1;
     e->ext_hash = ext_hash;
     return rt_map_put(&ix->ext, pair_key(ext_hash, e->slot), id);
@@ -185,7 +190,7 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
     uint32_t bid = RT_MAP_NONE;
     if (ix->by_ext) {
         id = has_ext ? find_ext(ix, slot, ext_hash) : RT_NIL;
-        if (id != RT_NIL && ix->b[ix->e[id].block].hash != hash) {
+        if (id != RT_NIL && blk(ix, ent(ix, id)->block)->hash != hash) {
             drop_entry(ix, id); /* the engine reused its hash for another block */
             id = RT_NIL;
         }
@@ -215,19 +220,19 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
         if (ix->b_free == RT_NIL && grow_blocks(ix) != 0)
             return WSEL_ENOMEM;
         bid = ix->b_free;
-        if (rt_map_put(&ix->blocks, hash, bid) != 0)
+        if (rt_map_put_new(&ix->blocks, hash, bid) != 0)
             return WSEL_ENOMEM;
-        ix->b_free = ix->b[bid].first;
-        ix->b[bid] = (rt_block){hash, RT_NIL, 0};
+        ix->b_free = blk(ix, bid)->first;
+        *blk(ix, bid) = (rt_block){hash, RT_NIL, 0};
         ix->nblocks++;
     }
     id = ix->e_free;
-    ix->e_free = ix->e[id].lru_next;
-    rt_block *b = &ix->b[bid];
-    rt_entry *e = &ix->e[id];
+    ix->e_free = ent(ix, id)->lru_next;
+    rt_block *b = blk(ix, bid);
+    rt_entry *e = ent(ix, id);
     *e = (rt_entry){.block = bid, .slot = slot, .blk_prev = RT_NIL, .blk_next = b->first};
     if (b->first != RT_NIL)
-        ix->e[b->first].blk_prev = id;
+        ent(ix, b->first)->blk_prev = id;
     b->first = id;
     b->count++;
     lru_push_front(ix, id);
@@ -238,8 +243,8 @@ int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
 static uint32_t find_ext(const rt_index *ix, uint32_t slot, uint64_t ext_hash)
 {
     uint32_t id = rt_map_get(&ix->ext, pair_key(ext_hash, slot));
-    if (id == RT_MAP_NONE || ix->e[id].block == RT_NIL || ix->e[id].slot != slot ||
-        !ix->e[id].has_ext || ix->e[id].ext_hash != ext_hash)
+    if (id == RT_MAP_NONE || ent(ix, id)->block == RT_NIL || ent(ix, id)->slot != slot ||
+        !ent(ix, id)->has_ext || ent(ix, id)->ext_hash != ext_hash)
         return RT_NIL;
     return id;
 }
@@ -249,7 +254,7 @@ uint64_t rt_index_ext_lookup(const rt_index *ix, uint32_t slot, uint64_t ext_has
 {
     uint32_t id = find_ext(ix, slot, ext_hash);
     *found = id != RT_NIL;
-    return id != RT_NIL ? ix->b[ix->e[id].block].hash : 0;
+    return id != RT_NIL ? blk(ix, ent(ix, id)->block)->hash : 0;
 }
 
 int rt_index_remove_ext(rt_index *ix, uint32_t slot, uint64_t ext_hash)
@@ -275,8 +280,8 @@ void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
         if (bid == RT_MAP_NONE)
             return;
         uint32_t advanced = 0;
-        for (uint32_t id = ix->b[bid].first; id != RT_NIL; id = ix->e[id].blk_next) {
-            uint32_t s = ix->e[id].slot;
+        for (uint32_t id = blk(ix, bid)->first; id != RT_NIL; id = ent(ix, id)->blk_next) {
+            uint32_t s = ent(ix, id)->slot;
             if (ov[s] == i) {
                 ov[s] = i + 1;
                 advanced++;
@@ -289,7 +294,7 @@ void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
 
 size_t rt_index_bytes(const rt_index *ix)
 {
-    return (size_t)ix->e_cap * sizeof(rt_entry) + (size_t)ix->b_cap * sizeof(rt_block) +
+    return (size_t)ix->e.cap * sizeof(rt_entry) + (size_t)ix->b.cap * sizeof(rt_block) +
            (size_t)ix->num_slots * sizeof(rt_lru) + rt_map_bytes(&ix->blocks) +
            rt_map_bytes(&ix->ext);
 }

@@ -40,10 +40,10 @@ typedef struct rt_lru {
 typedef struct rt_index {
     /* 1: entries are known by the engine's hash (event mode). */
     int by_ext;
-    rt_entry *e;
-    uint32_t e_cap, e_free;
-    rt_block *b;
-    uint32_t b_cap, b_free;
+    rt_seg e; /* rt_entry; grows by segments, never moved */
+    uint32_t e_free;
+    rt_seg b; /* rt_block, likewise */
+    uint32_t b_free;
     rt_map blocks; /* hash -> block */
     rt_map ext;    /* (engine hash, slot) -> entry */
     rt_lru *lru;   /* per slot */

@@ -10,35 +10,34 @@
 #include "router_internal.h"
 #include "sync.h"
 
+/* Request qi's record. */
+static inline rt_req *req_at(const wsel_router *r, uint32_t qi)
+{
+    return RT_SEG_AT(&r->req, rt_req, qi);
+}
+
+/* A free request record: off the free list, or a fresh one (a new
+ * segment when full: nothing moved). */
 static int req_alloc(wsel_router *r, uint32_t *out)
 {
-    if (r->req_free == RT_NIL) {
-        uint32_t cap = r->req_cap ? r->req_cap * 2 : 256;
-        rt_req *q = realloc(r->req, (size_t)cap * sizeof(*q));
-        if (!q)
-            return WSEL_ENOMEM;
-        for (uint32_t i = cap; i-- > r->req_cap;) {
-            q[i].next_free = r->req_free;
-            r->req_free = i;
-        }
-        r->req = q;
-        r->req_cap = cap;
+    if (r->req_free != RT_NIL) {
+        *out = r->req_free;
+        r->req_free = req_at(r, *out)->next_free;
+        return 0;
     }
-    *out = r->req_free;
-    r->req_free = r->req[*out].next_free;
-    return 0;
+    return rt_seg_fresh(&r->req, sizeof(rt_req), out);
 }
 
 /* Slot i back on the free list. */
 static void req_unalloc(wsel_router *r, uint32_t i)
 {
-    r->req[i].next_free = r->req_free;
+    req_at(r, i)->next_free = r->req_free;
     r->req_free = i;
 }
 
 static void req_release(wsel_router *r, uint32_t i)
 {
-    rt_map_del(&r->reqs, r->req[i].id);
+    rt_map_del(&r->reqs, req_at(r, i)->id);
     req_unalloc(r, i);
 }
 
@@ -174,11 +173,12 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
     uint32_t qi;
     if (req_alloc(r, &qi) != 0)
         return WSEL_ENOMEM;
-    if (rt_map_put(&r->reqs, id, qi) != 0) {
+    /* assign_id found id absent. */
+    if (rt_map_put_new(&r->reqs, id, qi) != 0) {
         req_unalloc(r, qi);
         return WSEL_ENOMEM;
     }
-    r->req[qi] = (rt_req){.id = id,
+    *req_at(r, qi) = (rt_req){.id = id,
                           .prefill = prefill,
                           .blocks = blocks,
                           .t_route = now,
@@ -323,7 +323,7 @@ static int32_t lock_routed(wsel_router *r, uint64_t id, uint32_t *qi)
 /* The live slot of request qi, or RT_NIL when its worker is gone. */
 static uint32_t live_slot(const wsel_router *r, uint32_t qi)
 {
-    const rt_req *q = &r->req[qi];
+    const rt_req *q = req_at(r, qi);
     const rt_slot *s = &r->slots[q->slot];
     return s->worker != RT_NIL && s->gen == q->gen ? q->slot : RT_NIL;
 }
@@ -335,7 +335,7 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
     uint32_t qi;
     if (lock_routed(r, request_id, &qi) < 0)
         return WSEL_ENOENT;
-    rt_req *q = &r->req[qi];
+    rt_req *q = req_at(r, qi);
     uint32_t sid = live_slot(r, qi);
     if (q->prefilling && sid != RT_NIL) {
         r->slots[sid].active_prefill_tokens -= q->prefill;
@@ -364,7 +364,7 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
     uint32_t qi;
     if (lock_routed(r, request_id, &qi) < 0)
         return WSEL_ENOENT;
-    rt_req *q = &r->req[qi];
+    rt_req *q = req_at(r, qi);
     uint32_t sid = live_slot(r, qi);
     wsel_outcome o;
     memset(&o, 0, sizeof(o));

@@ -74,6 +74,7 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     r->epoch = 1;
     r->next_request_id = 1;
     r->req_free = RT_NIL;
+    rt_seg_init(&r->req, 7); /* 256 requests first */
     uint32_t m = o->max_rows;
     r->workers = calloc(m, sizeof(*r->workers));
     r->slots = calloc(m, sizeof(*r->slots));
@@ -120,7 +121,7 @@ void wsel_router_destroy(wsel_router *r)
     free(r->ov);
     free(r->hashes);
     free(r->pend_hashes);
-    free(r->req);
+    rt_seg_free(&r->req);
     rt_decoder_free(r->dec);
     rt_index_free(&r->ix);
     rt_map_free(&r->worker_ids);

@@ -89,8 +89,8 @@ struct wsel_router {
     uint64_t epoch;
     rt_index ix;
     rt_map reqs; /* request id -> index into req */
-    rt_req *req;
-    uint32_t req_cap, req_free;
+    rt_seg req; /* rt_req, by index; grows by segments, never moved */
+    uint32_t req_free;
     uint64_t next_request_id;
     /* Per-route scratch (under the mutex). */
     uint64_t *hashes; /* max_prompt_blocks */
