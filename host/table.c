@@ -12,7 +12,7 @@
  *   2. the cost, converting the loads to double exactly through a 2^52
  *      bias when they are below 2^52 (always, for real loads). It
  *      vectorises with SSE2 under gcc -O3, which host/CMakeLists.txt sets
- *      for this file (docs/bench.md, "What vectorised").
+ *      for this file (docs/bench.md, "What vectorises").
  */
 #include <float.h>
 #include <math.h>
