@@ -384,6 +384,20 @@ typedef struct wsel_choice {
      offsetof(wsel_choice, member) + sizeof((choice)->member))
 
 /*
+ * wsel_choice_answer: write the answer into `choice`: `row`, and
+ * `reason` (ABI 1.1) when the host's choice has room for it (a 1.0
+ * host's does not). [select thread] No allocation. OWNERSHIP: `choice`
+ * is the host's, written during select only.
+ */
+static inline void wsel_choice_answer(wsel_choice *choice, uint32_t row,
+                                      uint32_t reason)
+{
+    choice->row = row;
+    if (WSEL_CHOICE_HAS(choice, reason))
+        choice->reason = reason;
+}
+
+/*
  * wsel_choice_explain: write the explanation (ABI 1.1) into `choice`:
  * `reason`, WSEL_CHOICE_SCORED and `score`, or nothing when the host's
  * choice ends before them (a 1.0 host's). [select thread] No allocation.

@@ -53,9 +53,7 @@ static int32_t lr_select(void *instance, const wsel_request *request,
     uint32_t row = row_load_least_active(l->host, table, skip, 0, request->rng);
     if (row == ROW_LOAD_NONE)
         return WSEL_ENOCANDIDATE;
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = skip & WSEL_ROW_BUSY ? WSEL_REASON_CHEAPEST : WSEL_REASON_ALL_BUSY;
+    wsel_choice_answer(choice, row, wsel_reason_unless_all_busy(skip, WSEL_REASON_CHEAPEST));
     return 0;
 }
 

@@ -150,9 +150,7 @@ static int32_t pc_select(void *instance, const wsel_request *request,
         row = row_load_least_active(p->host, table, skip, 0, request->rng);
         reason = WSEL_REASON_CHEAPEST;
     }
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = reason;
+    wsel_choice_answer(choice, row, reason);
     return 0;
 }
 

@@ -879,9 +879,7 @@ static int32_t chash_select(void *instance, const wsel_request *req, const wsel_
     if (rc != 0)
         return rc;
     count_request(c, req);
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = WSEL_REASON_HASHED;
+    wsel_choice_answer(choice, row, WSEL_REASON_HASHED);
     return 0;
 }
 

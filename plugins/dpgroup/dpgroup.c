@@ -506,10 +506,10 @@ static int32_t dpgroup_select(void *instance, const wsel_request *req,
         rc = select_two_level(d, req, t, skip, &row);
     if (rc != 0)
         return rc;
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = wsel_reason_unless_all_busy(
-            skip, d->mode == MODE_TWO_LEVEL ? WSEL_REASON_GROUP : WSEL_REASON_CHEAPEST);
+    wsel_choice_answer(choice, row,
+                       wsel_reason_unless_all_busy(skip, d->mode == MODE_TWO_LEVEL
+                                                             ? WSEL_REASON_GROUP
+                                                             : WSEL_REASON_CHEAPEST));
     return 0;
 }
 

@@ -105,9 +105,7 @@ static int32_t sml_select(void *instance, const wsel_request *request,
             sticky_table_put(&s->bindings, key, row_owner(table, row));
         reason = owner != 0 ? WSEL_REASON_SPILLED : WSEL_REASON_CHEAPEST;
     }
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = reason;
+    wsel_choice_answer(choice, row, reason);
     return 0;
 }
 

@@ -214,10 +214,8 @@ static int32_t llmd_select(void *instance, const wsel_request *request,
         }
     }
     lru_record(l, table, &v, best);
-    choice->row = best;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason =
-            v.skip & WSEL_ROW_BUSY ? WSEL_REASON_CHEAPEST : WSEL_REASON_ALL_BUSY;
+    wsel_choice_answer(choice, best,
+                       wsel_reason_unless_all_busy(v.skip, WSEL_REASON_CHEAPEST));
     if (WSEL_CHOICE_HAS(choice, score)) {
         choice->flags |= WSEL_CHOICE_SCORED;
         choice->score = -best_sum;

@@ -210,9 +210,8 @@ static int32_t p2c_select(void *instance, const wsel_request *request,
             best = kept[i];
         }
     }
-    choice->row = best;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = wsel_reason_unless_all_busy(skip, WSEL_REASON_SAMPLED_BEST);
+    wsel_choice_answer(choice, best,
+                       wsel_reason_unless_all_busy(skip, WSEL_REASON_SAMPLED_BEST));
     return 0;
 }
 

@@ -77,9 +77,7 @@ static int32_t random_select(void *instance, const wsel_request *request,
                      : table->num_rows;
     if (row >= table->num_rows)
         return WSEL_ENOCANDIDATE;
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = wsel_reason_unless_all_busy(skip, WSEL_REASON_RANDOM);
+    wsel_choice_answer(choice, row, wsel_reason_unless_all_busy(skip, WSEL_REASON_RANDOM));
     return 0;
 }
 

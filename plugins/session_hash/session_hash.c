@@ -130,9 +130,7 @@ static int32_t sh_select(void *instance, const wsel_request *request,
     }
     if (row == ROW_LOAD_NONE)
         return WSEL_ENOCANDIDATE;
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = reason;
+    wsel_choice_answer(choice, row, reason);
     return 0;
 }
 

@@ -119,13 +119,6 @@ static double match_rate(const wsel_request *r, uint32_t deepest)
     return rate < 1.0 ? rate : 1.0;
 }
 
-static void answer(wsel_choice *choice, uint32_t row, uint32_t reason)
-{
-    choice->row = row;
-    if (WSEL_CHOICE_HAS(choice, reason))
-        choice->reason = reason;
-}
-
 /* [select thread, concurrent] */
 static int32_t ca_select(void *instance, const wsel_request *request,
                          const wsel_table *table, wsel_choice *choice)
@@ -142,21 +135,21 @@ static int32_t ca_select(void *instance, const wsel_request *request,
     if (least == ROW_LOAD_NONE)
         return WSEL_ENOCANDIDATE;
     if (c->imbalance == CA_IMBALANCE_FLEET_SPREAD && fleet_imbalanced(c, &load)) {
-        answer(choice, least, WSEL_REASON_CHEAPEST);
+        wsel_choice_answer(choice, least, WSEL_REASON_CHEAPEST);
         return 0;
     }
     uint32_t deepest = row_load_max_overlap(table, skip);
     if (deepest == 0 || !(match_rate(request, deepest) > c->threshold)) {
-        answer(choice, least, WSEL_REASON_CHEAPEST);
+        wsel_choice_answer(choice, least, WSEL_REASON_CHEAPEST);
         return 0;
     }
     uint32_t row = row_load_least_active(c->host, table, skip, deepest, request->rng);
     if (c->imbalance == CA_IMBALANCE_MEAN_GATE &&
         row_over_gate(c, &load, table->active_requests[row])) {
-        answer(choice, least, WSEL_REASON_SPILLED);
+        wsel_choice_answer(choice, least, WSEL_REASON_SPILLED);
         return 0;
     }
-    answer(choice, row, WSEL_REASON_STICKY);
+    wsel_choice_answer(choice, row, WSEL_REASON_STICKY);
     return 0;
 }
 
