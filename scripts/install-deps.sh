@@ -84,8 +84,8 @@ fi
 
 # --- peer routers (docs/peers.md) -------------------------------------------
 # Not Debian packages: SMG and vllm-router from PyPI at pinned versions into
-# .peers/venv (~260 MB, ~40 s). Off by default; scripts/peers.sh and the
-# peers CTest case install or skip them themselves. WSEL_PEERS=1 installs.
-if [ "${WSEL_PEERS:-0}" = 1 ]; then
+# .peers/venv (~260 MB, ~40 s), so the peers CTest case runs and the
+# harness cannot rot; WSEL_PEERS=0 leaves them out (the case then skips).
+if [ "${WSEL_PEERS:-1}" = 1 ]; then
   "$root/scripts/install-peers.sh"
 fi

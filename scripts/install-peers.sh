@@ -28,4 +28,5 @@ if [ "$want" -eq 0 ]; then
   exit 0
 fi
 echo "install-peers: installing ${pins[*]} into $venv"
-"$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}"
+"$venv/bin/pip" install -q --disable-pip-version-check \
+  -c "$root/scripts/peers-constraints.txt" "${pins[@]}"
