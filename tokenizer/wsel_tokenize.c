@@ -68,6 +68,15 @@ static void put_u32(uint32_t v)
     fwrite(&v, sizeof v, 1, stdout);
 }
 
+/* A count, then `n` elements of `size` bytes (none, and p may be NULL,
+ * when n is 0: an empty prompt has no ids). */
+static void put_bytes(const void *p, size_t size, size_t n)
+{
+    put_u32((uint32_t)n);
+    if (n != 0)
+        fwrite(p, size, n, stdout);
+}
+
 static int batch(const wsel_tokenizer *tok)
 {
     buf b = {0};
@@ -84,12 +93,9 @@ static int batch(const wsel_tokenizer *tok)
         put_u32((uint32_t)rc);
         if (rc)
             continue;
-        if (kind == 'c') {
-            put_u32((uint32_t)n_text);
-            fwrite(b.text, 1, n_text, stdout);
-        }
-        put_u32((uint32_t)n_ids);
-        fwrite(b.ids, sizeof(uint32_t), n_ids, stdout);
+        if (kind == 'c')
+            put_bytes(b.text, 1, n_text);
+        put_bytes(b.ids, sizeof(uint32_t), n_ids);
     }
     free(in);
     free(b.text);
