@@ -247,6 +247,25 @@ uint32_t harness_select(void *instance, const wsel_request *req, const harness_t
     return choice.row;
 }
 
+uint32_t harness_route_overlap_active(void *instance, const uint32_t *overlap,
+                                      const uint32_t *active, uint32_t n, uint64_t seed,
+                                      uint64_t request_id)
+{
+    static const uint64_t hashes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    harness_table *t = harness_table_new(n, NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        t->overlap_blocks[i] = overlap[i];
+        t->active_requests[i] = active[i];
+    }
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, seed, request_id, 0, hashes,
+                    (uint32_t)(sizeof(hashes) / sizeof(hashes[0])));
+    uint32_t row = harness_select(instance, &req, t);
+    harness_table_free(t);
+    return row;
+}
+
 void harness_expect_refusal(void *instance, const wsel_request *req,
                             const harness_table *t, int32_t expected_rc)
 {

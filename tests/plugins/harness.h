@@ -64,6 +64,13 @@ void *harness_create(const char *const *names, const double *overrides,
  * is out of range or excluded. */
 uint32_t harness_select(void *instance, const wsel_request *req, const harness_table *t);
 
+/* The row chosen for request `request_id` (rng seed `seed`, a prompt of
+ * 10 blocks hashed 1..10) over `n` single-rank workers with these cached
+ * blocks and requests in flight; the other columns the harness's. */
+uint32_t harness_route_overlap_active(void *instance, const uint32_t *overlap,
+                                      const uint32_t *active, uint32_t n, uint64_t seed,
+                                      uint64_t request_id);
+
 /* select() must fail with `expected_rc` and leave the choice untouched (the
  * ABI: outputs are written only on success). */
 void harness_expect_refusal(void *instance, const wsel_request *req,

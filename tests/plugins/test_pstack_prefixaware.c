@@ -20,17 +20,7 @@ static const uint64_t hashes[HASHES] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
 static uint32_t route(void *instance, const uint32_t *overlap, const uint32_t *active,
                       uint32_t n, uint64_t id)
 {
-    harness_table *t = harness_table_new(n, NULL);
-    for (uint32_t i = 0; i < n; i++) {
-        t->overlap_blocks[i] = overlap[i];
-        t->active_requests[i] = active[i];
-    }
-    wsel_request req;
-    wsel_rng rng;
-    harness_request(&req, &rng, 11, id, 0, hashes, HASHES);
-    uint32_t row = harness_select(instance, &req, t);
-    harness_table_free(t);
-    return row;
+    return harness_route_overlap_active(instance, overlap, active, n, 11, id);
 }
 
 static void test_descriptor_keeps_the_production_stack_default(void **state)
