@@ -88,6 +88,25 @@ static inline uint32_t row_load_first_least_active(const wsel_table *t, uint8_t 
     return best;
 }
 
+/* The candidate other than `except` (ROW_LOAD_NONE: none excepted) with
+ * the fewest requests in flight, ties to the lowest (worker_id, dp_rank)
+ * (Dynamo's pickers order by (load, worker)); ROW_LOAD_NONE when none. */
+static inline uint32_t row_load_least_active_lowest_id(const wsel_table *t, uint8_t skip,
+                                                       uint32_t except)
+{
+    uint32_t best = ROW_LOAD_NONE;
+    for (uint32_t i = 0; i < t->num_rows; i++) {
+        if ((t->flags[i] & skip) || i == except)
+            continue;
+        if (best == ROW_LOAD_NONE || t->active_requests[i] < t->active_requests[best] ||
+            (t->active_requests[i] == t->active_requests[best] &&
+             (t->worker_id[i] < t->worker_id[best] ||
+              (t->worker_id[i] == t->worker_id[best] && t->dp_rank[i] < t->dp_rank[best]))))
+            best = i;
+    }
+    return best;
+}
+
 /* The deepest cached prefix among the candidates, in blocks. */
 static inline uint32_t row_load_max_overlap(const wsel_table *t, uint8_t skip)
 {

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 
 #include "row_load.h"
-#include "sticky_table.h"
+#include "session_binding.h"
 #include "wsel.h"
 
 static const wsel_param_def sml_params[] = {
@@ -69,20 +69,6 @@ static void sml_destroy(void *instance)
     free(s);
 }
 
-static uint32_t row_owner(const wsel_table *t, uint32_t row)
-{
-    return sticky_owner(sticky_worker_mix(t->worker_id[row]), t->dp_rank[row]);
-}
-
-/* The candidate whose fingerprint is `owner`, or ROW_LOAD_NONE. */
-static uint32_t find_bound(const wsel_table *t, uint8_t skip, uint32_t owner)
-{
-    for (uint32_t i = 0; i < t->num_rows; i++)
-        if (!(t->flags[i] & skip) && row_owner(t, i) == owner)
-            return i;
-    return ROW_LOAD_NONE;
-}
-
 /* [select thread, concurrent] */
 static int32_t sml_select(void *instance, const wsel_request *request,
                           const wsel_table *table, wsel_choice *choice)
@@ -95,14 +81,14 @@ static int32_t sml_select(void *instance, const wsel_request *request,
         return rc;
     uint64_t key = request->affinity_key;
     uint32_t owner = key != 0 ? sticky_table_get(&s->bindings, key) : 0;
-    uint32_t row = owner != 0 ? find_bound(table, skip, owner) : ROW_LOAD_NONE;
+    uint32_t row = owner != 0 ? session_bound_row(table, skip, owner) : ROW_LOAD_NONE;
     uint32_t reason = WSEL_REASON_STICKY;
     if (row == ROW_LOAD_NONE) {
         row = row_load_least_active(s->host, table, skip, 0, request->rng);
         if (row == ROW_LOAD_NONE)
             return WSEL_ENOCANDIDATE;
         if (key != 0)
-            sticky_table_put(&s->bindings, key, row_owner(table, row));
+            sticky_table_put(&s->bindings, key, session_row_owner(table, row));
         reason = owner != 0 ? WSEL_REASON_SPILLED : WSEL_REASON_CHEAPEST;
     }
     wsel_choice_answer(choice, row, reason);
