@@ -19,6 +19,29 @@
 static const uint64_t hashes[HASHES] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
 static const char *const imbalance_name[] = {"imbalance"};
 static const double fleet_spread = 1.0;
+static const char *const dp_rank_name[] = {"dp_rank"};
+static const double min_tokens = 1.0;
+
+/* The row chosen over 2 workers x 2 ranks with these columns per row, when
+ * each worker's ranks sit behind one URL (dp_rank min_tokens). */
+static uint32_t route_min_tokens(const uint32_t overlap[4], const uint32_t active[4],
+                                 const uint64_t decode[4])
+{
+    void *c = harness_create(dp_rank_name, &min_tokens, 1);
+    harness_table *t = harness_table_new(2, (const uint32_t[]){2, 2});
+    for (uint32_t i = 0; i < 4; i++) {
+        t->overlap_blocks[i] = overlap[i];
+        t->active_requests[i] = active[i];
+        t->decode_blocks[i] = decode[i];
+    }
+    wsel_request req;
+    wsel_rng rng;
+    harness_request(&req, &rng, 7, 1, 0, hashes, HASHES);
+    uint32_t row = harness_select(c, &req, t);
+    harness_table_free(t);
+    wsel_plugin_entry.destroy(c);
+    return row;
+}
 
 /* The row chosen for request `id` over rows with these cached blocks and
  * requests in flight. */
@@ -34,7 +57,7 @@ static void test_descriptor_keeps_smg_defaults(void **state)
     const wsel_plugin *p = &wsel_plugin_entry;
     assert_string_equal(p->name, "sglang_cache_aware");
     assert_int_equal(p->capabilities, WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS);
-    assert_int_equal(p->num_params, 4);
+    assert_int_equal(p->num_params, 5);
     assert_string_equal(p->params[0].name, "cache_threshold");
     assert_true(p->params[0].default_value == 0.3);
     assert_string_equal(p->params[1].name, "balance_abs_threshold");
@@ -45,6 +68,9 @@ static void test_descriptor_keeps_smg_defaults(void **state)
     assert_string_equal(p->params[3].choices[0], "mean_gate");
     assert_string_equal(p->params[3].choices[1], "fleet_spread");
     assert_true(p->params[3].default_value == 0);
+    assert_string_equal(p->params[4].name, "dp_rank");
+    assert_string_equal(p->params[4].choices[1], "min_tokens");
+    assert_true(p->params[4].default_value == 0);
 }
 
 static void test_a_match_above_the_threshold_follows_the_cache(void **state)
@@ -151,6 +177,29 @@ static void test_a_host_whose_eligible_rule_leaves_no_row_is_refused(void **stat
     harness_expect_wrong_host_refused(40, 0);
 }
 
+static void test_min_tokens_follows_the_cache_to_the_worker_not_the_rank(void **state)
+{
+    (void)state;
+    /* Worker 0 holds 4 of 10 blocks on its rank 1: the worker wins the
+     * match, then its rank with the fewer active tokens (rank 0) is sent. */
+    assert_int_equal(route_min_tokens((uint32_t[]){0, 4, 0, 0}, (uint32_t[]){1, 1, 0, 0},
+                                      (uint64_t[]){10, 20, 0, 0}),
+                     0);
+}
+
+static void test_min_tokens_sums_a_workers_ranks_and_ties_to_rank_zero(void **state)
+{
+    (void)state;
+    /* No match: worker 1 (5 + 0 requests) is lighter than worker 0
+     * (3 + 3); its ranks tie on tokens, so rank 0 (row 2) is sent. */
+    assert_int_equal(route_min_tokens((uint32_t[]){0, 0, 0, 0}, (uint32_t[]){3, 3, 5, 0},
+                                      (uint64_t[]){0, 0, 7, 7}),
+                     2);
+    assert_int_equal(route_min_tokens((uint32_t[]){0, 0, 0, 0}, (uint32_t[]){3, 3, 5, 0},
+                                      (uint64_t[]){0, 0, 8, 7}),
+                     3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +210,8 @@ int main(void)
         cmocka_unit_test(test_the_mean_gate_spills_only_past_both_margins),
         cmocka_unit_test(test_the_fleet_spread_takes_the_shortest_queue_for_every_request),
         cmocka_unit_test(test_ties_are_broken_uniformly),
+        cmocka_unit_test(test_min_tokens_follows_the_cache_to_the_worker_not_the_rank),
+        cmocka_unit_test(test_min_tokens_sums_a_workers_ranks_and_ties_to_rank_zero),
         cmocka_unit_test(test_busy_rows_are_avoided_while_an_idle_row_is_eligible),
         cmocka_unit_test(test_every_row_excluded_returns_enocandidate_and_writes_nothing),
         cmocka_unit_test(test_a_host_whose_eligible_rule_leaves_no_row_is_refused),
