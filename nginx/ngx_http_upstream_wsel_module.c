@@ -133,6 +133,13 @@ static ngx_command_t  ngx_http_wsel_commands[] = {
       0,
       NULL },
 
+    { ngx_string("wsel_sync"),
+      NGX_HTTP_UPS_CONF|NGX_CONF_1MORE,
+      ngx_http_wsel_sync_directive,
+      NGX_HTTP_SRV_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("wsel_route"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_str_slot,
@@ -430,6 +437,7 @@ ngx_http_wsel_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
 
     /* a server configured `down` is no choice for the policy either */
     ngx_http_wsel_init_peer_state(up);
+    (void) ngx_http_wsel_sync_start(cycle, up);
     ngx_http_wsel_shared_start(cycle, up);
 
     return ngx_http_wsel_metrics_init(&up->metrics, cycle->pool, up->router);

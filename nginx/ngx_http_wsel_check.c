@@ -3,7 +3,8 @@
 /*
  * ngx_http_wsel_check.c -- the checks that need the whole configuration:
  * no other balancer in wsel's place, each policy
- * loadable by the `user` the workers run as. They run in a core module's
+ * loadable by the `user` the workers run as, wsel_sync only with a
+ * libwsel-router that has NATS. They run in a core module's
  * init_conf (ngx_wsel_check_module, built into the same .so), which nginx
  * calls once every directive is read, worker_processes and user included
  * wherever they stand: a failure there refuses the configuration (nginx
@@ -157,10 +158,34 @@ ngx_wsel_check_as_user(ngx_cycle_t *cycle, ngx_core_conf_t *ccf,
 }
 
 
+/* wsel_sync needs a libwsel-router built with libnats: the one loaded
+ * now is the one the workers will run. */
+static ngx_int_t
+ngx_wsel_check_sync(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
+{
+    if (up->sync.url.len == 0 || wsel_router_sync_available()) {
+        return NGX_OK;
+    }
+
+    ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                  "wsel: upstream \"%V\": wsel_sync in %V:%ui needs "
+                  "libwsel-router built with libnats (Debian's libnats-dev), "
+                  "and this one was built without it: rebuild wsel with "
+                  "libnats-dev installed, or remove wsel_sync",
+                  &up->name, &up->sync.file, up->sync.line);
+
+    return NGX_ERROR;
+}
+
+
 static ngx_int_t
 ngx_wsel_check_upstream(ngx_cycle_t *cycle, ngx_core_conf_t *ccf,
     ngx_http_wsel_upstream_t *up)
 {
+    if (ngx_wsel_check_sync(cycle, up) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     if (up->peer_names == NULL) {
         /* its init_upstream never ran: another balancer (least_conn,
          * hash, ...) given after wsel_policy replaced it, and the routed

@@ -35,14 +35,16 @@
  * The upstream's scalars: X(json key, Prometheus name without "wsel_",
  * type, unit, help, value). A value reads the status snapshot `s`
  * (ngx_http_wsel_status.c): s->up the upstream, s->hc the host's counters,
- * s->rcn the router's, s->kc the KV events' CPU time.
+ * s->rcn the router's, s->kc the KV events' CPU time, s->nats wsel_sync's
+ * (zeros without it).
  */
 #define NGX_HTTP_WSEL_SCALARS(X)                                              \
     X("start_time", "start_time_seconds", "gauge", NGX_HTTP_WSEL_ONE,         \
       "Unix time the worker's counters started (nginx start or reload).",    \
       s->up->metrics.started)                                                 \
     X("workers", "workers", "gauge", NGX_HTTP_WSEL_ONE,                       \
-      "nginx workers whose load the routes add up (this one included).",     \
+      "nginx workers whose load the routes add up (this one "                 \
+      "included; with wsel_sync, every instance's).",                         \
       s->sc.replicas_live + 1)                                                \
     X("active_requests", "active_requests", "gauge", NGX_HTTP_WSEL_ONE,       \
       "Requests in flight on all ranks, every worker's.", s->active)          \
@@ -149,7 +151,52 @@
       NGX_HTTP_WSEL_ONE, "Index entries dropped by the per-rank LRU.",        \
       s->rcn.index_evictions)                                                 \
     X("index_bytes", "index_bytes", "gauge", NGX_HTTP_WSEL_ONE,               \
-      "Memory the router's index holds.", s->rcn.index_bytes)
+      "Memory the router's index holds.", s->rcn.index_bytes)                 \
+    X("sync_replica_id", "sync_replica_id", "gauge",                          \
+      NGX_HTTP_WSEL_ONE, "This worker's replica id on NATS (0: none).",       \
+      s->up->sync.replica_id)                                                 \
+    X("sync_connected", "sync_connected", "gauge",                            \
+      NGX_HTTP_WSEL_ONE, "1 while this worker's replica is on NATS.",         \
+      s->nats.connected)                                                      \
+    X("sync_replicas_live", "sync_replicas_live", "gauge",                    \
+      NGX_HTTP_WSEL_ONE, "Other replicas (any instance's workers) live.",     \
+      s->nats.replicas_live)                                                  \
+    X("sync_replicas_expired", "sync_replicas_expired_total", "counter",      \
+      NGX_HTTP_WSEL_ONE, "Replicas dropped when their lease ran out.",        \
+      s->nats.replicas_expired)                                               \
+    X("sync_replicas_refused", "sync_replicas_refused_total", "counter",      \
+      NGX_HTTP_WSEL_ONE, "Replicas not followed (beyond 256).",               \
+      s->nats.replicas_refused)                                               \
+    X("sync_goodbyes", "sync_goodbyes_total", "counter",                      \
+      NGX_HTTP_WSEL_ONE, "Replicas that stopped cleanly (a goodbye).",        \
+      s->nats.goodbyes)                                                       \
+    X("sync_local_only_routes", "sync_local_only_routes_total", "counter",    \
+      NGX_HTTP_WSEL_ONE, "Routes made while disconnected from NATS.",         \
+      s->nats.local_only_routes)                                              \
+    X("sync_disconnects", "sync_disconnects_total", "counter",                \
+      NGX_HTTP_WSEL_ONE, "NATS connections lost.",                            \
+      s->nats.disconnects)                                                    \
+    X("sync_reconnects", "sync_reconnects_total", "counter",                  \
+      NGX_HTTP_WSEL_ONE, "NATS connections found again.",                     \
+      s->nats.reconnects)                                                     \
+    X("sync_updates_sent", "sync_updates_sent_total", "counter",              \
+      NGX_HTTP_WSEL_ONE, "Messages of changed ranks published.",              \
+      s->nats.updates_sent)                                                   \
+    X("sync_snapshots_sent", "sync_snapshots_sent_total", "counter",          \
+      NGX_HTTP_WSEL_ONE, "Whole-load snapshots (heartbeats) published.",      \
+      s->nats.snapshots_sent)                                                 \
+    X("sync_publish_errors", "sync_publish_errors_total", "counter",          \
+      NGX_HTTP_WSEL_ONE, "Publishes the NATS client refused.",                \
+      s->nats.publish_errors)                                                 \
+    X("sync_messages_applied", "sync_messages_applied_total", "counter",      \
+      NGX_HTTP_WSEL_ONE, "Other replicas' messages applied.",                 \
+      s->nats.messages_applied)                                               \
+    X("sync_messages_bad", "sync_messages_bad_total", "counter",              \
+      NGX_HTTP_WSEL_ONE, "Malformed messages on the subject, skipped.",       \
+      s->nats.messages_bad)                                                   \
+    X("sync_unknown_rows", "sync_unknown_rows_total", "counter",              \
+      NGX_HTTP_WSEL_ONE, "Records of a server or rank unknown here.",         \
+      s->nats.unknown_rows)
 
 
 /*
@@ -187,8 +234,9 @@
 /*
  * Per server and rank: X(json key, Prometheus name without "wsel_", type,
  * help, value). A value reads `ri` (the router's wsel_router_rank_info),
- * `rc` (the module's ngx_http_wsel_rank_counters_t) and `down` (nginx
- * holds the rank's server down). Prometheus labels: server, dp_rank.
+ * `oi` (the part of ri's load the other workers and replicas add), `rc`
+ * (the module's ngx_http_wsel_rank_counters_t) and `down` (nginx holds
+ * the rank's server down). Prometheus labels: server, dp_rank.
  */
 #define NGX_HTTP_WSEL_RANKS(X)                                                \
     X("active_requests", "rank_active_requests", "gauge",                     \
@@ -202,6 +250,18 @@
       "Blocks the router's index lists on the rank.", ri->cached_blocks)      \
     X("flags", "rank_flags", "gauge",                                         \
       "The rank's WSEL_ROW_* bits as the next route sees them.", ri->flags)   \
+    X("others_active_requests",                                               \
+      "rank_others_active_requests", "gauge",                                 \
+      "Of active_requests, other workers' and replicas'.",                    \
+      oi->active_requests)                                                    \
+    X("others_active_prefill_tokens",                                         \
+      "rank_others_active_prefill_tokens", "gauge",                           \
+      "Of active_prefill_tokens, the others'.",                               \
+      oi->active_prefill_tokens)                                              \
+    X("others_active_blocks",                                                 \
+      "rank_others_active_blocks", "gauge",                                   \
+      "Of active_blocks, other workers' and replicas'.",                      \
+      oi->active_blocks)                                                      \
     X("busy", "rank_busy", "gauge",                                           \
       "1 when the rank is busy (WSEL_ROW_BUSY).",                             \
       (ri->flags & WSEL_ROW_BUSY) != 0)                                       \

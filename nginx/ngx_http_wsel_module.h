@@ -44,6 +44,21 @@ typedef struct {
 } ngx_http_wsel_server_t;
 
 
+/* wsel_sync's settings (ngx_http_wsel_sync.c); url.len 0 = off. */
+typedef struct {
+    ngx_str_t                       url;       /* NUL-terminated */
+    ngx_str_t                       subject;   /* NUL-terminated; "" = default */
+    uint32_t                        instance;  /* replica= or random */
+    uint32_t                        generation; /* random per configuration */
+    ngx_uint_t                      period_ms;
+    ngx_uint_t                      lease;
+    ngx_uint_t                      batch_us;
+    ngx_str_t                       file;      /* where wsel_sync is, */
+    ngx_uint_t                      line;      /* for a refusal's message */
+    uint64_t                        replica_id; /* this worker's; 0 = none */
+} ngx_http_wsel_sync_conf_t;
+
+
 /* Bytes kept between requests (malloc'd, grown as needed). */
 typedef struct {
     u_char                         *data;
@@ -69,6 +84,7 @@ typedef struct {
     ngx_uint_t                      busy_requests;
     ngx_uint_t                      busy_prefill;
     ngx_array_t                    *servers;   /* ngx_http_wsel_server_t */
+    ngx_http_wsel_sync_conf_t       sync;
     ngx_http_upstream_srv_conf_t   *uscf;
 
     /* the worker's state */
@@ -242,6 +258,18 @@ void ngx_http_wsel_shared_sync(ngx_http_wsel_upstream_t *up, ngx_log_t *log);
  * [the worker's thread] */
 ngx_int_t ngx_http_wsel_shared_publish(ngx_http_wsel_upstream_t *up,
     const char *path, const char *config, char *err, size_t err_size);
+
+/* ngx_http_wsel_sync.c: wsel_sync, the load shared with other nginx
+ * instances over NATS */
+/* The directive: wsel_sync nats://HOST:PORT [subject=S] [replica=ID]
+ * [period=MS] [lease=N] [batch=US]. [configuration time] */
+char *ngx_http_wsel_sync_directive(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+/* Start this worker's replica (a failure is logged: the worker then routes
+ * on its own instance's load). NGX_DECLINED when wsel_sync is not set.
+ * [worker start, after the router] */
+ngx_int_t ngx_http_wsel_sync_start(ngx_cycle_t *cycle,
+    ngx_http_wsel_upstream_t *up);
 
 /* ngx_http_wsel_admin.c: the admin location */
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);

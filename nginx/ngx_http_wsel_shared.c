@@ -133,7 +133,8 @@ ngx_http_wsel_shared_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
     /* a worker respawned after a switch takes it before its first route */
     up->policy_seen = (ngx_atomic_uint_t) -1;
 
-    if (up->shared == NULL) {
+    /* a NATS replica per worker covers the other workers too */
+    if (up->shared == NULL || up->sync.replica_id != 0) {
         return;
     }
 

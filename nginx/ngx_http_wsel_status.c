@@ -78,6 +78,8 @@ typedef struct {
     uint32_t                        nr;
     ngx_http_wsel_rank_counters_t   engine;    /* the ranks' sums */
     wsel_router_sync_counters       sc;        /* the other workers' */
+    wsel_router_sync_counters       nats;      /* sc with wsel_sync, or 0 */
+    wsel_router_rank_info          *oi;        /* by ri: the others' part */
     uint64_t                        active;    /* requests, all ranks */
 } ngx_http_wsel_snap_t;
 
@@ -85,8 +87,9 @@ typedef struct {
 static const ngx_http_wsel_rank_counters_t  ngx_http_wsel_no_counters;
 
 
-/* The other workers' load added to each rank's (the whole upstream's in
- * flight), and their number. */
+/* The other workers' (and with wsel_sync, replicas') load added to each
+ * rank's (the whole upstream's in flight), kept apart in oi too, and
+ * their number. */
 static ngx_int_t
 ngx_http_wsel_snap_others(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
     ngx_http_wsel_snap_t *s)
@@ -99,8 +102,13 @@ ngx_http_wsel_snap_others(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
         ngx_memzero(&s->sc, sizeof(s->sc));
     }
 
+    if (up->sync.replica_id) {
+        s->nats = s->sc;
+    }
+
     o = ngx_palloc(pool, (s->nr + 1) * sizeof(wsel_router_rank_info));
-    if (o == NULL) {
+    s->oi = ngx_pcalloc(pool, (s->nr + 1) * sizeof(wsel_router_rank_info));
+    if (o == NULL || s->oi == NULL) {
         return NGX_ERROR;
     }
     n = ngx_min(wsel_router_sync_read_ranks(up->router, o, s->nr), s->nr);
@@ -110,6 +118,7 @@ ngx_http_wsel_snap_others(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
         if (i < n && o[i].worker_id == ri->worker_id
             && o[i].dp_rank == ri->dp_rank)
         {
+            s->oi[i] = o[i];
             ri->active_requests += o[i].active_requests;
             ri->active_prefill_tokens += o[i].active_prefill_tokens;
             ri->active_blocks += o[i].active_blocks;
@@ -410,13 +419,14 @@ ngx_http_wsel_json_ranks(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t                              i;
     ngx_uint_t                            down;
-    const wsel_router_rank_info          *ri;
+    const wsel_router_rank_info          *ri, *oi;
     const ngx_http_wsel_rank_counters_t  *rc;
 
     d = ngx_slprintf(d, last, ",\"ranks\":[");
 
     for (i = 0; i < s->nr; i++) {
         ri = &s->ri[i];
+        oi = &s->oi[i];
         rc = ngx_http_wsel_rank_of(s, ri);
         down = ngx_http_wsel_rank_down(s, ri);
 
@@ -595,13 +605,14 @@ ngx_http_wsel_prom_ranks(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t                              i;
     ngx_uint_t                            down;
-    const wsel_router_rank_info          *ri;
+    const wsel_router_rank_info          *ri, *oi;
     const ngx_http_wsel_rank_counters_t  *rc;
 
 #define NGX_HTTP_WSEL_X(json, prom, type, help, value)                        \
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, prom, help, prom, type);  \
     for (i = 0; i < s->nr; i++) {                                             \
         ri = &s->ri[i];                                                       \
+        oi = &s->oi[i];                                                       \
         rc = ngx_http_wsel_rank_of(s, ri);                                    \
         down = ngx_http_wsel_rank_down(s, ri);                                \
         d = ngx_slprintf(d, last, "wsel_%s{upstream=\"%V\",server=\"%V\","    \

@@ -230,6 +230,11 @@ static rt_sync_transport *tp_new(wsel_router *r, rt_sync *s)
     return tp;
 }
 
+int32_t wsel_router_sync_available(void)
+{
+    return 1;
+}
+
 int32_t rt_sync_transport_start(wsel_router *r, rt_sync *s, char *err, size_t err_size)
 {
     s->tp = tp_new(r, s);

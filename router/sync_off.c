@@ -5,6 +5,11 @@
 
 #include "sync.h"
 
+int32_t wsel_router_sync_available(void)
+{
+    return 0;
+}
+
 int32_t rt_sync_transport_start(wsel_router *r, rt_sync *s, char *err, size_t err_size)
 {
     (void)r;

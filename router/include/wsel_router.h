@@ -566,6 +566,10 @@ typedef struct wsel_router_sync_options {
 WSEL_ROUTER_API int32_t wsel_router_sync_start(wsel_router *router,
                                                const wsel_router_sync_options *opts,
                                                char *err, size_t err_size);
+/* 1 when this libwsel-router was built with libnats (replica sync over
+ * NATS can start), 0 when wsel_router_sync_start would answer
+ * WSEL_ESTATE for it. [any thread] */
+WSEL_ROUTER_API int32_t wsel_router_sync_available(void);
 /* Stop sharing: say goodbye (unless WSEL_ROUTER_SYNC_NO_GOODBYE), close
  * the connection, drop the others' load from this router's view. A
  * harmless no-op when not started (and for NULL); wsel_router_destroy

@@ -161,6 +161,10 @@ def case_reload_refused(args):
             (dict(policy="no_such_policy"), "no plugin named"),
             (dict(extra_upstream=["wsel_server 127.0.0.1:9 dp=2"]), "names no server"),
             (dict(extra_upstream=["wsel_server %s dp=0" % ng.engines[0].addr]), "dp= outside 1..64"),
+            (dict(extra_upstream=["wsel_sync http://127.0.0.1:4222"]),
+             "needs a nats://HOST:PORT URL first in %s:" % ng.conf),
+            (dict(extra_upstream=["wsel_sync nats://127.0.0.1:4222 lease=1"]),
+             "has a bad lease= (2..100 periods) in %s:" % ng.conf),
         )
         for kw, why in refusals:
             conf = dict(policy=softmax)

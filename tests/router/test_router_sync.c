@@ -136,6 +136,12 @@ static int library_syncs(void)
         wsel_router_sync_options so = {
             .struct_size = sizeof(so), .url = "nats://127.0.0.1:1", .replica_id = 1};
         ok = wsel_router_sync_start(r, &so, err, sizeof(err)) != WSEL_ESTATE;
+        /* what the nginx module asks at configuration time says the same */
+        if (ok != wsel_router_sync_available()) {
+            printf("test_router_sync: wsel_router_sync_available says %d\n",
+                   wsel_router_sync_available());
+            abort();
+        }
         if (!ok)
             printf("test_router_sync: %s: every server test skipped\n", err);
         wsel_router_destroy(r);
