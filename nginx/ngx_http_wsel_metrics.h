@@ -200,7 +200,8 @@
  */
 #define NGX_HTTP_WSEL_HISTOGRAMS(X)                                           \
     X(route, "route_time", "route_duration_seconds",                          \
-      "Time the module spent routing a request (prompt, hashes, policy).")    \
+      "Time the module spent routing a request (prompt, hashes, policy; "     \
+      "with wsel_tokenizer, the wait for its task).")                         \
     X(ttft, "ttft", "time_to_first_token_seconds",                            \
       "Time from the route to the response's first byte.")                    \
     X(e2e, "e2e", "request_duration_seconds",                                 \

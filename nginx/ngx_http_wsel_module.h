@@ -260,7 +260,8 @@ ngx_int_t ngx_http_wsel_shared_publish(ngx_http_wsel_upstream_t *up,
     const char *path, const char *config, char *err, size_t err_size);
 
 /* ngx_http_wsel_tokenize.c: wsel_tokenizer (docs/tokenize.md) */
-/* The directive: wsel_tokenizer DIR [pool=NAME] [cache=SIZE]. The files
+/* The directive: wsel_tokenizer DIR [pool=NAME] [large_pool=NAME]
+ * [large=SIZE] [cache=SIZE]. The files
  * are opened here (a refusal names the reason), the thread pool added.
  * [configuration time] */
 char *ngx_http_wsel_tokenizer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);

@@ -11,6 +11,9 @@
  * per token, so it runs in one of nginx's thread pools
  * (ngx_thread_task_post): the request waits, blocked as for aio, while
  * the event loop serves others; the task's completion event routes it.
+ * Prompts of `large=` bytes or more may go to a pool of their own
+ * (`large_pool=`) whose threads run at the lowest priority, so a huge
+ * prompt does not take the CPU from a small one's tokenizing.
  *
  * A chat request's rendering is cut where its first non-system message
  * begins, at the start of a special token; the ids of that leading part
@@ -27,6 +30,9 @@
 #if (NGX_THREADS) && defined(NGX_HTTP_WSEL_TOKENIZER)
 
 #include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "wsel_json.h"
 #include "wsel_tokenizer.h"
@@ -34,6 +40,7 @@
 
 #define NGX_HTTP_WSEL_TOK_ENTRIES  16
 #define NGX_HTTP_WSEL_TOK_CACHE    (16 * 1024 * 1024)
+#define NGX_HTTP_WSEL_TOK_LARGE    (64 * 1024)
 
 
 /* One cached leading part of a rendering: its text and ids (malloc'd). */
@@ -49,6 +56,8 @@ typedef struct {
 struct ngx_http_wsel_tok_s {
     wsel_tokenizer                 *tok;
     ngx_thread_pool_t              *pool;
+    ngx_thread_pool_t              *large_pool; /* or NULL */
+    size_t                          large;     /* its prompts' bytes */
     /* special tokens a cut may sit in front of (lstrip false) */
     ngx_str_t                      *added;
     ngx_uint_t                      nadded;
@@ -69,6 +78,7 @@ struct ngx_http_wsel_tok_task_s {
     u_char                         *in;        /* escaped string or body */
     size_t                          in_len;
     ngx_uint_t                      chat;
+    ngx_uint_t                      low;       /* in large_pool */
     u_char                         *text;      /* hashed if refused */
     size_t                          text_len;
     /* the answer */
@@ -566,10 +576,34 @@ ngx_http_wsel_tok_text(ngx_http_wsel_tok_t *tk, ngx_http_wsel_tok_task_t *t)
 }
 
 
+/* large_pool's threads yield to everything else: SCHED_BATCH and nice 19
+ * (Linux, per thread; an unprivileged thread may lower itself, never
+ * raise itself back, so only a pool of its own is lowered). */
+static void
+ngx_http_wsel_tok_lower(void)
+{
+    static __thread int  lowered;
+    struct sched_param   sp;
+
+    if (lowered) {
+        return;
+    }
+
+    lowered = 1;
+    ngx_memzero(&sp, sizeof(sp));
+    (void) sched_setscheduler(0, SCHED_BATCH, &sp);
+    (void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), 19);
+}
+
+
 static void
 ngx_http_wsel_tok_thread(void *data, ngx_log_t *log)
 {
     ngx_http_wsel_tok_task_t  *t = data;
+
+    if (t->low) {
+        ngx_http_wsel_tok_lower();
+    }
 
     t->rc = t->chat ? ngx_http_wsel_tok_chat(t->tk, t)
                     : ngx_http_wsel_tok_text(t->tk, t);
@@ -657,7 +691,12 @@ ngx_http_wsel_tokenize_post(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
     task->event.data = t;
     task->event.handler = ngx_http_wsel_tok_done;
 
-    if (ngx_thread_task_post(up->tok->pool, task) != NGX_OK) {
+    t->low = up->tok->large_pool && len >= up->tok->large;
+
+    if (ngx_thread_task_post(t->low ? up->tok->large_pool : up->tok->pool,
+                             task)
+        != NGX_OK)
+    {
         goto fallback;
     }
 
@@ -855,7 +894,7 @@ done:
 /* pool=NAME and cache=SIZE after the folder. */
 static char *
 ngx_http_wsel_tok_options(ngx_conf_t *cf, ngx_http_wsel_tok_t *tk,
-    ngx_str_t **pool)
+    ngx_str_t **pool, ngx_str_t **large_pool)
 {
     ssize_t     size;
     ngx_str_t  *value, v;
@@ -863,7 +902,9 @@ ngx_http_wsel_tok_options(ngx_conf_t *cf, ngx_http_wsel_tok_t *tk,
 
     value = cf->args->elts;
     *pool = NULL;
+    *large_pool = NULL;
     tk->cache_max = NGX_HTTP_WSEL_TOK_CACHE;
+    tk->large = NGX_HTTP_WSEL_TOK_LARGE;
 
     for (i = 2; i < cf->args->nelts; i++) {
         if (ngx_strncmp(value[i].data, "pool=", 5) == 0
@@ -872,6 +913,22 @@ ngx_http_wsel_tok_options(ngx_conf_t *cf, ngx_http_wsel_tok_t *tk,
             value[i].data += 5;
             value[i].len -= 5;
             *pool = &value[i];
+
+        } else if (ngx_strncmp(value[i].data, "large_pool=", 11) == 0
+                   && value[i].len > 11)
+        {
+            value[i].data += 11;
+            value[i].len -= 11;
+            *large_pool = &value[i];
+
+        } else if (ngx_strncmp(value[i].data, "large=", 6) == 0) {
+            v.data = value[i].data + 6;
+            v.len = value[i].len - 6;
+            size = ngx_parse_size(&v);
+            if (size == NGX_ERROR || size == 0) {
+                return "has a bad large= size (request bytes, e.g. large=64k)";
+            }
+            tk->large = (size_t) size;
 
         } else if (ngx_strncmp(value[i].data, "cache=", 6) == 0) {
             v.data = value[i].data + 6;
@@ -883,7 +940,8 @@ ngx_http_wsel_tok_options(ngx_conf_t *cf, ngx_http_wsel_tok_t *tk,
             tk->cache_max = (size_t) size;
 
         } else {
-            return "takes the model's folder, then pool=NAME and cache=SIZE";
+            return "takes the model's folder, then pool=NAME, "
+                   "large_pool=NAME, large=SIZE and cache=SIZE";
         }
     }
 
@@ -898,7 +956,7 @@ ngx_http_wsel_tokenizer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     char                 *rv, err[NGX_HTTP_WSEL_ERR];
     int32_t               rc;
-    ngx_str_t            *value, *pool, dir;
+    ngx_str_t            *value, *pool, *large_pool, dir;
     ngx_pool_cleanup_t   *cln;
     ngx_http_wsel_tok_t  *tk;
 
@@ -919,7 +977,7 @@ ngx_http_wsel_tokenizer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    rv = ngx_http_wsel_tok_options(cf, tk, &pool);
+    rv = ngx_http_wsel_tok_options(cf, tk, &pool, &large_pool);
     if (rv != NGX_CONF_OK) {
         return rv;
     }
@@ -927,6 +985,17 @@ ngx_http_wsel_tokenizer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     tk->pool = ngx_thread_pool_add(cf, pool);
     if (tk->pool == NULL) {
         return NGX_CONF_ERROR;
+    }
+
+    if (large_pool) {
+        tk->large_pool = ngx_thread_pool_add(cf, large_pool);
+        if (tk->large_pool == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        if (tk->large_pool == tk->pool) {
+            return "needs a large_pool= other than its pool= (its threads "
+                   "are lowered)";
+        }
     }
 
     /* nginx's tokens are NUL-terminated; so is ngx_conf_full_name's */
