@@ -140,6 +140,13 @@ static ngx_command_t  ngx_http_wsel_commands[] = {
       0,
       NULL },
 
+    { ngx_string("wsel_tokenizer"),
+      NGX_HTTP_UPS_CONF|NGX_CONF_1MORE,
+      ngx_http_wsel_tokenizer,
+      NGX_HTTP_SRV_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("wsel_route"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_str_slot,
@@ -656,6 +663,20 @@ ngx_http_wsel_init_upstream_defaults(ngx_conf_t *cf,
     ngx_http_wsel_upstream_t  *up;
 
     up = ngx_http_conf_upstream_srv_conf(us, ngx_http_upstream_wsel_module);
+
+    if (up->tok && up->text_mode == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "wsel: upstream \"%V\": wsel_tokenizer reads text "
+                           "prompts and chat messages: remove \"wsel_prompt "
+                           "tokens;\" (token-id prompts are read either way)",
+                           &up->name);
+        return NGX_ERROR;
+    }
+
+    if (up->tok) {
+        up->text_mode = 1;
+    }
+
     ngx_http_wsel_defaults(up);
 
     if (up->block_size == 0 || up->block_size > 65536) {
@@ -673,15 +694,16 @@ ngx_http_wsel_init_upstream_defaults(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
-    if (up->text_mode && up->kv_events) {
-        /* the engines' events carry the hashes of token ids; the module
-         * has no tokenizer, so a text prompt's blocks (character chunks)
-         * never match them, and text requests get no KV affinity */
+    if (up->text_mode && up->kv_events && up->tok == NULL) {
+        /* the engines' events carry the hashes of token ids; without
+         * wsel_tokenizer a text prompt's blocks (character chunks) never
+         * match them, and text requests get no KV affinity */
         ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
                            "wsel: upstream \"%V\": text prompts with KV "
                            "events: a text prompt is hashed as character "
                            "chunks, which never match the engines' token-id "
                            "events, so text requests find no cached prefix; "
+                           "name the model's tokenizer (wsel_tokenizer), "
                            "send token-id prompts, or use "
                            "\"wsel_kv_source history;\"", &up->name);
     }

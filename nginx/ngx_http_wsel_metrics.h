@@ -81,6 +81,29 @@
     X("body_copies", "body_copies_total", "counter", NGX_HTTP_WSEL_ONE,       \
       "Request bodies nginx read in pieces, joined into one buffer.",         \
       s->up->body_copies)                                                     \
+    X("tokenized_text", "tokenized_text_total", "counter", NGX_HTTP_WSEL_ONE, \
+      "Text prompts wsel_tokenizer turned into token ids.", s->up->tok_text)  \
+    X("tokenized_chat", "tokenized_chat_total", "counter", NGX_HTTP_WSEL_ONE, \
+      "Chat requests wsel_tokenizer rendered and turned into token ids.",     \
+      s->up->tok_chat)                                                        \
+    X("tokenize_fallbacks", "tokenize_fallbacks_total", "counter",            \
+      NGX_HTTP_WSEL_ONE,                                                      \
+      "Prompts wsel_tokenizer refused, hashed as text (approximate).",        \
+      s->up->tok_fallbacks)                                                   \
+    X("tokenized_tokens", "tokenized_tokens_total", "counter",                \
+      NGX_HTTP_WSEL_ONE, "Token ids wsel_tokenizer produced.",                \
+      s->up->tok_tokens)                                                      \
+    X("tokenize_cache_hits", "tokenize_cache_hits_total", "counter",          \
+      NGX_HTTP_WSEL_ONE,                                                      \
+      "Chat requests whose leading messages' ids came from the cache.",       \
+      s->up->tok_cache_hits)                                                  \
+    X("tokenize_cache_misses", "tokenize_cache_misses_total", "counter",      \
+      NGX_HTTP_WSEL_ONE,                                                      \
+      "Chat requests with leading system messages not in the cache.",         \
+      s->up->tok_cache_misses)                                                \
+    X("tokenize_cache_tokens", "tokenize_cache_tokens_total", "counter",      \
+      NGX_HTTP_WSEL_ONE, "Token ids taken from the cache, not encoded.",      \
+      s->up->tok_cache_tokens)                                                \
     X("route_errors", "route_errors_total", "counter", NGX_HTTP_WSEL_ONE,     \
       "Routes the router refused (round-robin served).", s->up->route_errors) \
     X("retries", "retries_total", "counter", NGX_HTTP_WSEL_ONE,               \
@@ -224,7 +247,8 @@
  */
 #define NGX_HTTP_WSEL_HISTOGRAMS(X)                                           \
     X(route, "route_time", "route_duration_seconds",                          \
-      "Time the module spent routing a request (prompt, hashes, policy).")    \
+      "Time the module spent routing a request (prompt, hashes, policy; "     \
+      "with wsel_tokenizer, the wait for its task).")                         \
     X(ttft, "ttft", "time_to_first_token_seconds",                            \
       "Time from the route to the response's first byte.")                    \
     X(e2e, "e2e", "request_duration_seconds",                                 \

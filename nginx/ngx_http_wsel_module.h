@@ -35,6 +35,10 @@
 /* The upstream's shared zone (ngx_http_wsel_shared.c). */
 typedef struct ngx_http_wsel_shared_s  ngx_http_wsel_shared_t;
 
+/* wsel_tokenizer's state (ngx_http_wsel_tokenize.c). */
+typedef struct ngx_http_wsel_tok_s  ngx_http_wsel_tok_t;
+typedef struct ngx_http_wsel_tok_task_s  ngx_http_wsel_tok_task_t;
+
 
 typedef struct {
     ngx_str_t                       addr;
@@ -106,6 +110,7 @@ typedef struct {
     ngx_http_wsel_shared_t         *shared;    /* in it; NULL before init */
     ngx_uint_t                      epoch;     /* this cycle's */
     ngx_atomic_uint_t               policy_seen; /* the switch applied */
+    ngx_http_wsel_tok_t            *tok;       /* wsel_tokenizer, or NULL */
 
     /* the module's own counters */
     uint64_t                        requests;
@@ -121,6 +126,15 @@ typedef struct {
     uint64_t                        admin_switches;
     uint64_t                        admin_refused;
     uint64_t                        shared_switches; /* another worker's */
+    /* wsel_tokenizer: prompts routed by their token ids, refused ones
+     * (hashed as text), ids, and the chat prefix cache */
+    uint64_t                        tok_text;
+    uint64_t                        tok_chat;
+    uint64_t                        tok_fallbacks;
+    uint64_t                        tok_tokens;
+    uint64_t                        tok_cache_hits;
+    uint64_t                        tok_cache_misses;
+    uint64_t                        tok_cache_tokens;
     ngx_http_wsel_metrics_t         metrics;
 } ngx_http_wsel_upstream_t;
 
@@ -166,6 +180,7 @@ typedef struct {
     uint32_t                        cached_tokens;
     uint32_t                        prompt_tokens;
     uint64_t                        routed_ns;   /* the route's start */
+    ngx_http_wsel_tok_task_t       *tok_task;    /* tokenizing in the pool */
     ngx_http_wsel_scan_t            scan[3];
 } ngx_http_wsel_ctx_t;
 
@@ -182,6 +197,7 @@ typedef struct {
     uint32_t                        ntokens;
     u_char                         *text;
     size_t                          text_len;
+    ngx_uint_t                      chat;      /* text is "messages" */
 } ngx_http_wsel_prompt_t;
 
 
@@ -270,6 +286,29 @@ char *ngx_http_wsel_sync_directive(ngx_conf_t *cf, ngx_command_t *cmd,
  * [worker start, after the router] */
 ngx_int_t ngx_http_wsel_sync_start(ngx_cycle_t *cycle,
     ngx_http_wsel_upstream_t *up);
+
+/* ngx_http_wsel_tokenize.c: wsel_tokenizer (docs/tokenize.md) */
+/* The directive: wsel_tokenizer DIR [pool=NAME] [large_pool=NAME]
+ * [large=SIZE] [cache=SIZE]. The files
+ * are opened here (a refusal names the reason), the thread pool added.
+ * [configuration time] */
+char *ngx_http_wsel_tokenizer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+/* Tokenize the prompt of a routed request in the thread pool: NGX_AGAIN
+ * when a task is posted (ngx_http_wsel_route_tokens routes it when it is
+ * done), NGX_DECLINED when the prompt is to be hashed as text here (no
+ * tokenizer, or no task could be posted: counted a fallback).
+ * body[0..len) must live as long as the request. [the worker's thread] */
+ngx_int_t ngx_http_wsel_tokenize_post(ngx_http_request_t *r,
+    ngx_http_wsel_ctx_t *ctx, ngx_http_wsel_prompt_t *prompt,
+    u_char *body, size_t len);
+/* The finished task's ids for the route: NGX_OK with q->tokens set (they
+ * live as long as the request), or NGX_DECLINED: the tokenizer refused
+ * the prompt, counted; q keeps its text. [the worker's thread] */
+ngx_int_t ngx_http_wsel_tokenize_result(ngx_http_wsel_ctx_t *ctx,
+    wsel_route_request *q);
+
+/* ngx_http_wsel_request.c: routing once a task is done */
+void ngx_http_wsel_route_tokens(ngx_http_request_t *r);
 
 /* ngx_http_wsel_admin.c: the admin location */
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);

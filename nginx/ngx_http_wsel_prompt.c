@@ -230,6 +230,7 @@ ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
                 if (*v == '"' && text_mode && ve - v > 2) {
                     out->text = v + 1;
                     out->text_len = (size_t) (ve - v - 2);
+                    out->chat = 0;
                     found = NGX_OK;
                 }
 
@@ -237,6 +238,7 @@ ngx_http_wsel_find_prompt(ngx_http_wsel_upstream_t *up, u_char *p, u_char *e,
                 if (*v == '[' && text_mode && out->text == NULL) {
                     out->text = v;
                     out->text_len = (size_t) (ve - v);
+                    out->chat = 1;
                     found = NGX_OK;
                 }
             }

@@ -133,55 +133,20 @@ ngx_http_wsel_cleanup(void *data)
 }
 
 
+/* Route q (t0 the route's start), count it, keep the choice. */
 static void
-ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
+ngx_http_wsel_route_request(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx,
+    wsel_route_request *q, uint64_t t0)
 {
-    u_char                         *body;
-    size_t                          len;
-    ngx_uint_t                      copied;
     int32_t                         rc;
-    uint64_t                        t0;
-    wsel_route_request              q;
     wsel_route_result               res;
-    ngx_http_wsel_prompt_t          prompt;
     ngx_http_wsel_rank_counters_t  *cn;
     ngx_http_wsel_upstream_t       *up = ctx->up;
-
-    if (up->router == NULL) {
-        return;
-    }
-
-    t0 = ngx_http_wsel_now_ns();
-    up->requests++;
-
-    ngx_memzero(&prompt, sizeof(prompt));
-    ngx_memzero(&q, sizeof(q));
-    q.struct_size = sizeof(q);
-
-    body = ngx_http_wsel_body(r, &up->body, &len, &copied);
-    up->body_copies += copied;
-
-    if (body == NULL
-        || ngx_http_wsel_find_prompt(up, body, body + len, up->text_mode,
-                                     &prompt)
-           != NGX_OK)
-    {
-        up->no_prompt++;
-        q.overrides = WSEL_ROUTE_BUILTIN;
-
-    } else if (prompt.tokens) {
-        q.tokens = prompt.tokens;
-        q.num_tokens = prompt.ntokens;
-
-    } else {
-        q.text = (const char *) prompt.text;
-        q.text_len = prompt.text_len;
-    }
 
     if (!up->kv_events) {
         /* the history record waits until the request is on its way
          * upstream (the posted flush below, after this event's handlers) */
-        q.overrides |= WSEL_ROUTE_DEFER_HISTORY;
+        q->overrides |= WSEL_ROUTE_DEFER_HISTORY;
     }
 
     if (up->ndown) {
@@ -190,7 +155,7 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
 
     ngx_http_wsel_shared_sync(up, r->connection->log);
 
-    rc = wsel_router_route(up->router, &q, &res);
+    rc = wsel_router_route(up->router, q, &res);
 
     if (!up->kv_events && !up->flush.posted) {
         ngx_post_event(&up->flush, &ngx_posted_events);
@@ -224,6 +189,97 @@ ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
 }
 
 
+/* Read the prompt and route: NGX_OK, or NGX_AGAIN when wsel_tokenizer's
+ * task tokenizes it in the thread pool (ngx_http_wsel_route_tokens goes
+ * on when it is done). */
+static ngx_int_t
+ngx_http_wsel_route(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
+{
+    u_char                    *body;
+    size_t                     len;
+    uint64_t                   t0;
+    ngx_uint_t                 copied;
+    wsel_route_request         q;
+    ngx_http_wsel_prompt_t     prompt;
+    ngx_http_wsel_upstream_t  *up = ctx->up;
+
+    if (up->router == NULL) {
+        return NGX_OK;
+    }
+
+    t0 = ngx_http_wsel_now_ns();
+    up->requests++;
+
+    ngx_memzero(&prompt, sizeof(prompt));
+    ngx_memzero(&q, sizeof(q));
+    q.struct_size = sizeof(q);
+
+    /* a body the pool's thread reads must stay the request's own */
+    body = ngx_http_wsel_body(r, up->tok ? NULL : &up->body, &len, &copied);
+    up->body_copies += copied;
+
+    if (body == NULL
+        || ngx_http_wsel_find_prompt(up, body, body + len, up->text_mode,
+                                     &prompt)
+           != NGX_OK)
+    {
+        up->no_prompt++;
+        q.overrides = WSEL_ROUTE_BUILTIN;
+
+    } else if (prompt.tokens) {
+        q.tokens = prompt.tokens;
+        q.num_tokens = prompt.ntokens;
+
+    } else {
+        q.text = (const char *) prompt.text;
+        q.text_len = prompt.text_len;
+
+        if (up->tok
+            && ngx_http_wsel_tokenize_post(r, ctx, &prompt, body, len)
+               == NGX_AGAIN)
+        {
+            ctx->routed_ns = t0;
+            return NGX_AGAIN;
+        }
+    }
+
+    ngx_http_wsel_route_request(r, ctx, &q, t0);
+    return NGX_OK;
+}
+
+
+/* Back to nginx's phases, past the precontent one. */
+static void
+ngx_http_wsel_resume(ngx_http_request_t *r, ngx_http_wsel_ctx_t *ctx)
+{
+    ctx->phase_status = NGX_DECLINED;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+
+void
+ngx_http_wsel_route_tokens(ngx_http_request_t *r)
+{
+    wsel_route_request    q;
+    ngx_http_wsel_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_upstream_wsel_module);
+
+    /* a write event while the task runs */
+    if (ctx == NULL || ctx->tok_task == NULL || r->aio) {
+        return;
+    }
+
+    ngx_memzero(&q, sizeof(q));
+    q.struct_size = sizeof(q);
+    (void) ngx_http_wsel_tokenize_result(ctx, &q);
+
+    ngx_http_wsel_route_request(r, ctx, &q, ctx->routed_ns);
+    ngx_http_wsel_resume(r, ctx);
+}
+
+
 void
 ngx_http_wsel_flush_handler(ngx_event_t *ev)
 {
@@ -242,11 +298,11 @@ ngx_http_wsel_body_handler(ngx_http_request_t *r)
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_upstream_wsel_module);
 
-    ngx_http_wsel_route(r, ctx);
+    if (ngx_http_wsel_route(r, ctx) == NGX_AGAIN) {
+        return;
+    }
 
-    ctx->phase_status = NGX_DECLINED;
-    r->write_event_handler = ngx_http_core_run_phases;
-    ngx_http_core_run_phases(r);
+    ngx_http_wsel_resume(r, ctx);
 }
 
 
