@@ -75,6 +75,9 @@ if command -v cargo >/dev/null 2>&1; then
 fi
 if command -v go >/dev/null 2>&1; then
   (cd "$root/bindings/go" && go mod download)
+  # adapters/llmd: the Gateway API Inference Extension's scheduling
+  # framework (llm-d's scheduler), pinned by its go.sum (~75 modules).
+  (cd "$root/adapters/llmd" && go mod download)
 fi
 
 # --- libwsel-tokenizer (tokenizer/, docs/tokenize.md): crates, tokenizer

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # run_binding.sh LANG -- install wsel to a scratch prefix and run the LANG
-# binding's own suite (bindings/LANG) against that prefix alone: found by
+# binding's own suite (bindings/LANG; llmd: the llm-d adapter,
+# adapters/llmd) against that prefix alone: found by
 # pkg-config (PKG_CONFIG_PATH), loaded through LD_LIBRARY_PATH, with the
 # installed plugins (WSEL_PLUGIN_DIR). Exits 77 (CTest: skipped) with a
 # message when LANG's toolchain is missing.
@@ -31,7 +32,7 @@ python)
 rust)
     command -v cargo >/dev/null 2>&1 || skip "cargo not found"
     ;;
-go)
+go | llmd)
     command -v go >/dev/null 2>&1 || skip "go not found"
     ;;
 *) fail "unknown binding $lang" ;;
@@ -50,6 +51,7 @@ WSEL_PLUGIN_DIR=$prefix/lib/wsel/plugins
 WSEL_PREFIX=$prefix
 export PKG_CONFIG_PATH LD_LIBRARY_PATH WSEL_PLUGIN_DIR WSEL_PREFIX
 src=$WSEL_SOURCE_DIR/bindings/$lang
+[ "$lang" = llmd ] && src=$WSEL_SOURCE_DIR/adapters/llmd
 
 case $lang in
 python)
@@ -68,6 +70,14 @@ go)
     cd "$src"
     export GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=1
     go vet ./... # builds the commands (the example and the benchmark) too
+    exec go test -count=1 -v ./...
+    ;;
+llmd)
+    # The modules scripts/install-deps.sh downloaded (go.sum pins them);
+    # GOPROXY=off: never a download here, a missing one fails.
+    cd "$src"
+    export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=1
+    go vet ./... # builds the benchmark command too
     exec go test -count=1 -v ./...
     ;;
 esac

@@ -3,7 +3,8 @@
 """check_spdx.py -- every source, build and script file of the repository
 carries an SPDX-License-Identifier line (the project is Apache-2.0; see
 LICENSE). Data (traces, fuzz corpora, JSON), prose (Markdown), images and
-lock files are not sources and are skipped, as are build folders.
+lock files (Cargo.lock, go.sum) are not sources and are skipped, as are
+build folders.
 
 Usage: check_spdx.py [ROOT]   (default: the repository holding this file)
 Prints each file without the line and exits 1 if there is any.
@@ -13,7 +14,7 @@ import subprocess
 import sys
 
 TAG = "SPDX-License-Identifier:"
-SKIP_EXT = (".md", ".png", ".jsonl", ".json", ".lock", ".tmp")
+SKIP_EXT = (".md", ".png", ".jsonl", ".json", ".lock", ".sum", ".tmp")
 # py.typed: the empty marker of a typed Python package (PEP 561).
 SKIP_NAMES = ("LICENSE", ".clang-format", ".gitignore", "py.typed")
 # Debian's formats without comments; debian/copyright gives their licence.
