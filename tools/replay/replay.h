@@ -7,7 +7,8 @@
  * Prompts are token ids built from the trace's hash_ids: token t of a
  * trace block with id H is mix64(H * trace_block + t) mod the vocabulary,
  * so equal leading ids give equal token prefixes; the last block is cut
- * to input_length. max_tokens = output_length. Not thread-safe.
+ * to input_length. As text (--prompt words|chat) position t holds a word
+ * instead (words.h). max_tokens = output_length. Not thread-safe.
  */
 #ifndef WSEL_TOOLS_REPLAY_H
 #define WSEL_TOOLS_REPLAY_H
@@ -22,12 +23,16 @@
 
 #define REPLAY_MAX_URLS 64
 
-/* How a prompt's token ids are sent: a JSON array, or a string of the
+/* How a prompt is sent: token ids as a JSON array, or as a string of the
  * ids in decimal separated by spaces (wsel-engine reads a word that is a
  * number below the vocabulary as that token id: the same prompt, for
- * routers that accept only text). */
+ * routers that accept only text); or as text a model's tokenizer reads
+ * (words.h): a /v1/completions string of words, or a /v1/chat/completions
+ * request whose one user message is that string. */
 #define REPLAY_PROMPT_TOKENS 0
 #define REPLAY_PROMPT_TEXT   1
+#define REPLAY_PROMPT_WORDS  2
+#define REPLAY_PROMPT_CHAT   3
 extern const char *const replay_prompt_names[];
 
 typedef struct replay_options {
@@ -44,7 +49,8 @@ typedef struct replay_options {
     uint32_t vocab_size;
     uint32_t max_requests; /* 0 = all */
     const char *model;     /* NULL = leave "model" out */
-    uint32_t prompt_text;  /* REPLAY_PROMPT_*: token ids as an array or as text */
+    uint32_t prompt_text;  /* REPLAY_PROMPT_*: how the prompt is sent */
+    const char *tokenizer; /* words/chat: the model's folder, or NULL */
     const char *requests_out;
     const char *plot_dir;
     double timeout_s;
@@ -66,13 +72,18 @@ extern const cli_command replay_command;
 int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
                          size_t err_size);
 
-/* One request to send. OWNERSHIP: tokens are the caller's until freed. */
+/* One request to send. OWNERSHIP: tokens and words are the caller's
+ * until freed (replay_request_free). */
 typedef struct replay_request {
     uint64_t index;
     double arrival_s; /* from the first request, before --speedup */
     uint32_t isl, osl;
-    uint32_t *tokens;
+    uint32_t *tokens;    /* the ids the router hashes */
+    uint32_t num_tokens; /* isl, or with --tokenizer the model's count */
+    uint32_t *words;     /* words/chat: indexes into replay_words, else NULL */
+    uint32_t num_words;
 } replay_request;
+void replay_request_free(replay_request *q);
 
 typedef struct replay_source replay_source;
 int replay_source_open(replay_source **out, const replay_options *o, char *err,

@@ -144,7 +144,7 @@ int replay_route_pick(replay_route *r, const replay_request *q, uint32_t *url,
     rq.struct_size = sizeof(rq);
     rq.request_id = q->index + 1;
     rq.tokens = q->tokens;
-    rq.num_tokens = q->isl;
+    rq.num_tokens = q->num_tokens;
     wsel_route_result res;
     int32_t rc = wsel_router_route(r->router, &rq, &res);
     if (rc != 0 || res.worker_id >= r->o->num_urls ||
