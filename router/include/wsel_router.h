@@ -624,9 +624,11 @@ WSEL_ROUTER_API uint32_t wsel_router_sync_read_ranks(wsel_router *router,
  *   a change is in the slot when the call that made it returns;
  *   a process that stops (wsel_router_sync_stop, wsel_router_destroy)
  *   leaves its slot: its load leaves the others' view at their next poll;
- *   a process that dies without stopping is found by kill(pid, 0) at most
- *   check_ms after (at the first poll past it); a process that takes over
- *   its slot replaces its load at once (a new incarnation).
+ *   a process that dies without stopping is found at most check_ms after
+ *   (at the first poll past it): a slot's owner is its process tag (pid
+ *   and start time, wsel_router_shm_process_tag), so a pid that another
+ *   process took over since, or a zombie, is no owner; a process that
+ *   takes over its slot replaces its load at once (a new incarnation).
  * Cost: a change rewrites the process's loaded ranks (32 bytes each); a
  * poll reads one counter per slot and copies the slots that changed.
  * Exclusive with the NATS sync on one router (one contribution each).
@@ -650,6 +652,16 @@ WSEL_ROUTER_API int32_t wsel_router_shm_format(void *region, size_t size,
 WSEL_ROUTER_API int32_t wsel_router_shm_start(wsel_router *router, void *region,
                                               uint32_t check_ms, char *err,
                                               size_t err_size);
+/* Process pid's tag: its pid and its start time (Linux's /proc/PID/stat;
+ * where that cannot be read, the pid alone), or 0 when no such process
+ * lives (a zombie neither). The region's owners are tags; a caller that
+ * keeps per-process records beside the region uses the same check.
+ * [any thread] */
+WSEL_ROUTER_API uint64_t wsel_router_shm_process_tag(int pid);
+/* 1 when the process tagged `tag` is gone: no process has its pid, it is
+ * a zombie, or the one that has it started at another time (its pid was
+ * reused); 0 while it lives, and for 0. [any thread] */
+WSEL_ROUTER_API int wsel_router_shm_process_gone(uint64_t tag);
 /* Apply the other processes' changed contributions, drop the dead ones'.
  * A no-op without a shared-memory sync. Never waits on another process
  * (takes this router's own mutex). [one thread at a time: the routing
