@@ -83,6 +83,7 @@ typedef struct {
     ngx_http_wsel_bytes_t           body;      /* its body, when in pieces */
     int                             token_reader;  /* WSEL_TOKEN_IDS_* */
     ngx_event_t                     flush;     /* deferred history record */
+    ngx_event_t                     tick;      /* the zone's, when idle */
     u_char                          live_path[PATH_MAX]; /* as the host takes */
     u_char                          last_error[NGX_HTTP_WSEL_ERR];
     ngx_shm_zone_t                 *zone;      /* shared by the workers */
