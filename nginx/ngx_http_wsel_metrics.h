@@ -8,11 +8,12 @@
  * nginx/README.md's "Status" section documents each list's entries;
  * tests/nginx/nginx_metrics_test.py reads this file to check both outputs.
  *
- * Counters live in the answering worker's memory: they start at 0 with
- * each worker (nginx start or reload), as the router's and the host's own
- * do, and count that worker's share (worker_pid says which). The load
- * gauges (active_requests, the ranks' active_*) are the whole upstream's:
- * every worker's, through the zone the workers share.
+ * Every counter (type "counter", the reasons, the histograms, the ranks'
+ * counters) is the whole upstream's: every worker's, the exited ones'
+ * included, summed in the zone the workers share (ngx_http_wsel_totals.c)
+ * from start_time on. The load gauges (active_requests, the ranks'
+ * active_*) are the whole upstream's too; the other gauges are the
+ * answering worker's (worker_pid).
  */
 
 #ifndef NGX_HTTP_WSEL_METRICS_H_INCLUDED_
@@ -39,8 +40,8 @@
  */
 #define NGX_HTTP_WSEL_SCALARS(X)                                              \
     X("start_time", "start_time_seconds", "gauge", NGX_HTTP_WSEL_ONE,         \
-      "Unix time the worker's counters started (nginx start or reload).",    \
-      s->up->metrics.started)                                                 \
+      "Unix time the upstream's counters started (its zone's creation).",    \
+      s->started)                                                             \
     X("workers", "workers", "gauge", NGX_HTTP_WSEL_ONE,                       \
       "nginx workers whose load the routes add up (this one included).",     \
       s->sc.replicas_live + 1)                                                \

@@ -14,8 +14,10 @@
  *   the last policy switch the admin location accepted (path, config, a
  *   generation): each worker applies a newer one before its next route or
  *   status answer.
+ *   the counters of every worker, summed (ngx_http_wsel_totals.c).
  * A timer per upstream (every NGX_HTTP_WSEL_TICK_MS) does the same for an
- * idle worker, so the ring never turns over under it.
+ * idle worker, so the ring never turns over under it, and writes its
+ * counters into the zone.
  * The zone outlives a reload when its size stays (same worker_processes):
  * the new workers then see the old ones' requests still in flight. A
  * reload's workers take the configuration's policy (an epoch per cycle).
@@ -40,6 +42,7 @@ struct ngx_http_wsel_shared_s {
     u_char                         *policy_config; /* slab, NUL-terminated */
     void                           *region;
     void                           *history;   /* history mode, else NULL */
+    ngx_http_wsel_totals_t         *totals;
 };
 
 
@@ -111,7 +114,10 @@ ngx_http_wsel_zone_init(ngx_shm_zone_t *zone, void *data)
         {
             return NGX_ERROR;
         }
-        if (ngx_http_wsel_history_init(shpool, up, sh) != NGX_OK) {
+        sh->totals = ngx_http_wsel_totals_create(shpool, up->zone_processes);
+        if (sh->totals == NULL
+            || ngx_http_wsel_history_init(shpool, up, sh) != NGX_OK)
+        {
             return NGX_ERROR;
         }
         shpool->data = sh;
@@ -146,6 +152,7 @@ ngx_http_wsel_zone_add(ngx_conf_t *cf, ngx_http_wsel_upstream_t *up)
     size = wsel_router_shm_size(up->zone_processes, NGX_HTTP_WSEL_ZONE_ROWS)
            + sizeof(ngx_http_wsel_shared_t) + 2 * NGX_HTTP_WSEL_SHARED_CONFIG
            + 16 * ngx_pagesize;
+    size += ngx_http_wsel_totals_size(up->zone_processes);
     if (!up->kv_events) {
         size += wsel_router_history_size(NGX_HTTP_WSEL_HISTORY);
     }
@@ -176,6 +183,7 @@ ngx_http_wsel_tick_handler(ngx_event_t *ev)
     }
 
     ngx_http_wsel_shared_sync(up, ev->log);
+    ngx_http_wsel_status_publish(up, ev->log);
 
     if (!ngx_exiting) {
         ngx_add_timer(ev, NGX_HTTP_WSEL_TICK_MS);
@@ -212,11 +220,26 @@ ngx_http_wsel_shared_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
                       "from its own routes only: %s", &up->name, err);
     }
 
+    up->totals = up->shared->totals;
+    ngx_http_wsel_totals_join(up, cycle->log);
+
     up->tick.handler = ngx_http_wsel_tick_handler;
     up->tick.data = up;
     up->tick.log = cycle->log;
     up->tick.cancelable = 1;
     ngx_add_timer(&up->tick, NGX_HTTP_WSEL_TICK_MS);
+}
+
+
+void
+ngx_http_wsel_shared_exit(ngx_http_wsel_upstream_t *up, ngx_log_t *log)
+{
+    if (up->totals_slot == NULL || up->router == NULL) {
+        return;
+    }
+
+    ngx_http_wsel_status_publish(up, log);
+    ngx_http_wsel_totals_leave(up);
 }
 
 

@@ -79,10 +79,23 @@ typedef struct {
     ngx_http_wsel_rank_counters_t   engine;    /* the ranks' sums */
     wsel_router_sync_counters       sc;        /* the other workers' */
     uint64_t                        active;    /* requests, all ranks */
+    /* what is printed: the upstream's sums for counters (every worker's,
+     * the exited ones' too), this worker's figure for gauges */
+    time_t                          started;   /* of the sums */
+    uint64_t                       *scalar;    /* NGX_HTTP_WSEL_NSCALARS */
+    uint64_t                       *reason;    /* NGX_HTTP_WSEL_NREASONS */
+    ngx_http_wsel_hist_t           *hist;      /* NGX_HTTP_WSEL_HISTS */
+    ngx_http_wsel_rank_counters_t  *rc;        /* nr */
 } ngx_http_wsel_snap_t;
 
 
-static const ngx_http_wsel_rank_counters_t  ngx_http_wsel_no_counters;
+/* Which scalars are counters (summed over workers). */
+static const u_char  ngx_http_wsel_scalar_counter[] = {
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    sizeof(type) == sizeof("counter"),
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+};
 
 
 /* The other workers' load added to each rank's (the whole upstream's in
@@ -116,6 +129,90 @@ ngx_http_wsel_snap_others(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
         }
         s->active += ri->active_requests;
     }
+
+    return NGX_OK;
+}
+
+
+static ngx_str_t *ngx_http_wsel_rank_server(ngx_http_wsel_upstream_t *up,
+    const wsel_router_rank_info *ri);
+
+
+/* A rank's key across workers and reloads: its server's name, dp rank. */
+static uint64_t
+ngx_http_wsel_rank_key(ngx_http_wsel_upstream_t *up,
+    const wsel_router_rank_info *ri)
+{
+    ngx_str_t  *name;
+
+    name = ngx_http_wsel_rank_server(up, ri);
+
+    return ((uint64_t) ngx_crc32_long(name->data, name->len) << 32
+            | ngx_murmur_hash2(name->data, name->len))
+           ^ ((uint64_t) ri->dp_rank + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+
+/* This worker's counters as a vector (ngx_http_wsel_module.h's layout),
+ * exchanged for the upstream's sums; the gauges then this worker's. */
+static ngx_int_t
+ngx_http_wsel_snap_totals(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
+    ngx_http_wsel_snap_t *s)
+{
+    uint32_t                        r;
+    uint64_t                       *v, *keys;
+    ngx_uint_t                      i;
+    ngx_http_wsel_rank_counters_t  *rc, *to;
+
+    v = ngx_pcalloc(pool, (NGX_HTTP_WSEL_TOTALS_HEAD
+                           + (s->nr + 1) * NGX_HTTP_WSEL_TOTALS_RANK) * 8);
+    keys = ngx_palloc(pool, (s->nr + 1) * sizeof(uint64_t));
+    if (v == NULL || keys == NULL) {
+        return NGX_ERROR;
+    }
+
+    s->scalar = v;
+    s->reason = v + NGX_HTTP_WSEL_NSCALARS;
+    s->hist = (ngx_http_wsel_hist_t *) (s->reason + NGX_HTTP_WSEL_NREASONS);
+    s->rc = (ngx_http_wsel_rank_counters_t *) (v + NGX_HTTP_WSEL_TOTALS_HEAD);
+
+    i = 0;
+#define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
+    for (r = 0; r < (count); r++) {                                           \
+        s->reason[i++] = (value);                                             \
+    }
+    NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    ngx_memcpy(s->hist, up->metrics.hist, sizeof(up->metrics.hist));
+
+    for (r = 0; r < s->nr; r++) {
+        rc = ngx_http_wsel_rank_counters(&up->metrics, s->ri[r].worker_id,
+                                         s->ri[r].dp_rank);
+        to = &s->rc[r];
+        if (rc) {
+            *to = *rc;
+        }
+        keys[r] = ngx_http_wsel_rank_key(up, &s->ri[r]);
+    }
+
+    s->started = up->metrics.started;
+    i = 0;
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    s->scalar[i++] = (uint64_t) (value);
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    s->started = ngx_http_wsel_totals_exchange(up, v, keys, s->nr);
+
+    i = 0;
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    if (!ngx_http_wsel_scalar_counter[i]) {                                   \
+        s->scalar[i] = (uint64_t) (value);                                    \
+    }                                                                         \
+    i++;
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
 
     return NGX_OK;
 }
@@ -160,7 +257,7 @@ ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
         }
     }
 
-    return NGX_OK;
+    return ngx_http_wsel_snap_totals(pool, up, s);
 }
 
 
@@ -177,16 +274,11 @@ ngx_http_wsel_rank_server(ngx_http_wsel_upstream_t *up,
 }
 
 
-/* The module's counters of a rank, zeros for one it does not know. */
+/* The module's counters of a rank, summed over the workers. */
 static const ngx_http_wsel_rank_counters_t *
 ngx_http_wsel_rank_of(ngx_http_wsel_snap_t *s, const wsel_router_rank_info *ri)
 {
-    ngx_http_wsel_rank_counters_t  *rc;
-
-    rc = ngx_http_wsel_rank_counters(&s->up->metrics, ri->worker_id,
-                                     ri->dp_rank);
-
-    return rc ? rc : &ngx_http_wsel_no_counters;
+    return &s->rc[ri - s->ri];
 }
 
 
@@ -364,28 +456,31 @@ static u_char *
 ngx_http_wsel_json_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t               r;
-    uint64_t               total;
+    uint64_t               total, *v;
+    ngx_uint_t             i;
     const char            *sep;
-    ngx_http_wsel_hist_t  *hist = s->up->metrics.hist;
+    ngx_http_wsel_hist_t  *hist = s->hist;
 
+    i = 0;
 #define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
-    d = ngx_slprintf(d, last, ",\"" json "\":%uL", (uint64_t) (value));
+    d = ngx_slprintf(d, last, ",\"" json "\":%uL", s->scalar[i++]);
     NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
+    v = s->reason;
 #define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
     for (total = 0, r = 0; r < (count); r++) {                                \
-        total += ngx_http_wsel_reason_known(name) ? (value) : 0;              \
+        total += ngx_http_wsel_reason_known(name) ? v[r] : 0;                 \
     }                                                                         \
     d = ngx_slprintf(d, last, ",\"" json "\":%uL,\"" object "\":{", total);   \
     for (sep = "", r = 0; r < (count); r++) {                                 \
         if (ngx_http_wsel_reason_known(name)) {                               \
-            d = ngx_slprintf(d, last, "%s\"%s\":%uL", sep, (name),            \
-                             (uint64_t) (value));                             \
+            d = ngx_slprintf(d, last, "%s\"%s\":%uL", sep, (name), v[r]);     \
             sep = ",";                                                        \
         }                                                                     \
     }                                                                         \
-    d = ngx_slprintf(d, last, "}");
+    d = ngx_slprintf(d, last, "}");                                           \
+    v += (count);
     NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
@@ -520,6 +615,8 @@ static u_char *
 ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t    r;
+    uint64_t   *v;
+    ngx_uint_t  i;
     ngx_str_t  *u = &s->up->name;
 
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY
@@ -533,13 +630,15 @@ ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
                              ngx_strlen(s->up->live_path));
     d = ngx_slprintf(d, last, "\"} 1\n");
 
+    i = 0;
 #define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY "wsel_%s{upstream=\"%V\"} ",\
                      prom, help, prom, type, prom, u);                        \
-    d = ngx_http_wsel_prom_value(d, last, unit, (uint64_t) (value));
+    d = ngx_http_wsel_prom_value(d, last, unit, s->scalar[i++]);
     NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
+    v = s->reason;
 #define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, prom, help, prom,         \
                      "counter");                                              \
@@ -547,9 +646,10 @@ ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
         if (ngx_http_wsel_reason_known(name)) {                               \
             d = ngx_slprintf(d, last,                                         \
                              "wsel_%s{upstream=\"%V\",reason=\"%s\"} %uL\n",  \
-                             prom, u, (name), (uint64_t) (value));            \
+                             prom, u, (name), v[r]);                          \
         }                                                                     \
-    }
+    }                                                                         \
+    v += (count);
     NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
@@ -565,7 +665,7 @@ ngx_http_wsel_prom_hist(u_char *d, u_char *last, ngx_http_wsel_snap_t *s,
     uint64_t               seen;
     ngx_uint_t             b, n;
     const uint64_t        *bounds;
-    ngx_http_wsel_hist_t  *hist = &s->up->metrics.hist[h];
+    ngx_http_wsel_hist_t  *hist = &s->hist[h];
 
     bounds = ngx_http_wsel_bounds(h, &n);
 
@@ -659,6 +759,22 @@ ngx_http_wsel_status_write(ngx_pool_t *pool, ngx_log_t *log,
     b->last = d;
 
     return b;
+}
+
+
+void
+ngx_http_wsel_status_publish(ngx_http_wsel_upstream_t *up, ngx_log_t *log)
+{
+    ngx_pool_t            *pool;
+    ngx_http_wsel_snap_t   s;
+
+    pool = ngx_create_pool(4096, log);
+    if (pool == NULL) {
+        return;
+    }
+
+    (void) ngx_http_wsel_snap_read(pool, up, &s);
+    ngx_destroy_pool(pool);
 }
 
 
