@@ -36,7 +36,8 @@
  * The upstream's scalars: X(json key, Prometheus name without "wsel_",
  * type, unit, help, value). A value reads the status snapshot `s`
  * (ngx_http_wsel_status.c): s->up the upstream, s->hc the host's counters,
- * s->rcn the router's, s->kc the KV events' CPU time.
+ * s->rcn the router's, s->kc the KV events' CPU time, s->hcn the shared
+ * history's.
  */
 #define NGX_HTTP_WSEL_SCALARS(X)                                              \
     X("start_time", "start_time_seconds", "gauge", NGX_HTTP_WSEL_ONE,         \
@@ -47,6 +48,16 @@
       s->sc.replicas_live + 1)                                                \
     X("active_requests", "active_requests", "gauge", NGX_HTTP_WSEL_ONE,       \
       "Requests in flight on all ranks, every worker's.", s->active)          \
+    X("worker_routes", "worker_routes", "gauge", NGX_HTTP_WSEL_ONE,           \
+      "Routes the answering worker made itself (its share of routes).",       \
+      s->rcn.routes)                                                          \
+    X("history_applied", "history_applied_total", "counter",                  \
+      NGX_HTTP_WSEL_ONE,                                                      \
+      "Other workers' history records applied to a worker's index.",          \
+      s->hcn.applied)                                                         \
+    X("history_lost", "history_lost_total", "counter", NGX_HTTP_WSEL_ONE,     \
+      "Other workers' history records a worker missed (ring overrun).",       \
+      s->hcn.lost)                                                            \
     X("shared_switches", "shared_switches_total", "counter",                  \
       NGX_HTTP_WSEL_ONE,                                                      \
       "Policy switches another worker's admin location made, taken here.",    \

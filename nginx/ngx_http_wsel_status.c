@@ -74,6 +74,7 @@ typedef struct {
     wsel_host_counters              hc;
     wsel_router_counters            rcn;
     wsel_router_kv_cpu              kc;
+    wsel_router_history_counters    hcn;
     wsel_router_rank_info          *ri;
     uint32_t                        nr;
     ngx_http_wsel_rank_counters_t   engine;    /* the ranks' sums */
@@ -231,6 +232,8 @@ ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
 
     wsel_host_read_counters(up->host, &s->hc, sizeof(s->hc));
     wsel_router_read_counters(up->router, &s->rcn);
+    s->hcn.struct_size = sizeof(s->hcn);
+    (void) wsel_router_history_read_counters(up->router, &s->hcn);
     s->kc.struct_size = sizeof(s->kc);
     if (wsel_router_read_kv_cpu(up->router, &s->kc) != 0) {
         ngx_memzero(&s->kc, sizeof(s->kc));
