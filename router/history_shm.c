@@ -22,7 +22,8 @@
 typedef struct hist_head {
     atomic_uint magic;
     uint32_t entries;
-    _Alignas(64) atomic_ullong head; /* the next entry to reserve */
+    uint8_t pad[56];     /* the head on a cache line of its own */
+    atomic_ullong head;  /* the next entry to reserve */
 } hist_head;
 
 typedef struct hist_entry {

@@ -140,10 +140,6 @@ static void test_router_applies_the_others_routes_not_its_own(void **state)
     assert_int_equal(counters(&a).published, 1);
     assert_int_equal(counters(&a).applied, 0);
     assert_int_equal(counters(&b).applied, 1);
-    /* b routes the same prompt: the whole prefix is a hit on a's rank */
-    wsel_route_result rb;
-    route(&b, 1, 8, &rb);
-    assert_int_equal(rb.overlap_blocks, 8);
     proc_stop(&a);
     proc_stop(&b);
 }
