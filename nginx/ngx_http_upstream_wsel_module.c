@@ -28,9 +28,9 @@
  *   pool cleanup      the request's end, for a request whose response had
  *                     no end (failed, cut, the client gone): the same.
  *
- * One worker process: the router (load accounting, KV index) lives in the
- * worker's memory, so a second worker would route on half the picture.
- * The module refuses `worker_processes` above 1 at configuration time.
+ * Any number of worker processes: each runs its own router; the zone they
+ * share (ngx_http_wsel_shared.c) carries their load, history, policy
+ * switches and counters.
  *
  * The files: this one (directives, configuration, worker start and end),
  * ngx_http_wsel_check.c (the checks of the whole configuration, in a core
@@ -526,6 +526,8 @@ ngx_http_wsel_exit_process(ngx_cycle_t *cycle)
         if (ups[i]->flush.posted) {
             ngx_delete_posted_event(&ups[i]->flush);
         }
+
+        ngx_http_wsel_shared_exit(ups[i], cycle->log);
 
         wsel_router_destroy(ups[i]->router);
         ups[i]->router = NULL;

@@ -8,11 +8,12 @@
  * nginx/README.md's "Status" section documents each list's entries;
  * tests/nginx/nginx_metrics_test.py reads this file to check both outputs.
  *
- * Counters live in the answering worker's memory: they start at 0 with
- * each worker (nginx start or reload), as the router's and the host's own
- * do, and count that worker's share (worker_pid says which). The load
- * gauges (active_requests, the ranks' active_*) are the whole upstream's:
- * every worker's, through the zone the workers share.
+ * Every counter (type "counter", the reasons, the histograms, the ranks'
+ * counters) is the whole upstream's: every worker's, the exited ones'
+ * included, summed in the zone the workers share (ngx_http_wsel_totals.c)
+ * from start_time on. The load gauges (active_requests, the ranks'
+ * active_*) are the whole upstream's too; the other gauges are the
+ * answering worker's (worker_pid).
  */
 
 #ifndef NGX_HTTP_WSEL_METRICS_H_INCLUDED_
@@ -36,18 +37,28 @@
  * type, unit, help, value). A value reads the status snapshot `s`
  * (ngx_http_wsel_status.c): s->up the upstream, s->hc the host's counters,
  * s->rcn the router's, s->kc the KV events' CPU time, s->nats wsel_sync's
- * (zeros without it).
+ * (zeros without it), s->hcn the shared history's.
  */
 #define NGX_HTTP_WSEL_SCALARS(X)                                              \
     X("start_time", "start_time_seconds", "gauge", NGX_HTTP_WSEL_ONE,         \
-      "Unix time the worker's counters started (nginx start or reload).",    \
-      s->up->metrics.started)                                                 \
+      "Unix time the upstream's counters started (its zone's creation).",    \
+      s->started)                                                             \
     X("workers", "workers", "gauge", NGX_HTTP_WSEL_ONE,                       \
       "nginx workers whose load the routes add up (this one "                 \
       "included; with wsel_sync, every instance's).",                         \
       s->sc.replicas_live + 1)                                                \
     X("active_requests", "active_requests", "gauge", NGX_HTTP_WSEL_ONE,       \
       "Requests in flight on all ranks, every worker's.", s->active)          \
+    X("worker_routes", "worker_routes", "gauge", NGX_HTTP_WSEL_ONE,           \
+      "Routes the answering worker made itself (its share of routes).",       \
+      s->rcn.routes)                                                          \
+    X("history_applied", "history_applied_total", "counter",                  \
+      NGX_HTTP_WSEL_ONE,                                                      \
+      "Other workers' history records applied to a worker's index.",          \
+      s->hcn.applied)                                                         \
+    X("history_lost", "history_lost_total", "counter", NGX_HTTP_WSEL_ONE,     \
+      "Other workers' history records a worker missed (ring overrun).",       \
+      s->hcn.lost)                                                            \
     X("shared_switches", "shared_switches_total", "counter",                  \
       NGX_HTTP_WSEL_ONE,                                                      \
       "Policy switches another worker's admin location made, taken here.",    \

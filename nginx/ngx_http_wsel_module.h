@@ -34,6 +34,26 @@
 
 /* The upstream's shared zone (ngx_http_wsel_shared.c). */
 typedef struct ngx_http_wsel_shared_s  ngx_http_wsel_shared_t;
+/* The upstream's counters summed over workers (ngx_http_wsel_totals.c). */
+typedef struct ngx_http_wsel_totals_s  ngx_http_wsel_totals_t;
+
+
+/* A worker's counters as the zone sums them, a vector of uint64_t: every
+ * scalar of NGX_HTTP_WSEL_SCALARS (a gauge's sum is not printed), every
+ * reason of NGX_HTTP_WSEL_BY_REASON, the histograms
+ * (ngx_http_wsel_hist_t each), then per rank its
+ * ngx_http_wsel_rank_counters_t. */
+#define NGX_HTTP_WSEL_X_ONE(...)  + 1
+#define NGX_HTTP_WSEL_X_COUNT(json, object, prom, help, count, name, value)  \
+    + (count)
+
+enum {
+    NGX_HTTP_WSEL_NSCALARS = 0 NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X_ONE),
+    NGX_HTTP_WSEL_NREASONS = 0 NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X_COUNT),
+    NGX_HTTP_WSEL_TOTALS_HEAD = NGX_HTTP_WSEL_NSCALARS + NGX_HTTP_WSEL_NREASONS
+        + NGX_HTTP_WSEL_HISTS * sizeof(ngx_http_wsel_hist_t) / 8,
+    NGX_HTTP_WSEL_TOTALS_RANK = sizeof(ngx_http_wsel_rank_counters_t) / 8
+};
 
 /* wsel_tokenizer's state (ngx_http_wsel_tokenize.c). */
 typedef struct ngx_http_wsel_tok_s  ngx_http_wsel_tok_t;
@@ -103,6 +123,7 @@ typedef struct {
     ngx_http_wsel_bytes_t           body;      /* its body, when in pieces */
     int                             token_reader;  /* WSEL_TOKEN_IDS_* */
     ngx_event_t                     flush;     /* deferred history record */
+    ngx_event_t                     tick;      /* the zone's, when idle */
     u_char                          live_path[PATH_MAX]; /* as the host takes */
     u_char                          last_error[NGX_HTTP_WSEL_ERR];
     ngx_shm_zone_t                 *zone;      /* shared by the workers */
@@ -111,6 +132,8 @@ typedef struct {
     ngx_uint_t                      epoch;     /* this cycle's */
     ngx_atomic_uint_t               policy_seen; /* the switch applied */
     ngx_http_wsel_tok_t            *tok;       /* wsel_tokenizer, or NULL */
+    ngx_http_wsel_totals_t         *totals;    /* in the zone */
+    void                           *totals_slot; /* this worker's, or NULL */
 
     /* the module's own counters */
     uint64_t                        requests;
@@ -309,6 +332,33 @@ ngx_int_t ngx_http_wsel_tokenize_result(ngx_http_wsel_ctx_t *ctx,
 
 /* ngx_http_wsel_request.c: routing once a task is done */
 void ngx_http_wsel_route_tokens(ngx_http_request_t *r);
+
+/* Before the worker exits: its last counters into the zone's retired
+ * sum. [the worker's thread, router and host still up] */
+void ngx_http_wsel_shared_exit(ngx_http_wsel_upstream_t *up, ngx_log_t *log);
+
+/* ngx_http_wsel_totals.c: the counters summed over workers */
+/* Bytes and a zeroed sum for `processes` workers in the zone (NULL
+ * without memory). [zone init] */
+size_t ngx_http_wsel_totals_size(ngx_uint_t processes);
+ngx_http_wsel_totals_t *ngx_http_wsel_totals_create(ngx_slab_pool_t *shpool,
+    ngx_uint_t processes);
+/* Take a counter slot (logged when none is free). [worker start] */
+void ngx_http_wsel_totals_join(ngx_http_wsel_upstream_t *up, ngx_log_t *log);
+/* Write this worker's vector v (NGX_HTTP_WSEL_TOTALS_HEAD values, then
+ * NGX_HTTP_WSEL_TOTALS_RANK per rank of keys[0..nr)) into its slot and
+ * replace v by the upstream's sum; returns when the sum started (the
+ * zone's creation). Without a slot v stays this worker's. [the worker's
+ * thread] */
+time_t ngx_http_wsel_totals_exchange(ngx_http_wsel_upstream_t *up,
+    uint64_t *v, const uint64_t *keys, ngx_uint_t nr);
+/* Value i of the sum, under the zone's mutex. */
+uint64_t ngx_http_wsel_totals_at(ngx_http_wsel_totals_t *t, ngx_uint_t i);
+/* Add this worker's slot to the retired sum and free it. [exit] */
+void ngx_http_wsel_totals_leave(ngx_http_wsel_upstream_t *up);
+/* ngx_http_wsel_status.c: write this worker's counters into the zone. */
+void ngx_http_wsel_status_publish(ngx_http_wsel_upstream_t *up,
+    ngx_log_t *log);
 
 /* ngx_http_wsel_admin.c: the admin location */
 ngx_int_t ngx_http_wsel_admin_handler(ngx_http_request_t *r);

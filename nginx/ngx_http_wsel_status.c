@@ -74,6 +74,7 @@ typedef struct {
     wsel_host_counters              hc;
     wsel_router_counters            rcn;
     wsel_router_kv_cpu              kc;
+    wsel_router_history_counters    hcn;
     wsel_router_rank_info          *ri;
     uint32_t                        nr;
     ngx_http_wsel_rank_counters_t   engine;    /* the ranks' sums */
@@ -81,10 +82,23 @@ typedef struct {
     wsel_router_sync_counters       nats;      /* sc with wsel_sync, or 0 */
     wsel_router_rank_info          *oi;        /* by ri: the others' part */
     uint64_t                        active;    /* requests, all ranks */
+    /* what is printed: the upstream's sums for counters (every worker's,
+     * the exited ones' too), this worker's figure for gauges */
+    time_t                          started;   /* of the sums */
+    uint64_t                       *scalar;    /* NGX_HTTP_WSEL_NSCALARS */
+    uint64_t                       *reason;    /* NGX_HTTP_WSEL_NREASONS */
+    ngx_http_wsel_hist_t           *hist;      /* NGX_HTTP_WSEL_HISTS */
+    ngx_http_wsel_rank_counters_t  *rc;        /* nr */
 } ngx_http_wsel_snap_t;
 
 
-static const ngx_http_wsel_rank_counters_t  ngx_http_wsel_no_counters;
+/* Which scalars are counters (summed over workers). */
+static const u_char  ngx_http_wsel_scalar_counter[] = {
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    sizeof(type) == sizeof("counter"),
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+};
 
 
 /* The other workers' (and with wsel_sync, replicas') load added to each
@@ -130,6 +144,90 @@ ngx_http_wsel_snap_others(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
 }
 
 
+static ngx_str_t *ngx_http_wsel_rank_server(ngx_http_wsel_upstream_t *up,
+    const wsel_router_rank_info *ri);
+
+
+/* A rank's key across workers and reloads: its server's name, dp rank. */
+static uint64_t
+ngx_http_wsel_rank_key(ngx_http_wsel_upstream_t *up,
+    const wsel_router_rank_info *ri)
+{
+    ngx_str_t  *name;
+
+    name = ngx_http_wsel_rank_server(up, ri);
+
+    return ((uint64_t) ngx_crc32_long(name->data, name->len) << 32
+            | ngx_murmur_hash2(name->data, name->len))
+           ^ ((uint64_t) ri->dp_rank + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+
+/* This worker's counters as a vector (ngx_http_wsel_module.h's layout),
+ * exchanged for the upstream's sums; the gauges then this worker's. */
+static ngx_int_t
+ngx_http_wsel_snap_totals(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
+    ngx_http_wsel_snap_t *s)
+{
+    uint32_t                        r;
+    uint64_t                       *v, *keys;
+    ngx_uint_t                      i;
+    ngx_http_wsel_rank_counters_t  *rc, *to;
+
+    v = ngx_pcalloc(pool, (NGX_HTTP_WSEL_TOTALS_HEAD
+                           + (s->nr + 1) * NGX_HTTP_WSEL_TOTALS_RANK) * 8);
+    keys = ngx_palloc(pool, (s->nr + 1) * sizeof(uint64_t));
+    if (v == NULL || keys == NULL) {
+        return NGX_ERROR;
+    }
+
+    s->scalar = v;
+    s->reason = v + NGX_HTTP_WSEL_NSCALARS;
+    s->hist = (ngx_http_wsel_hist_t *) (s->reason + NGX_HTTP_WSEL_NREASONS);
+    s->rc = (ngx_http_wsel_rank_counters_t *) (v + NGX_HTTP_WSEL_TOTALS_HEAD);
+
+    i = 0;
+#define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
+    for (r = 0; r < (count); r++) {                                           \
+        s->reason[i++] = (value);                                             \
+    }
+    NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    ngx_memcpy(s->hist, up->metrics.hist, sizeof(up->metrics.hist));
+
+    for (r = 0; r < s->nr; r++) {
+        rc = ngx_http_wsel_rank_counters(&up->metrics, s->ri[r].worker_id,
+                                         s->ri[r].dp_rank);
+        to = &s->rc[r];
+        if (rc) {
+            *to = *rc;
+        }
+        keys[r] = ngx_http_wsel_rank_key(up, &s->ri[r]);
+    }
+
+    s->started = up->metrics.started;
+    i = 0;
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    s->scalar[i++] = (uint64_t) (value);
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    s->started = ngx_http_wsel_totals_exchange(up, v, keys, s->nr);
+
+    i = 0;
+#define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
+    if (!ngx_http_wsel_scalar_counter[i]) {                                   \
+        s->scalar[i] = (uint64_t) (value);                                    \
+    }                                                                         \
+    i++;
+    NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
+#undef NGX_HTTP_WSEL_X
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
     ngx_http_wsel_snap_t *s)
@@ -143,6 +241,8 @@ ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
 
     wsel_host_read_counters(up->host, &s->hc, sizeof(s->hc));
     wsel_router_read_counters(up->router, &s->rcn);
+    s->hcn.struct_size = sizeof(s->hcn);
+    (void) wsel_router_history_read_counters(up->router, &s->hcn);
     s->kc.struct_size = sizeof(s->kc);
     if (wsel_router_read_kv_cpu(up->router, &s->kc) != 0) {
         ngx_memzero(&s->kc, sizeof(s->kc));
@@ -169,7 +269,7 @@ ngx_http_wsel_snap_read(ngx_pool_t *pool, ngx_http_wsel_upstream_t *up,
         }
     }
 
-    return NGX_OK;
+    return ngx_http_wsel_snap_totals(pool, up, s);
 }
 
 
@@ -186,16 +286,11 @@ ngx_http_wsel_rank_server(ngx_http_wsel_upstream_t *up,
 }
 
 
-/* The module's counters of a rank, zeros for one it does not know. */
+/* The module's counters of a rank, summed over the workers. */
 static const ngx_http_wsel_rank_counters_t *
 ngx_http_wsel_rank_of(ngx_http_wsel_snap_t *s, const wsel_router_rank_info *ri)
 {
-    ngx_http_wsel_rank_counters_t  *rc;
-
-    rc = ngx_http_wsel_rank_counters(&s->up->metrics, ri->worker_id,
-                                     ri->dp_rank);
-
-    return rc ? rc : &ngx_http_wsel_no_counters;
+    return &s->rc[ri - s->ri];
 }
 
 
@@ -373,28 +468,31 @@ static u_char *
 ngx_http_wsel_json_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t               r;
-    uint64_t               total;
+    uint64_t               total, *v;
+    ngx_uint_t             i;
     const char            *sep;
-    ngx_http_wsel_hist_t  *hist = s->up->metrics.hist;
+    ngx_http_wsel_hist_t  *hist = s->hist;
 
+    i = 0;
 #define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
-    d = ngx_slprintf(d, last, ",\"" json "\":%uL", (uint64_t) (value));
+    d = ngx_slprintf(d, last, ",\"" json "\":%uL", s->scalar[i++]);
     NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
+    v = s->reason;
 #define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
     for (total = 0, r = 0; r < (count); r++) {                                \
-        total += ngx_http_wsel_reason_known(name) ? (value) : 0;              \
+        total += ngx_http_wsel_reason_known(name) ? v[r] : 0;                 \
     }                                                                         \
     d = ngx_slprintf(d, last, ",\"" json "\":%uL,\"" object "\":{", total);   \
     for (sep = "", r = 0; r < (count); r++) {                                 \
         if (ngx_http_wsel_reason_known(name)) {                               \
-            d = ngx_slprintf(d, last, "%s\"%s\":%uL", sep, (name),            \
-                             (uint64_t) (value));                             \
+            d = ngx_slprintf(d, last, "%s\"%s\":%uL", sep, (name), v[r]);     \
             sep = ",";                                                        \
         }                                                                     \
     }                                                                         \
-    d = ngx_slprintf(d, last, "}");
+    d = ngx_slprintf(d, last, "}");                                           \
+    v += (count);
     NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
@@ -530,6 +628,8 @@ static u_char *
 ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
 {
     uint32_t    r;
+    uint64_t   *v;
+    ngx_uint_t  i;
     ngx_str_t  *u = &s->up->name;
 
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY
@@ -543,13 +643,15 @@ ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
                              ngx_strlen(s->up->live_path));
     d = ngx_slprintf(d, last, "\"} 1\n");
 
+    i = 0;
 #define NGX_HTTP_WSEL_X(json, prom, type, unit, help, value)                  \
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY "wsel_%s{upstream=\"%V\"} ",\
                      prom, help, prom, type, prom, u);                        \
-    d = ngx_http_wsel_prom_value(d, last, unit, (uint64_t) (value));
+    d = ngx_http_wsel_prom_value(d, last, unit, s->scalar[i++]);
     NGX_HTTP_WSEL_SCALARS(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
+    v = s->reason;
 #define NGX_HTTP_WSEL_X(json, object, prom, help, count, name, value)         \
     d = ngx_slprintf(d, last, NGX_HTTP_WSEL_FAMILY, prom, help, prom,         \
                      "counter");                                              \
@@ -557,9 +659,10 @@ ngx_http_wsel_prom_figures(u_char *d, u_char *last, ngx_http_wsel_snap_t *s)
         if (ngx_http_wsel_reason_known(name)) {                               \
             d = ngx_slprintf(d, last,                                         \
                              "wsel_%s{upstream=\"%V\",reason=\"%s\"} %uL\n",  \
-                             prom, u, (name), (uint64_t) (value));            \
+                             prom, u, (name), v[r]);                          \
         }                                                                     \
-    }
+    }                                                                         \
+    v += (count);
     NGX_HTTP_WSEL_BY_REASON(NGX_HTTP_WSEL_X)
 #undef NGX_HTTP_WSEL_X
 
@@ -575,7 +678,7 @@ ngx_http_wsel_prom_hist(u_char *d, u_char *last, ngx_http_wsel_snap_t *s,
     uint64_t               seen;
     ngx_uint_t             b, n;
     const uint64_t        *bounds;
-    ngx_http_wsel_hist_t  *hist = &s->up->metrics.hist[h];
+    ngx_http_wsel_hist_t  *hist = &s->hist[h];
 
     bounds = ngx_http_wsel_bounds(h, &n);
 
@@ -670,6 +773,22 @@ ngx_http_wsel_status_write(ngx_pool_t *pool, ngx_log_t *log,
     b->last = d;
 
     return b;
+}
+
+
+void
+ngx_http_wsel_status_publish(ngx_http_wsel_upstream_t *up, ngx_log_t *log)
+{
+    ngx_pool_t            *pool;
+    ngx_http_wsel_snap_t   s;
+
+    pool = ngx_create_pool(4096, log);
+    if (pool == NULL) {
+        return;
+    }
+
+    (void) ngx_http_wsel_snap_read(pool, up, &s);
+    ngx_destroy_pool(pool);
 }
 
 

@@ -59,9 +59,7 @@ static uint32_t hash_prompt(wsel_router *r, const wsel_route_request *q, uint32_
                                  r->opt.max_prompt_blocks);
 }
 
-/* Record blocks hashes[0..n) on slot sid as routing history. */
-static void record_history(wsel_router *r, uint32_t sid, const uint64_t *hashes,
-                           uint32_t n)
+void rt_record_history(wsel_router *r, uint32_t sid, const uint64_t *hashes, uint32_t n)
 {
     rt_index_prefetch(&r->ix, sid, hashes, NULL, n);
     /* Deepest first, so the prefix head is the most recent entry and
@@ -69,6 +67,15 @@ static void record_history(wsel_router *r, uint32_t sid, const uint64_t *hashes,
     for (uint32_t i = n; i-- > 0;)
         if (rt_index_touch(&r->ix, sid, hashes[i], 0, 0) != 0)
             break;
+}
+
+/* Record this router's own route as history, and share it. */
+static void record_history(wsel_router *r, uint32_t sid, const uint64_t *hashes,
+                           uint32_t n)
+{
+    rt_record_history(r, sid, hashes, n);
+    if (r->hist)
+        rt_hist_publish(r, sid, hashes, n);
 }
 
 void rt_flush_pending(wsel_router *r)

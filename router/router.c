@@ -109,6 +109,7 @@ void wsel_router_destroy(wsel_router *r)
     if (!r)
         return;
     wsel_router_sync_stop(r);
+    wsel_router_history_stop(r);
     rt_kvsub_stop(r);
     for (uint32_t w = 0; r->workers && w < r->opt.max_rows; w++) {
         for (uint32_t i = 0; r->workers[w].kv_endpoints && i < r->workers[w].dp_size; i++)

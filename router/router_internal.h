@@ -71,6 +71,7 @@ typedef struct rt_table {
 typedef struct rt_kvsub rt_kvsub;
 struct rt_decoder;
 struct rt_sync;
+struct rt_hist;
 
 struct wsel_router {
     pthread_mutex_t mu;
@@ -106,6 +107,7 @@ struct wsel_router {
     rt_kvsub *kvsub;
     struct rt_decoder *dec; /* KV messages are decoded under the mutex */
     struct rt_sync *sync;   /* replica sync (sync.h), NULL = off */
+    struct rt_hist *hist;   /* shared routing history (history_shm.c) */
     /* tokenize.c: the tokenizer given (caller's) and its counters. */
     const struct wsel_tokenizer *tok;
     _Atomic uint64_t tok_text, tok_chat, tok_fallbacks, tok_tokens;
@@ -189,6 +191,14 @@ static inline void rt_unlock_request(wsel_router *r)
 /* Record a deferred history record now (under the mutex); every call
  * that reads the index or the ranks does this first. */
 void rt_flush_pending(wsel_router *r);
+
+/* route.c: record blocks hashes[0..n) on slot sid as routing history,
+ * deepest first (under the mutex; not shared). */
+void rt_record_history(wsel_router *r, uint32_t sid, const uint64_t *hashes, uint32_t n);
+
+/* history_shm.c, under the mutex with r->hist set: share the history
+ * record of slot sid with the other processes on the region. */
+void rt_hist_publish(wsel_router *r, uint32_t sid, const uint64_t *hashes, uint32_t n);
 
 /* Log through the options' sink. */
 void rt_log(const wsel_router *r, int32_t level, const char *fmt, ...)

@@ -4,9 +4,10 @@
  * contribution as a SNAPSHOT message (sync.h's wire format) under a
  * per-slot seqlock; the others read the slots that changed and apply them
  * as the NATS transport's messages, so one mechanism (sync.c's peers) sums
- * the others' load. A slot whose process is gone (kill(pid, 0)) is
- * dropped with a BYE. Writers never wait; readers retry a torn copy a few
- * times, then keep their last view until the next poll. */
+ * the others' load. A slot's owner is a process tag (its pid and start
+ * time); a slot whose process is gone, or whose pid another process now
+ * holds, is dropped with a BYE. Writers never wait; readers retry a torn
+ * copy a few times, then keep their last view until the next poll. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +17,8 @@
 
 #include "sync.h"
 
-#define SHM_MAGIC 0x4d485357u /* "WSHM" */
+#define SHM_MAGIC 0x324d5357u /* "WSM2" */
+#define PID_BITS  22u         /* Linux's PID_MAX_LIMIT is 2^22 */
 #define SHM_LINE  64u
 #define SHM_TRIES 4
 
@@ -26,9 +28,9 @@ typedef struct shm_head {
 } shm_head;
 
 typedef struct shm_slot {
-    atomic_uint seq; /* odd while its owner writes */
-    atomic_int pid;  /* owner; 0 = free */
-    atomic_uint len; /* of the message after this header */
+    atomic_uint seq;     /* odd while its owner writes */
+    atomic_uint len;     /* of the message after this header */
+    atomic_ullong owner; /* wsel_router_shm_process_tag; 0 = free */
 } shm_slot;
 
 struct rt_sync_shm {
@@ -82,9 +84,48 @@ static uint8_t *slot_msg(shm_slot *sl)
     return (uint8_t *)sl + round_line(sizeof(shm_slot));
 }
 
-static int pid_gone(int pid)
+/* Process pid's start time, clock ticks after boot (/proc/PID/stat's
+ * 22nd field), 0 if unknown; *state its 3rd (Z: a zombie). */
+static uint64_t start_ticks(int pid, char *state)
 {
-    return pid > 0 && kill(pid, 0) == -1 && errno == ESRCH;
+    char path[64], buf[1024];
+    *state = '?';
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command may hold spaces */
+    if (p && p[1] == ' ')
+        *state = p[2];
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+uint64_t wsel_router_shm_process_tag(int pid)
+{
+    if (pid <= 0 || (uint64_t)pid >= (1ull << PID_BITS))
+        return 0;
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 0;
+    char state;
+    uint64_t start = start_ticks(pid, &state);
+    return state == 'Z' || state == 'X' ? 0 : start << PID_BITS | (uint64_t)pid;
+}
+
+int wsel_router_shm_process_gone(uint64_t tag)
+{
+    int pid = (int)(tag & ((1ull << PID_BITS) - 1));
+    if (tag == 0 || pid == 0)
+        return 0;
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    uint64_t now = wsel_router_shm_process_tag(pid);
+    /* a start time read both times that differs: the pid was reused */
+    return now == 0 || ((tag >> PID_BITS) && (now >> PID_BITS) && now != tag);
 }
 
 /* Claim a free slot, or one whose owner is gone; its index or -1. */
@@ -92,13 +133,13 @@ static int32_t claim(uint8_t *region)
 {
     struct rt_sync_shm m = {.region = region};
     const shm_head *h = (const shm_head *)region;
-    int me = (int)getpid();
+    unsigned long long me = wsel_router_shm_process_tag((int)getpid());
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; i < h->max_slots; i++) {
             shm_slot *sl = slot_at(&m, i);
-            int pid = atomic_load(&sl->pid);
-            if ((pass == 0 && pid == 0) || (pass == 1 && pid_gone(pid)))
-                if (atomic_compare_exchange_strong(&sl->pid, &pid, me))
+            unsigned long long o = atomic_load(&sl->owner);
+            if ((pass == 0 && o == 0) || (pass == 1 && wsel_router_shm_process_gone(o)))
+                if (atomic_compare_exchange_strong(&sl->owner, &o, me))
                     return (int32_t)i;
         }
     return -1;
@@ -200,7 +241,7 @@ int32_t wsel_router_shm_start(wsel_router *r, void *region, uint32_t check_ms, c
     rt_sync *s = shm_alloc(r, h, (uint32_t)me);
     if (!s) {
         struct rt_sync_shm m = {.region = region};
-        atomic_store(&slot_at(&m, (uint32_t)me)->pid, 0);
+        atomic_store(&slot_at(&m, (uint32_t)me)->owner, 0);
         set_err(err, err_size, "out of memory");
         return WSEL_ENOMEM;
     }
@@ -217,7 +258,7 @@ void rt_sync_shm_stop(wsel_router *r, rt_sync *s)
 {
     struct rt_sync_shm *m = s->shm;
     pthread_mutex_lock(&r->mu); /* no publish after this */
-    atomic_store_explicit(&slot_at(m, m->me)->pid, 0, memory_order_release);
+    atomic_store_explicit(&slot_at(m, m->me)->owner, 0, memory_order_release);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -279,12 +320,12 @@ void wsel_router_shm_poll(wsel_router *r)
         if (i == m->me)
             continue;
         shm_slot *sl = slot_at(m, i);
-        int pid = atomic_load_explicit(&sl->pid, memory_order_acquire);
-        if (pid == 0 || (check && pid_gone(pid))) {
+        unsigned long long o = atomic_load_explicit(&sl->owner, memory_order_acquire);
+        if (o == 0 || (check && wsel_router_shm_process_gone(o))) {
             if (m->live[i])
                 drop(r, m, i);
-            if (pid)
-                atomic_compare_exchange_strong(&sl->pid, &pid, 0); /* free it */
+            if (o)
+                atomic_compare_exchange_strong(&sl->owner, &o, 0); /* free it */
             continue;
         }
         read_slot(r, m, i);

@@ -628,9 +628,11 @@ WSEL_ROUTER_API uint32_t wsel_router_sync_read_ranks(wsel_router *router,
  *   a change is in the slot when the call that made it returns;
  *   a process that stops (wsel_router_sync_stop, wsel_router_destroy)
  *   leaves its slot: its load leaves the others' view at their next poll;
- *   a process that dies without stopping is found by kill(pid, 0) at most
- *   check_ms after (at the first poll past it); a process that takes over
- *   its slot replaces its load at once (a new incarnation).
+ *   a process that dies without stopping is found at most check_ms after
+ *   (at the first poll past it): a slot's owner is its process tag (pid
+ *   and start time, wsel_router_shm_process_tag), so a pid that another
+ *   process took over since, or a zombie, is no owner; a process that
+ *   takes over its slot replaces its load at once (a new incarnation).
  * Cost: a change rewrites the process's loaded ranks (32 bytes each); a
  * poll reads one counter per slot and copies the slots that changed.
  * Exclusive with the NATS sync on one router (one contribution each).
@@ -654,11 +656,97 @@ WSEL_ROUTER_API int32_t wsel_router_shm_format(void *region, size_t size,
 WSEL_ROUTER_API int32_t wsel_router_shm_start(wsel_router *router, void *region,
                                               uint32_t check_ms, char *err,
                                               size_t err_size);
+/* Process pid's tag: its pid and its start time (Linux's /proc/PID/stat;
+ * where that cannot be read, the pid alone), or 0 when no such process
+ * lives (a zombie neither). The region's owners are tags; a caller that
+ * keeps per-process records beside the region uses the same check.
+ * [any thread] */
+WSEL_ROUTER_API uint64_t wsel_router_shm_process_tag(int pid);
+/* 1 when the process tagged `tag` is gone: no process has its pid, it is
+ * a zombie, or the one that has it started at another time (its pid was
+ * reused); 0 while it lives, and for 0. [any thread] */
+WSEL_ROUTER_API int wsel_router_shm_process_gone(uint64_t tag);
 /* Apply the other processes' changed contributions, drop the dead ones'.
  * A no-op without a shared-memory sync. Never waits on another process
  * (takes this router's own mutex). [one thread at a time: the routing
  * thread] */
 WSEL_ROUTER_API void wsel_router_shm_poll(wsel_router *router);
+
+/* ===================================================================== */
+/* Routing history through shared memory                                  */
+/* ===================================================================== */
+
+/*
+ * Processes of one machine in history mode (WSEL_ROUTER_KV_HISTORY) that
+ * route to the same engines share what they routed: each route's history
+ * record (its rank and its prompt's block hashes) is appended to a ring in
+ * a region they all map, and wsel_router_history_poll applies the other
+ * processes' records to this router's index, so every index holds every
+ * process's routes, as one router's index would. An entry holds up to
+ * WSEL_ROUTER_HISTORY_ENTRY_BLOCKS hashes (a longer prompt takes several,
+ * written deepest first, as a route records them). A writer reserves an
+ * entry with one atomic add and never waits; a reader copies an entry
+ * under its stamp (a seqlock) and keeps it only if no writer reused it
+ * meanwhile. Call the poll right before each route (and from time to time
+ * when idle, so the ring does not turn over under it). Bounds:
+ *   a record is in the ring when the call that recorded it returns (the
+ *   route, or the flush of a deferred one: WSEL_ROUTE_DEFER_HISTORY);
+ *   a process that polls less often than the ring turns over misses the
+ *   entries overwritten meanwhile (counted in `lost`);
+ *   an entry whose writer died halfway is skipped once it has stayed
+ *   unwritten for stall_ms (counted in `lost`);
+ *   a process that starts applies the whole ring first: what the others
+ *   routed recently (a reloaded or respawned worker starts warm).
+ * Cost: a route writes its prompt's hashes once more (8 bytes a block,
+ * 512 bytes an entry); every process applies every other process's
+ * records to its own index (the index work of all routes, in each).
+ * Records of a (worker, rank) this router does not have are skipped and
+ * counted. Independent of the load sync (wsel_router_shm_*): use both.
+ */
+
+/* Block hashes per entry of the ring. */
+#define WSEL_ROUTER_HISTORY_ENTRY_BLOCKS 60u
+
+/* Bytes a ring of `entries` entries needs. [any thread] */
+WSEL_ROUTER_API size_t wsel_router_history_size(uint32_t entries);
+/* Lay out a zeroed region of `size` bytes (at least
+ * wsel_router_history_size) as a ring of `entries` entries, once, before
+ * any process starts on it. 0 or WSEL_EINVAL. [the region's creator,
+ * alone] OWNERSHIP: region stays the caller's. */
+WSEL_ROUTER_API int32_t wsel_router_history_format(void *region, size_t size,
+                                                   uint32_t entries);
+/* Share this router's routing history through region (formatted, mapped
+ * at any address in each process) and apply what the ring holds.
+ * stall_ms: how long an entry may stay half-written before a reader skips
+ * it; 0 = 100. WSEL_EINVAL (not formatted), WSEL_ESTATE (event mode, or
+ * already started), WSEL_ENOMEM. [control thread] OWNERSHIP: region must
+ * stay mapped until wsel_router_history_stop or wsel_router_destroy. */
+WSEL_ROUTER_API int32_t wsel_router_history_start(wsel_router *router, void *region,
+                                                  uint32_t stall_ms, char *err,
+                                                  size_t err_size);
+/* Apply the other processes' entries written since the last poll (under
+ * the router's mutex). A no-op when not started. Never waits on another
+ * process. [any thread] */
+WSEL_ROUTER_API void wsel_router_history_poll(wsel_router *router);
+/* Stop sharing (the index keeps what it learnt). A harmless no-op when
+ * not started, and for NULL. [control thread] */
+WSEL_ROUTER_API void wsel_router_history_stop(wsel_router *router);
+
+typedef struct wsel_router_history_counters {
+    /* sizeof(wsel_router_history_counters); fields past it are not written. */
+    uint32_t struct_size;
+    uint32_t reserved;
+    uint64_t published;    /* entries this router wrote */
+    uint64_t applied;      /* the others' entries applied to the index */
+    uint64_t lost;         /* the others' entries overwritten unread, or half-written */
+    uint64_t unknown_rows; /* entries of a (worker, rank) unknown here */
+} wsel_router_history_counters;
+
+/* Snapshot of the shared history's counters (zeros when not started). 0
+ * or WSEL_EINVAL (NULL, or struct_size below the first two fields).
+ * [any thread] OWNERSHIP: out is the caller's, written during the call. */
+WSEL_ROUTER_API int32_t wsel_router_history_read_counters(
+    wsel_router *router, wsel_router_history_counters *out);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,14 @@ Cases:
             killed (SIGKILL): its held requests die with it, and both the
             surviving and the respawned worker count only the survivors in
             flight, then 0 once those are closed (no phantom load)
+  history   wsel_kv_source history under two clients' traffic: both workers
+            route, and both indexes end up holding the same blocks per rank
+            (each applied the other's routes: history_applied), none lost
+  totals    the counters are the upstream's: under traffic every answer,
+            from either worker, reports routes that never go back; once
+            quiet both report every request routed, the ranks' routed
+            summing to it; after a reload (the old workers' counts kept) and
+            after a worker killed with SIGKILL (its published counts kept)
 
 Waits for conditions under generous ceilings, never for a fixed time.
 """
@@ -33,7 +41,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, os.pardir, "support"))
 from engines import BLOCK, CEILING_S, deadline_loop, fail  # noqa: E402
-from nginx_test import Traffic, complete, start_all, wait_policy  # noqa: E402
+from nginx_test import Traffic, complete, start_all, wait_exit, wait_policy  # noqa: E402
 
 HELD = 8
 
@@ -90,9 +98,9 @@ def wait_in_flight(ng, n, what):
             return seen
 
 
-def start(args, policy):
+def start(args, policy, kv_source="events"):
     ng = start_all(args, time_scale=1)
-    ng.write_conf(policy, workers=2, listen_opts=" reuseport")
+    ng.write_conf(policy, workers=2, listen_opts=" reuseport", kv_source=kv_source)
     ng.start()
     wait_policy(ng, os.path.basename(policy)[:-3])
     return ng
@@ -108,7 +116,7 @@ def case_shared(args):
             if st != 200:
                 fail("a request: %d" % st)
             seen = statuses(ng, "routes")
-            if all(s["routes"] > 0 for s in seen.values()):
+            if all(s["worker_routes"] > 0 for s in seen.values()):
                 break
         conns = [hold(ng.port, i) for i in range(HELD)]
         seen = wait_in_flight(ng, HELD, "%d held requests counted by both" % HELD)
@@ -124,8 +132,12 @@ def case_shared(args):
             if all(s["policy"] == "p2c" for s in both.values()):
                 break
         other = [s for p, s in both.items() if p != ans["worker_pid"]][0]
-        if other["shared_switches"] != 1 or other["admin_switches"] != 0:
-            fail("the other worker's switch: %r" % other)
+        # the counters are the upstream's: one admin switch, one follower
+        for _ in deadline_loop("both answers to count the switch and its follower"):
+            both = statuses(ng, "switch counters")
+            if all(s["shared_switches"] == 1 and s["admin_switches"] == 1
+                   for s in both.values()):
+                break
         st, _ = complete(ng.port, list(range(3 * BLOCK)))
         print("shared: workers %s both routed; %d held requests counted by both; "
               "0 in flight after; an admin switch on %d reached %d"
@@ -178,8 +190,100 @@ def case_kill(args):
         ng.stop()
 
 
+def case_history(args):
+    ng = start(args, os.path.join(args[4], "softmax.so"), kv_source="history")
+    traffic = None
+    try:
+        traffic = Traffic(ng.port, 2, 2, 11)
+        for _ in deadline_loop("both workers to route"):
+            traffic.wait_for(traffic.done() + 4, "traffic")
+            if all(s["worker_routes"] > 0 for s in statuses(ng, "routes").values()):
+                break
+        traffic.stop()
+        traffic = None
+        for _ in deadline_loop("both indexes to hold the same blocks per rank"):
+            both = statuses(ng, "indexes")
+            cached = [[r["cached_blocks"] for r in s["ranks"]] for s in both.values()]
+            if cached[0] == cached[1] and sum(cached[0]) > 0:
+                break
+        s = list(both.values())[0]
+        if s["history_applied"] == 0 or s["history_lost"] != 0:
+            fail("history: applied %d, lost %d" % (s["history_applied"], s["history_lost"]))
+        print("history: %d routes by both workers; both indexes hold %r blocks per rank; "
+              "%d records applied across, 0 lost"
+              % (s["routes"], cached[0], s["history_applied"]))
+    finally:
+        if traffic:
+            traffic.stop()
+        ng.stop()
+
+
+def wait_routes(ng, n, what, seen):
+    """Until both workers' answers report n routes and requests, the ranks'
+    routed summing to n; every routes value read is appended to seen."""
+    for _ in deadline_loop(what):
+        both = statuses(ng, what)
+        seen.extend(s["routes"] for s in both.values())
+        if all(s["routes"] == n and s["requests"] == n
+               and sum(r["routed"] for r in s["ranks"]) == n for s in both.values()):
+            return both
+
+
+def monotonic(seen, what):
+    if any(b < a for a, b in zip(seen, seen[1:])):
+        fail("%s: routes went back: %r" % (what, seen))
+
+
+def run_traffic(ng, n, seed, seen):
+    """n more requests from two clients, every status answer read meanwhile
+    kept in seen; returns how many were answered."""
+    traffic = Traffic(ng.port, 2, 2, seed)
+    try:
+        while traffic.done() < n:
+            seen.extend(s["routes"] for s in statuses(ng, "under traffic").values())
+        traffic.wait_for(n, "traffic")
+    finally:
+        traffic.stop()
+    return traffic.done()
+
+
+def case_totals(args):
+    ng = start(args, os.path.join(args[4], "softmax.so"))
+    seen = []
+    try:
+        total = run_traffic(ng, 30, 3, seen)
+        wait_routes(ng, total, "%d routes in both answers" % total, seen)
+        monotonic(seen, "under traffic")
+        old = set(statuses(ng, "before the reload"))
+        ng.reload()
+        for _ in deadline_loop("the reload's new workers"):
+            both = statuses(ng, "after the reload")
+            seen.extend(s["routes"] for s in both.values())
+            if not old & set(both):
+                break
+        for pid in old:
+            wait_exit(pid, "the old workers to exit")
+        wait_routes(ng, total, "the old workers' routes kept after the reload", seen)
+        total += run_traffic(ng, 30, 5, seen)
+        both = wait_routes(ng, total, "%d routes after the reload" % total, seen)
+        victim = sorted(both)[0]
+        os.kill(victim, signal.SIGKILL)
+        for _ in deadline_loop("the respawned worker"):
+            both = statuses(ng, "after the kill")
+            seen.extend(s["routes"] for s in both.values())
+            if victim not in both:
+                break
+        wait_routes(ng, total, "the killed worker's routes kept", seen)
+        monotonic(seen, "through the reload and the kill")
+        print("totals: %d routes, summed by both workers through traffic, a reload and "
+              "a SIGKILL; %d answers read, routes never went back" % (total, len(seen)))
+    finally:
+        ng.stop()
+
+
 def main():
-    cases = {"shared": case_shared, "kill": case_kill}
+    cases = {"shared": case_shared, "kill": case_kill, "history": case_history,
+             "totals": case_totals}
     if len(sys.argv) != 9 or sys.argv[1] not in cases:
         print(__doc__)
         sys.exit(2)

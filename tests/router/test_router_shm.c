@@ -3,8 +3,9 @@
  * test_router_shm.c -- replica sync through shared memory: routers on one
  * region (in this process, and in a child) see each other's load and its
  * drop, a stopped process's load leaves at once, a killed one's within the
- * liveness check, a full region refuses one more, and a second start on
- * one router is refused. Every wait is for a condition, with a deadline.
+ * liveness check, so does a slot whose pid another process took over (the
+ * process tag's start time tells them apart), a full region refuses one
+ * more, and a second start on one router is refused. Every wait is for a condition, with a deadline.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -193,6 +194,74 @@ static void test_killed_process_load_is_dropped_within_the_check(void **state)
     proc_stop(&b);
 }
 
+static void test_process_tag_tells_a_reused_pid_apart(void **state)
+{
+    (void)state;
+    uint64_t me = wsel_router_shm_process_tag((int)getpid());
+    assert_int_not_equal(me, 0);
+    assert_false(wsel_router_shm_process_gone(me));
+    assert_false(wsel_router_shm_process_gone(0));
+    if (me >> 22 == 0)
+        skip(); /* no /proc: the pid alone */
+    /* the same pid, started at another time: another process */
+    assert_true(wsel_router_shm_process_gone(me + (1ull << 22)));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    uint64_t child = 0;
+    while ((child = wsel_router_shm_process_tag(pid)) != 0 && waitpid(pid, NULL, WNOHANG) == 0)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL); /* a zombie is tagged 0 */
+    waitpid(pid, NULL, 0);
+    assert_int_equal(wsel_router_shm_process_tag(pid), 0);
+}
+
+/* Replace the owner tag `from` in the region with `to`; 1 if found. */
+static int forge_owner(uint64_t from, uint64_t to)
+{
+    uint64_t *w = region;
+    for (size_t i = 0; i < region_size / sizeof(*w); i++)
+        if (w[i] == from) {
+            __atomic_store_n(&w[i], to, __ATOMIC_RELEASE);
+            return 1;
+        }
+    return 0;
+}
+
+static void test_slot_of_a_reused_pid_is_dropped_within_the_check(void **state)
+{
+    (void)state;
+    proc b;
+    proc_start(&b);
+    int fds[2], ok = 0;
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        child_routes_and_dies(fds[1]);
+    assert_int_equal(read(fds[0], &ok, sizeof(ok)), (ssize_t)sizeof(ok));
+    assert_true(ok);
+    assert_true(wait_seen(&b, 2));
+    /* The slot's owner becomes a process that had the child's pid before
+     * it (same pid, an earlier start): the live child must not keep it. */
+    uint64_t tag = wsel_router_shm_process_tag(pid);
+    if (tag >> 22 == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        skip();
+    }
+    assert_true(forge_owner(tag, tag - (1ull << 22)));
+    uint64_t t0 = now_ms();
+    assert_true(wait_seen(&b, 0));
+    printf("a slot whose pid was reused left the view after %llu ms (check every %u ms)\n",
+           (unsigned long long)(now_ms() - t0), CHECK_MS);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fds[0]);
+    close(fds[1]);
+    proc_stop(&b);
+}
+
 static void test_full_region_refuses_one_more(void **state)
 {
     (void)state;
@@ -237,6 +306,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stopped_process_leaves_no_load, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_killed_process_load_is_dropped_within_the_check,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_process_tag_tells_a_reused_pid_apart, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_slot_of_a_reused_pid_is_dropped_within_the_check,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_region_refuses_one_more, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_start_and_unformatted_region_are_refused,
