@@ -8,7 +8,9 @@
 # NGINX, NGINX_WORKERS, WORKERS, DP, BLOCK, HEADER_BUFFER, KV_THREADS (may
 # be unset), user_line, pin_nginx and pin_rest (arrays, may be empty),
 # deadline, BUDGET_S, and optionally engine_extra (an array of more
-# wsel-engine options); these functions set cluster_pid, nginx_pid and port.
+# wsel-engine options) and upstream_extra (more wsel_* lines for the
+# upstream block, e.g. wsel_sync); these functions set cluster_pid,
+# nginx_pid and port.
 
 # stop PID: TERM, up to 20 s, then KILL; only processes started here.
 stop() {
@@ -74,7 +76,8 @@ write_conf() {
 $wsrv
         wsel_block_size $BLOCK;
         wsel_kv_source $mode${KV_THREADS:+$([[ $mode == events ]] && echo " threads=$KV_THREADS")};
-        wsel_prompt tokens;"
+        wsel_prompt tokens;
+        ${upstream_extra:-}"
     route="wsel_route engines;"
     rank="proxy_set_header X-data-parallel-rank \$wsel_dp_rank;"
     status_loc="location = /wsel/status { wsel_status engines; }"
