@@ -120,6 +120,7 @@ typedef struct eng {
     eng_kv *kv;
     pthread_t model_thread;
     int64_t t0_ns; /* wall clock at model time 0 */
+    uint32_t port; /* the HTTP port, set by eng_http_start before any request */
 } eng;
 
 /* Monotonic wall clock, ns. */

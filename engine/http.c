@@ -200,6 +200,11 @@ static enum MHD_Result start_generation(eng *e, struct MHD_Connection *c, conn_s
                             r->stream ? "text/event-stream" : "application/json");
     if (r->stream)
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    if (dp) { /* who serves it, for clients behind a router (wsel replay) */
+        char by[96];
+        snprintf(by, sizeof(by), "%s:%u/%u", e->opt.host, e->port, r->rank);
+        MHD_add_response_header(resp, "X-wsel-served-by", by);
+    }
     eng_model_submit(e, r);
     enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
@@ -376,6 +381,7 @@ int eng_http_start(eng_http **out, eng *e, uint32_t *port, char *err, size_t err
         return -1;
     }
     h->e = e;
+    e->port = e->opt.port; /* port 0: set below, before anyone knows the port */
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
@@ -411,6 +417,7 @@ int eng_http_start(eng_http **out, eng *e, uint32_t *port, char *err, size_t err
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : e->opt.port;
+    e->port = *port;
     *out = h;
     return 0;
 }

@@ -9,8 +9,9 @@
 # be unset), user_line, pin_nginx and pin_rest (arrays, may be empty),
 # deadline, BUDGET_S, and optionally engine_extra (an array of more
 # wsel-engine options), PROMPT_DIRECTIVE (wsel_prompt's value, tokens by
-# default) and NGINX_TOKENIZER (a wsel_tokenizer folder); these functions
-# set cluster_pid, nginx_pid and port.
+# default), NGINX_TOKENIZER (a wsel_tokenizer folder) and upstream_extra
+# (more wsel_* lines for the upstream block, e.g. wsel_sync); these
+# functions set cluster_pid, nginx_pid and port.
 
 # stop PID: TERM, up to 20 s, then KILL; only processes started here.
 stop() {
@@ -77,7 +78,8 @@ $wsrv
         wsel_block_size $BLOCK;
         wsel_kv_source $mode${KV_THREADS:+$([[ $mode == events ]] && echo " threads=$KV_THREADS")};
         wsel_prompt ${PROMPT_DIRECTIVE:-tokens};${NGINX_TOKENIZER:+
-        wsel_tokenizer $NGINX_TOKENIZER;}"
+        wsel_tokenizer $NGINX_TOKENIZER;}
+        ${upstream_extra:-}"
     route="wsel_route engines;"
     rank="proxy_set_header X-data-parallel-rank \$wsel_dp_rank;"
     status_loc="location = /wsel/status { wsel_status engines; }"

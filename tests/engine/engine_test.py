@@ -18,11 +18,15 @@ Cases:
   concurrent  1,000 streamed requests at once through one engine, all 200
   replay_errors  a closed port and 400 answers are counted by status by
               wsel replay, which exits 0; a bad trace line is named
+  replay_failover  with --failover, requests sent to a refusing URL go to
+              the next one: none lost, each counted as a retry; a request
+              that names its rank is answered X-wsel-served-by HOST:PORT/RANK
 
 Everything waits for conditions (a port file, /health, a count) under
 generous ceilings, never for a fixed time; only 127.0.0.1 is used. The
 engines are started and reaped by tests/support/engines.py.
 """
+import http.client
 import json
 import os
 import random
@@ -595,6 +599,49 @@ def case_kv_batch_array(engine_exe, wsel, kv_fetch, workdir):
         e.stop()
 
 
+def case_replay_failover(engine_exe, wsel, kv_fetch, workdir):
+    """A refused connection is retried on the next URL and counted."""
+    trace = os.path.join(workdir, "failover_trace.jsonl")
+    with open(trace, "w") as f:
+        for i in range(10):
+            f.write(json.dumps({"timestamp": i, "input_length": 300, "output_length": 2,
+                                "hash_ids": [i]}) + "\n")
+    refuser = refusing_socket()
+    closed = "http://127.0.0.1:%d" % refuser.getsockname()[1]
+    e = Engine(engine_exe, workdir, "failover", ["--dp", "2", "--time-scale", "100",
+                                                  "--quiet"])
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", e.port, timeout=CEILING_S)
+        c.request("POST", "/v1/completions", json.dumps({"prompt": [1, 2], "max_tokens": 1}),
+                  {"Content-Type": "application/json", "X-data-parallel-rank": "1"})
+        r = c.getresponse()
+        r.read()
+        c.close()
+        want = "127.0.0.1:%d/1" % e.port
+        if r.status != 200 or r.getheader("X-wsel-served-by") != want:
+            fail("X-wsel-served-by: %r, expected %r" % (r.getheader("X-wsel-served-by"), want))
+        out = os.path.join(workdir, "failover_requests.jsonl")
+        p = subprocess.run([wsel, "replay", "--url", e.url, "--url", closed, "--trace",
+                            trace, "--failover", "--no-progress", "--json",
+                            "--timeout", str(CEILING_S), "--requests-out", out],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=CEILING_S * 2)
+        doc = json.loads(p.stdout)
+        rows = [json.loads(l) for l in open(out)]
+        lost = doc["results"][0]["lost_requests"]
+        retries = sum(r["retries"] for r in rows)
+        if p.returncode != 0 or lost != 0 or doc["replay"]["retries"] != 5 or retries != 5:
+            fail("--failover: %d lost, %d retries (expected 0 and 5): %s" % (
+                lost, doc["replay"]["retries"], p.stderr.decode()))
+        if any(r["url"] != 0 or not r["ok"] for r in rows):
+            fail("every request should end 200 on URL 0")
+        print("replay_failover: 5 refused requests retried on the next URL, none lost; "
+              "X-wsel-served-by names the rank")
+    finally:
+        e.stop()
+        refuser.close()
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__)
@@ -604,7 +651,8 @@ def main():
     {"usage": case_usage, "kv_events": case_kv_events, "bad_input": case_bad_input,
      "concurrent": case_concurrent, "replay_errors": case_replay_errors,
      "router_endpoints": case_router_endpoints, "replay_text": case_replay_text,
-     "kv_batch_array": case_kv_batch_array}[case](engine_exe, wsel, kv_fetch, workdir)
+     "kv_batch_array": case_kv_batch_array,
+     "replay_failover": case_replay_failover}[case](engine_exe, wsel, kv_fetch, workdir)
     print("PASS " + case)
     return 0
 

@@ -5,7 +5,8 @@
  * of them; each request starts at its arrival time / --speedup (or as soon
  * as the bound allows), streams, and is timed from the client side. With
  * a route (route.h) it goes where the router says, and the router hears
- * its first token and its end.
+ * its first token and its end; with --failover a failed transfer goes to
+ * the next URL.
  */
 #define JSMN_STATIC
 #define JSMN_STRICT
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "replay.h"
@@ -29,6 +31,8 @@ typedef struct flight {
     char line[4096]; /* the SSE line being read */
     size_t line_len;
     int done_seen;
+    int answered; /* a response byte came (no failover after it, a resend) */
+    uint32_t attempts; /* URLs tried */
     double t0, first, last, gap_sum;
     replay_route *route; /* NULL: not routed */
     replay_result res;
@@ -92,10 +96,32 @@ static void on_line(flight *f, const char *s, size_t n)
     }
 }
 
+/* A response header line: the engine's X-wsel-served-by. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
+{
+    flight *f = ctx;
+    size_t n = size * nmemb;
+    static const char name[] = "X-wsel-served-by:";
+    const size_t k = sizeof(name) - 1;
+    f->answered = 1;
+    if (n > k && strncasecmp(data, name, k) == 0) {
+        size_t a = k, b = n;
+        while (a < b && (data[a] == ' ' || data[a] == '\t'))
+            a++;
+        while (b > a && (data[b - 1] == '\r' || data[b - 1] == '\n' || data[b - 1] == ' '))
+            b--;
+        if (b - a < sizeof(f->res.served_by))
+            snprintf(f->res.served_by, sizeof(f->res.served_by), "%.*s", (int)(b - a),
+                     data + a);
+    }
+    return n;
+}
+
 static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 {
     flight *f = ctx;
     size_t n = size * nmemb;
+    f->answered = 1;
     for (size_t i = 0; i < n; i++) {
         char c = data[i];
         if (c == '\n') {
@@ -168,6 +194,38 @@ static void refuse(const replay_request *q, double t_start, replay_result_fn fn,
     fn(ctx, &res);
 }
 
+static void set_url(const replay_options *o, flight *f)
+{
+    char url[2048];
+    snprintf(url, sizeof(url), "%s/v1/%scompletions", o->urls[f->res.url],
+             o->prompt_text == REPLAY_PROMPT_CHAT ? "chat/" : "");
+    curl_easy_setopt(f->easy, CURLOPT_URL, url);
+}
+
+/* --failover: a transfer that failed goes to the next URL, the request's
+ * clock still running from its first send. 1 when sent again. */
+static int fail_over(const replay_options *o, CURLM *multi, flight *f, CURLcode code)
+{
+    if (!o->failover || code == CURLE_OK || f->attempts >= o->num_urls)
+        return 0;
+    curl_multi_remove_handle(multi, f->easy);
+    if (f->answered)
+        f->res.resent++;
+    else
+        f->res.retries++;
+    f->attempts++;
+    f->res.url = (f->res.url + 1) % o->num_urls;
+    f->answered = f->done_seen = 0;
+    f->line_len = 0;
+    f->first = f->last = f->gap_sum = 0;
+    f->res.tokens = 0;
+    f->res.usage = 0;
+    f->res.prompt_tokens = f->res.completion_tokens = f->res.cached_tokens = 0;
+    f->res.served_by[0] = '\0';
+    set_url(o, f);
+    return curl_multi_add_handle(multi, f->easy) == CURLM_OK;
+}
+
 static flight *start(const replay_options *o, CURLM *multi, const replay_request *q,
                      double t_start, replay_route *route, uint32_t url_index,
                      uint32_t rank)
@@ -186,11 +244,9 @@ static flight *start(const replay_options *o, CURLM *multi, const replay_request
     f->route = route;
     f->res.routed = route != NULL;
     f->res.dp_rank = rank;
+    f->attempts = 1;
     f->t0 = now_s();
     f->res.start_s = f->t0 - t_start;
-    char url[2048];
-    snprintf(url, sizeof(url), "%s/v1/%scompletions", o->urls[f->res.url],
-             o->prompt_text == REPLAY_PROMPT_CHAT ? "chat/" : "");
     f->headers = curl_slist_append(NULL, "Content-Type: application/json");
     /* No "Expect: 100-continue" round trip before the body. */
     f->headers = curl_slist_append(f->headers, "Expect:");
@@ -199,11 +255,13 @@ static flight *start(const replay_options *o, CURLM *multi, const replay_request
         snprintf(h, sizeof(h), "X-data-parallel-rank: %u", rank);
         f->headers = curl_slist_append(f->headers, h);
     }
-    curl_easy_setopt(f->easy, CURLOPT_URL, url);
+    set_url(o, f);
     curl_easy_setopt(f->easy, CURLOPT_POSTFIELDS, f->body);
     curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers);
     curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(f->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(f->easy, CURLOPT_HEADERDATA, f);
     curl_easy_setopt(f->easy, CURLOPT_PRIVATE, f);
     curl_easy_setopt(f->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(f->easy, CURLOPT_TCP_NODELAY, 1L);
@@ -304,6 +362,8 @@ int replay_run(const replay_options *o, replay_source *src, replay_route *route,
                 continue;
             flight *f;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&f);
+            if (fail_over(o, multi, f, m->data.result))
+                continue;
             finish(multi, f, m->data.result, o->time_scale, fn, ctx);
             in_flight--;
         }

@@ -32,6 +32,9 @@ typedef struct tally {
     double itl_sum;
     uint64_t itl_n;
     int progress;
+    uint64_t retries, resent; /* --failover */
+    replay_herd herd;
+    int herd_failed;
 } tally;
 
 static void count_status(tally *t, long status)
@@ -49,7 +52,11 @@ static void on_result(void *ctx, const replay_result *r)
 {
     tally *t = ctx;
     t->done++;
+    t->retries += r->retries;
+    t->resent += r->resent;
     int ok = r->status == 200 && !r->protocol_error && r->usage;
+    if (ok && replay_herd_add(&t->herd, r->start_s, r->served_by) != 0)
+        t->herd_failed = 1;
     if (ok) {
         t->ok++;
         int64_t start_ns = (int64_t)(r->start_s * 1e9);
@@ -72,6 +79,10 @@ static void on_result(void *ctx, const replay_result *r)
         fprintf(t->out, "{\"dp_rank\":%u,", r->dp_rank);
     else if (t->out)
         fputc('{', t->out);
+    if (t->out && r->served_by[0])
+        fprintf(t->out, "\"served_by\":\"%s\",", r->served_by);
+    if (t->out && t->o->failover)
+        fprintf(t->out, "\"retries\":%u,\"resent\":%u,", r->retries, r->resent);
     if (t->out)
         fprintf(
             t->out,
@@ -87,16 +98,27 @@ static void on_result(void *ctx, const replay_result *r)
                 (unsigned long long)t->errors);
 }
 
-/* wsel sim's JSON document with a "routing" member added at its end. */
-static void json_with_routing(const sim_report_input *in, const sim_cluster *c,
+/* The replay's own figures: failover and the herding index's ranks. */
+static void json_replay(FILE *out, const tally *t)
+{
+    fprintf(out,
+            ",\"replay\":{\"failover\":%d,\"retries\":%llu,\"resent\":%llu,"
+            "\"ranks_named\":%u,\"unnamed\":%llu}",
+            t->o->failover, (unsigned long long)t->retries, (unsigned long long)t->resent,
+            t->herd.num_names, (unsigned long long)t->herd.unnamed);
+}
+
+/* wsel sim's JSON document with "replay" and "routing" members added at
+ * its end. */
+static void json_with_members(const sim_report_input *in, const sim_cluster *c,
                               const sim_router_config *rc, const sim_report_row *row,
-                              const replay_route *route)
+                              const tally *t, const replay_route *route)
 {
     char *doc = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&doc, &len);
     if (mem == NULL) {
-        sim_report_json(stdout, in, c, rc, row, 1, 1);
+        fprintf(stderr, "wsel replay: out of memory for the JSON\n");
         return;
     }
     sim_report_json(mem, in, c, rc, row, 1, 1);
@@ -106,8 +128,11 @@ static void json_with_routing(const sim_report_input *in, const sim_cluster *c,
         if (doc[--len] == '}')
             break;
     fwrite(doc, 1, len, stdout);
-    fputs(",\"routing\":", stdout);
-    replay_route_json(stdout, route);
+    json_replay(stdout, t);
+    if (route) {
+        fputs(",\"routing\":", stdout);
+        replay_route_json(stdout, route);
+    }
     fputs("}\n", stdout);
     free(doc);
 }
@@ -145,7 +170,8 @@ static int print_report(const replay_options *o, tally *t, replay_source *src,
     static sim_report_row row;
     memset(&row, 0, sizeof(row));
     row.plugin = route ? o->plugin : "replay";
-    if (sim_acc_finish(&t->acc, o->num_urls, &row.result.total) != 0) {
+    replay_herd_feed(&t->herd, &t->acc, o->ranks);
+    if (t->herd_failed || sim_acc_finish(&t->acc, o->num_urls, &row.result.total) != 0) {
         fprintf(stderr, "wsel replay: out of memory for the metrics\n");
         return -1;
     }
@@ -168,10 +194,7 @@ static int print_report(const replay_options *o, tally *t, replay_source *src,
         sim_router_config rc_cfg;
         memset(&rc_cfg, 0, sizeof(rc_cfg));
         rc_cfg.speedup = o->speedup;
-        if (route)
-            json_with_routing(&in, &c, &rc_cfg, &row, route);
-        else
-            sim_report_json(stdout, &in, &c, &rc_cfg, &row, 1, 1);
+        json_with_members(&in, &c, &rc_cfg, &row, t, route);
         print_statuses(stderr, t);
         return 0;
     }
@@ -181,6 +204,13 @@ static int print_report(const replay_options *o, tally *t, replay_source *src,
            (unsigned long long)t->done, o->num_urls, (unsigned long long)t->errors,
            t->itl_n ? t->itl_sum / (double)t->itl_n : 0.0);
     print_statuses(stdout, t);
+    if (o->failover)
+        printf("failover: %llu retries (no response byte), %llu resent (stream broken)\n",
+               (unsigned long long)t->retries, (unsigned long long)t->resent);
+    if (t->herd.num_names > 0)
+        printf("herding index over %u ranks named by the engines (X-wsel-served-by); "
+           "%llu answers named none\n",
+           t->acc.num_ranks, (unsigned long long)t->herd.unnamed);
     if (route)
         replay_route_report(stdout, route);
     return 0;
@@ -244,6 +274,7 @@ out_close_source:
 out_curl:
     curl_global_cleanup();
 out_free_acc:
+    replay_herd_free(&t.herd);
     sim_acc_free(&t.acc);
     return status;
 }

@@ -15,7 +15,7 @@ typedef struct replay_args {
     replay_options o;
     const char *workload;
     double trace_block_size, concurrency, vocab_size, block_size;
-    double rate, requests, seed;
+    double rate, requests, seed, ranks;
     uint32_t dp_count;
 } replay_args;
 
@@ -95,6 +95,17 @@ static const cli_option replay_option_table[] = {
      CLI_AS_STR(OFF(o.requests_out))},
     {CLI_OPT("plot", "DIR", "TTFT chart (gnuplot) into DIR", NULL),
      CLI_AS_STR(OFF(o.plot_dir))},
+    {CLI_OPT("failover", NULL,
+             "the URLs are router replicas behind a round-robin\n"
+             "balancer: a request whose transfer fails is sent\n"
+             "again to the next URL, each URL once at most",
+             NULL),
+     CLI_AS_FLAG(OFF(o.failover))},
+    {CLI_OPT("ranks", "N",
+             "engine ranks behind the URLs, for the herding\n"
+             "index (engines name theirs in X-wsel-served-by)",
+             "the ranks seen"),
+     CLI_AS_DOUBLE(OFF(ranks), 1, 64)},
     {CLI_OPT("json", NULL, "the JSON document instead of the table", NULL),
      CLI_AS_FLAG(OFF(o.json))},
     {CLI_OPT("no-progress", NULL, "no progress line on stderr", NULL),
@@ -151,6 +162,7 @@ static void set_defaults(replay_args *a)
     a->rate = -1;
     a->requests = -1;
     a->seed = 1;
+    a->ranks = -1;
 }
 
 /* The input: URLs and exactly one of a trace or a workload. 0 or 2. */
@@ -196,6 +208,10 @@ static int check_routing(replay_args *a, char *err, size_t err_size)
     int routing_flags = o->config != NULL || a->dp_count > 0 || a->block_size > 0;
     for (uint32_t i = 0; i < o->num_urls; i++)
         routing_flags |= o->kv_events[i] != NULL;
+    if (o->plugin != NULL && o->failover) {
+        snprintf(err, err_size, "--failover is for router replicas, not with --plugin");
+        return CLI_USAGE;
+    }
     if (o->plugin == NULL) {
         if (routing_flags) {
             snprintf(err, err_size,
@@ -235,6 +251,7 @@ int replay_options_parse(replay_options *o, int argc, char **argv, char *err,
     a.o.block_size = a.block_size > 0 ? (uint32_t)a.block_size : 64;
     a.o.max_requests = a.requests > 0 ? (uint32_t)a.requests : 0;
     a.o.seed = (uint64_t)a.seed;
+    a.o.ranks = a.ranks > 0 ? (uint32_t)a.ranks : 0;
     *o = a.o;
     return CLI_OK;
 }

@@ -56,6 +56,10 @@ typedef struct replay_options {
     double timeout_s;
     int json;
     int progress; /* -1 auto */
+    /* --failover: URL i mod N are router replicas; a request whose
+     * transfer fails goes to the next URL (each URL once at most). */
+    int failover;
+    uint32_t ranks; /* ranks behind the URLs, for the herding index; 0 = seen */
     /* Routing (route.h): with a plugin, each request goes to the (URL,
      * rank) libwsel-router chooses instead of URL i mod N. */
     const char *plugin;                     /* NAME or PATH; NULL = no routing */
@@ -107,6 +111,10 @@ typedef struct replay_result {
     int protocol_error;             /* 200, but the stream did not end with [DONE] */
     int routed;                     /* sent where the router chose */
     uint32_t dp_rank;               /* ...to this rank (X-data-parallel-rank) */
+    char served_by[64];             /* X-wsel-served-by (HOST:PORT/RANK), or "" */
+    /* --failover: sent again after the transfer failed before any
+     * response byte (retries) or after some (resent, a broken stream). */
+    uint32_t retries, resent;
 } replay_result;
 
 typedef void (*replay_result_fn)(void *ctx, const replay_result *r);
@@ -120,5 +128,24 @@ struct replay_route;
  * with err (a source error; failed requests are results, not errors). */
 int replay_run(const replay_options *o, replay_source *src, struct replay_route *route,
                replay_result_fn fn, void *ctx, char *err, size_t err_size);
+
+/* The herding index of what the engines report (herd.c): each request's
+ * start and the rank that served it (X-wsel-served-by), fed to wsel sim's
+ * accumulator in start order, so the index is sim_acc_herd's definition.
+ * OWNERSHIP: the herd owns its samples; replay_herd_free frees them. */
+struct sim_acc;
+typedef struct replay_herd {
+    char names[SIM_MAX_RANKS][64]; /* the served_by seen, index = rank */
+    uint32_t num_names;
+    struct replay_herd_sample *v;
+    size_t n, cap;
+    uint64_t unnamed; /* requests with no served_by, or past SIM_MAX_RANKS */
+} replay_herd;
+/* Record one served request (served_by "" counts as unnamed). 0 or -1
+ * when out of memory. */
+int replay_herd_add(replay_herd *h, double start_s, const char *served_by);
+/* Sort and feed every sample to `acc` with `ranks` ranks (0: those seen). */
+void replay_herd_feed(replay_herd *h, struct sim_acc *acc, uint32_t ranks);
+void replay_herd_free(replay_herd *h);
 
 #endif
