@@ -97,11 +97,12 @@ class Deployment:
         self.procs.append((name, p, log.name))
         return p
 
-    def start_all(self, policy: str, config: str):
+    def start_all(self, policy: str, config: str, speedup: str = "10"):
         self.start("mocker", ["-m", "dynamo.mocker", "--model-path", self.model,
                               "--model-name", MODEL, "--num-workers", str(WORKERS),
                               "--data-parallel-size", str(DP), "--block-size", str(BLOCK),
-                              "--speedup-ratio", "10", "--endpoint", "dyn://pool.mocker.generate"])
+                              "--speedup-ratio", speedup,
+                              "--endpoint", "dyn://pool.mocker.generate"])
         self.adapter = self.start(
             "adapter", ["-m", "wsel_dynamo", "--workers", "pool.mocker.generate",
                         "--namespace", "wsel", "--model-path", self.model, "--model-name", MODEL,

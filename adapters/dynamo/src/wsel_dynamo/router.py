@@ -52,6 +52,15 @@ def _cached(usage: Dict[str, Any]) -> Optional[int]:
     return None if got is None else int(got)
 
 
+def _percentiles(ns: Deque[int]) -> Dict[str, float]:
+    """p50 and p99 of the samples, in us (nearest rank)."""
+    if not ns:
+        return {}
+    v = sorted(ns)
+    at = lambda q: v[min(len(v) - 1, int(q * len(v)))] / 1000.0  # noqa: E731
+    return {"n": len(v), "p50": at(0.50), "p99": at(0.99)}
+
+
 class WselDynamoRouter:
     """Routes PreprocessedRequest dicts with a wsel host over a Dynamo
     ``KvRouter`` (``dynamo.llm.KvRouter`` on the workers' endpoint)."""
@@ -69,6 +78,10 @@ class WselDynamoRouter:
         self._ids = itertools.count(1)
         self._table: Optional[wsel.Table] = None
         self._cap = 0
+        # Per request, ns: Dynamo's two queries; wsel's part (rank states,
+        # table, select: what crossing the binding costs).
+        self.query_ns: Deque[int] = deque(maxlen=100000)
+        self.wsel_ns: Deque[int] = deque(maxlen=100000)
 
     # --- control ---------------------------------------------------------
 
@@ -91,6 +104,8 @@ class WselDynamoRouter:
                              "failed_switches": c.failed_switches,
                              "fallback_by_reason": c.fallback_by_reason},
                 "outcomes": self.outcomes, "failed": self.failed,
+                "timing_us": {"dynamo_queries": _percentiles(self.query_ns),
+                              "wsel": _percentiles(self.wsel_ns)},
                 "decisions": [asdict(d) for d in picked]}
 
     # --- routing ---------------------------------------------------------
@@ -109,14 +124,20 @@ class WselDynamoRouter:
 
     async def choose(self, token_ids: List[int]) -> Decision:
         """Ask the live policy where ``token_ids`` should go."""
-        ranks = await self.ranks(token_ids)
+        t0 = time.perf_counter_ns()
+        scores = await self.kv.get_overlap_scores(token_ids)
+        loads = await self.kv.get_potential_loads(token_ids)
+        t1 = time.perf_counter_ns()
         isl = len(token_ids)
+        ranks = ranks_from_dynamo(isl, self.block_size, scores, loads)
         if not ranks:
             raise RuntimeError("wsel-dynamo: no worker rank is known to Dynamo's router")
         rid = next(self._ids)
         req = self.host.request(rid, isl, block_size=self.block_size)
-        table = self._table_for(len(ranks)).build(req, ranks)
-        c = self.host.select(req, table)
+        c = self.host.select(req, self._table_for(len(ranks)).build(req, ranks))
+        t2 = time.perf_counter_ns()
+        self.query_ns.append(t1 - t0)
+        self.wsel_ns.append(t2 - t1)
         d = Decision(rid, isl, [asdict(r) for r in ranks], c.worker_id, c.dp_rank,
                      c.answer, c.reason, self.host.policy_name)
         self.decisions.append(d)
