@@ -171,15 +171,21 @@ class DynamoIndexer:
     def __init__(self, work):
         import zmq
 
-        self.port = unused_port()
-        self.log = open(os.path.join(work, "dynamo-indexer.log"), "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dynamo.indexer", "--block-size", str(BLOCK),
-             "--port", str(self.port), "--threads", "1"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, DYN_LOG="warn"))
         self.ctx = zmq.Context()
         self.pubs = {}
-        self.wait(lambda: self.get("/workers") is not None, "the indexer to listen")
+        for attempt in range(3):  # another process may take the free port first
+            self.port = unused_port()
+            self.log = open(os.path.join(work, f"dynamo-indexer-{attempt}.log"), "w")
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "dynamo.indexer", "--block-size", str(BLOCK),
+                 "--port", str(self.port), "--threads", "1"],
+                stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, DYN_LOG="warn"))
+            try:
+                self.wait(lambda: self.get("/workers") is not None, "the indexer to listen")
+                return
+            except RuntimeError:
+                continue
+        raise RuntimeError(f"dynamo.indexer did not start (logs in {work})")
 
     def get(self, path):
         try:
