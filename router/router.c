@@ -212,6 +212,24 @@ uint32_t wsel_router_read_ranks(wsel_router *r, wsel_router_rank_info *out, uint
     return n;
 }
 
+uint32_t wsel_router_read_overlaps(wsel_router *r, const uint32_t *tokens,
+                                   uint32_t num_tokens, uint32_t *out, uint32_t max)
+{
+    if (!r || (!tokens && num_tokens))
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    rt_flush_pending(r);
+    uint32_t nb = wsel_router_hash_tokens(tokens, num_tokens, r->opt.block_size, r->hashes,
+                                          r->opt.max_prompt_blocks);
+    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
+    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    uint32_t n = r->num_rows;
+    for (uint32_t i = 0; out && i < n && i < max; i++)
+        out[i] = r->ov[r->rows[i]];
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 const char *wsel_router_kv_skip_name(uint32_t reason)
 {
     static const char *const names[WSEL_KV_SKIP_REASONS] = {

@@ -194,6 +194,8 @@ typedef struct {
 } wsel_router_rank_info;
 uint32_t wsel_router_read_ranks(wsel_router *router, wsel_router_rank_info *out,
                                 uint32_t max);
+uint32_t wsel_router_read_overlaps(wsel_router *router, const uint32_t *tokens,
+                                   uint32_t num_tokens, uint32_t *out, uint32_t max);
 const char *wsel_router_kv_skip_name(uint32_t reason);
 """
 

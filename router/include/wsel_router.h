@@ -498,6 +498,18 @@ typedef struct wsel_router_rank_info {
  * rows (which may exceed max). [any thread] */
 WSEL_ROUTER_API uint32_t wsel_router_read_ranks(wsel_router *router,
                                                 wsel_router_rank_info *out, uint32_t max);
+/* The prompt's overlap with every row, as the next route would see it,
+ * without routing: out[i] = consecutive leading blocks of tokens[0..num_tokens)
+ * (block_size, hashed as route hashes) cached on row i of
+ * wsel_router_read_ranks's canonical order, for up to `max` rows. Returns
+ * the number of rows (which may exceed max); 0 for a NULL router or NULL
+ * tokens with num_tokens > 0. For routers that explain or check their index
+ * (an oracle comparing it with another). [any thread]
+ * OWNERSHIP: tokens and out are the caller's, used during the call only. */
+WSEL_ROUTER_API uint32_t wsel_router_read_overlaps(wsel_router *router,
+                                                   const uint32_t *tokens,
+                                                   uint32_t num_tokens, uint32_t *out,
+                                                   uint32_t max);
 /* Static name of a WSEL_KV_SKIP_* reason. */
 WSEL_ROUTER_API const char *wsel_router_kv_skip_name(uint32_t reason);
 

@@ -221,6 +221,39 @@ static void test_stored_matches_request(void **state)
     done(r);
 }
 
+/* read_overlaps answers each row's overlap of a prompt in canonical order,
+ * up to max rows, without routing (no route counted, no load moved). */
+static void test_read_overlaps_every_row_without_routing(void **state)
+{
+    (void)state;
+    wsel_router *r = make();
+    add(r, 9, 1, NULL);
+    add(r, 7, 2, NULL);
+    uint32_t t[12];
+    for (uint32_t i = 0; i < 12; i++)
+        t[i] = 900 + i;
+    uint64_t eh[2] = {0x51, 0x52};
+    kvmsg m;
+    kv_begin(&m, 1, 1);
+    kv_stored(&m, eh, 2, 0, 0, t, BS);
+    kv_end(&m, 1);
+    assert_int_equal(kv_send(r, 7, 1, &m, 0), 0);
+    uint32_t ov[3] = {99, 99, 99};
+    assert_int_equal(wsel_router_read_overlaps(r, t, 12, ov, 3), 3);
+    assert_int_equal(ov[0], 0); /* (7, 0) */
+    assert_int_equal(ov[1], 2); /* (7, 1) */
+    assert_int_equal(ov[2], 0); /* (9, 0) */
+    uint32_t one[1] = {99};
+    assert_int_equal(wsel_router_read_overlaps(r, t + 4, 8, one, 1), 3);
+    assert_int_equal(one[0], 0); /* the prefix starts at block 0 */
+    assert_int_equal(wsel_router_read_overlaps(r, NULL, 4, ov, 3), 0);
+    assert_int_equal(wsel_router_read_overlaps(r, t, 12, NULL, 0), 3);
+    wsel_router_counters c;
+    wsel_router_read_counters(r, &c);
+    assert_int_equal(c.routes, 0);
+    done(r);
+}
+
 /* Token ids of every msgpack width in one batch (positive fixint, uint 8,
  * 16 and 32: a vocabulary above 65,536 mixes the last two), in runs long
  * enough for the size check's eight-at-a-time pass and mixed id by id:
@@ -852,6 +885,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stored_matches_request),
+        cmocka_unit_test(test_read_overlaps_every_row_without_routing),
         cmocka_unit_test(test_batch_beyond_capacity_keeps_head),
         cmocka_unit_test(test_route_refreshes_hit_prefix),
         cmocka_unit_test(test_ids_of_every_width),

@@ -112,6 +112,17 @@ def test_kv_events_feed_the_index(host, plugin_dir):
         assert r.kv_cpu().messages >= 2
 
 
+def test_overlaps_are_read_per_row_without_routing(host):
+    with wsel.Router(host, block_size=BLOCK, kv_events=True) as r:
+        r.add_worker(1, "a", dp_size=2)
+        r.add_worker(2, "b", dp_size=1)
+        prompt = list(range(5, 5 + 3 * BLOCK))
+        r.apply_kv_message(2, 0, stored_message(prompt[:2 * BLOCK]))
+        assert r.overlaps(prompt) == [0, 0, 2]
+        assert r.overlaps(prompt[BLOCK:]) == [0, 0, 0]
+        assert r.counters().routes == 0
+
+
 def test_hashes_are_chained_per_full_block():
     toks = list(range(40))
     h = wsel.hash_tokens(toks, BLOCK)

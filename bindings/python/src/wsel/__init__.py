@@ -606,6 +606,18 @@ class Router:
         _check(lib.wsel_router_read_kv_cpu(self._ptr(), k))
         return KvCpu(k.messages, k.decode_ns, k.apply_ns)
 
+    def overlaps(self, tokens: Sequence[int]) -> List[int]:
+        """Each row's overlap (cached leading blocks) of the prompt
+        ``tokens``, in :meth:`ranks` order, without routing."""
+        keep = ffi.new("uint32_t[]", list(tokens))
+        n = lib.wsel_router_read_overlaps(self._ptr(), keep, len(keep), ffi.NULL, 0)
+        while True:
+            out = ffi.new("uint32_t[]", max(n, 1))
+            got = lib.wsel_router_read_overlaps(self._ptr(), keep, len(keep), out, n)
+            if got <= n:
+                return list(out[0:got])
+            n = got
+
     def ranks(self) -> List[RankInfo]:
         """Every row, canonical order, as the next route would see it."""
         n = lib.wsel_router_read_ranks(self._ptr(), ffi.NULL, 0)
