@@ -443,11 +443,16 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
         }
     }
     uint64_t step = step_of(d, p.max_backlog);
+    int prune = req->overlap_score_weight >= 0.0;
     for (uint32_t r = first; r < first + count; r++) {
         stage2_row s = buffered ? rows[r - first]
                                 : (stage2_row){wait_tail(d, rank_load_of(size, t, r)), 0,
                                                (t->flags[r] & skip) != 0};
         if (s.skipped)
+            continue;
+        /* A score is at least its own decode load when the prefill weight
+         * is >= 0 (pace >= own, rounding is monotone): skip what loses. */
+        if (prune && tb->ties != 0 && (double)t->decode_blocks[r] > tb->best)
             continue;
         uint64_t wait = add_saturating(step, s.tail);
         if (wait > limit)
