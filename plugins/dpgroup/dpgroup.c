@@ -426,6 +426,14 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
 {
     stage2_row rows[GROUP_CHUNK];
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    int prune = req->overlap_score_weight >= 0.0;
+    if (prune && tb->ties != 0) { /* the per-row skip below, for the whole group */
+        uint64_t least = UINT64_MAX;
+        for (uint32_t i = first; i < first + count; i++)
+            least = t->decode_blocks[i] < least ? t->decode_blocks[i] : least;
+        if ((double)least > tb->best)
+            return;
+    }
     int buffered = count <= GROUP_CHUNK;
     group_pace p = {0, 0, 0, first};
     for (uint32_t i = first; i < first + count; i++) {
@@ -443,7 +451,6 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
         }
     }
     uint64_t step = step_of(d, p.max_backlog);
-    int prune = req->overlap_score_weight >= 0.0;
     for (uint32_t r = first; r < first + count; r++) {
         stage2_row s = buffered ? rows[r - first]
                                 : (stage2_row){wait_tail(d, rank_load_of(size, t, r)), 0,
