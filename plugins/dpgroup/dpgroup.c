@@ -355,35 +355,119 @@ static inline double lockstep_score(const wsel_request *req, const wsel_table *t
            ((double)own + (double)pace) / 2.0;
 }
 
+/* The part of row i's wait that is its own (lockstep_wait without the
+ * worker's step): the rest of its backlog past one budget, then its
+ * uncached tokens. Saturating addition is associative on these
+ * non-negative counts, so wait = add_saturating(step, tail). */
+static inline uint64_t wait_tail(const dpgroup *d, rank_load l)
+{
+    uint64_t rest = l.backlog > d->token_budget ? l.backlog - d->token_budget : 0;
+    return add_saturating(rest, l.uncached);
+}
+
+/* The worker's step: its largest backlog, at most one token budget. */
+static inline uint64_t step_of(const dpgroup *d, uint64_t max_backlog)
+{
+    return max_backlog < d->token_budget ? max_backlog : d->token_budget;
+}
+
 /*
  * The band of the two-stage choice: the least wait over rows the host lets
  * the policy use, plus one token budget (one full engine step of prefill).
  * Stage 1 keeps the rows whose wait is within it, so no request queues
  * more than one step behind the shortest queue it could join (the long
  * prompts that set TTFT p99); stage 2 takes the lowest lockstep score among
- * them (the decode pace and KV room that set group balance). Returns 0
- * when no row is usable.
+ * them (the decode pace and KV room that set group balance). One read of
+ * each row: a group's least wait is its step plus its least tail. Returns
+ * 0 when no row is usable.
  */
 static int band_limit(const dpgroup *d, const request_size *size, const wsel_table *t,
                       uint8_t skip, uint64_t *out_limit)
 {
-    rank_load loads[GROUP_CHUNK];
     uint64_t best = UINT64_MAX;
     int any = 0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
-        group_pace p = group_pace_of(size, t, g, buf);
-        for (uint32_t r = first; r < first + count; r++) {
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        uint64_t max_backlog = 0, least_tail = UINT64_MAX;
+        int usable = 0;
+        for (uint32_t r = first; r < end; r++) {
+            rank_load l = rank_load_of(size, t, r);
+            max_backlog = l.backlog > max_backlog ? l.backlog : max_backlog;
             if (t->flags[r] & skip)
                 continue;
-            uint64_t w = lockstep_wait(d, &p, load_at(size, t, buf, first, r));
-            best = w < best ? w : best;
-            any = 1;
+            uint64_t tail = wait_tail(d, l);
+            least_tail = tail < least_tail ? tail : least_tail;
+            usable = 1;
         }
+        if (!usable)
+            continue;
+        uint64_t w = add_saturating(step_of(d, max_backlog), least_tail);
+        best = w < best ? w : best;
+        any = 1;
     }
     *out_limit = add_saturating(best, d->token_budget);
     return any;
+}
+
+/* A row of a group as stage 2 reads it: its tail (UINT64_MAX + skipped
+ * flag for a row the host's rule skips) and its active decode. */
+typedef struct stage2_row {
+    uint64_t tail;
+    uint64_t active;
+    uint32_t skipped;
+} stage2_row;
+
+/* Stage 2 over group g: the pace and every row's tail in one read of the
+ * group (GROUP_CHUNK ranks at a time on the stack), then the rows in the
+ * band offered in row order. */
+static void choose_in_group(const dpgroup *d, const wsel_request *req,
+                            const request_size *size, const wsel_table *t, uint32_t g,
+                            uint8_t skip, uint64_t limit, tie_break *tb)
+{
+    stage2_row rows[GROUP_CHUNK];
+    uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
+    int prune = req->overlap_score_weight >= 0.0;
+    if (prune && tb->ties != 0) { /* the per-row skip below, for the whole group */
+        uint64_t least = UINT64_MAX;
+        for (uint32_t i = first; i < first + count; i++)
+            least = t->decode_blocks[i] < least ? t->decode_blocks[i] : least;
+        if ((double)least > tb->best)
+            return;
+    }
+    int buffered = count <= GROUP_CHUNK;
+    group_pace p = {0, 0, 0, first};
+    for (uint32_t i = first; i < first + count; i++) {
+        rank_load l = rank_load_of(size, t, i);
+        if (buffered)
+            rows[i - first] = (stage2_row){wait_tail(d, l), l.active,
+                                           (t->flags[i] & skip) != 0};
+        p.max_backlog = l.backlog > p.max_backlog ? l.backlog : p.max_backlog;
+        if (i == first || l.active > p.top_active) {
+            p.second_active = i == first ? 0 : p.top_active;
+            p.top_active = l.active;
+            p.top_row = i;
+        } else if (l.active > p.second_active) {
+            p.second_active = l.active;
+        }
+    }
+    uint64_t step = step_of(d, p.max_backlog);
+    for (uint32_t r = first; r < first + count; r++) {
+        stage2_row s = buffered ? rows[r - first]
+                                : (stage2_row){wait_tail(d, rank_load_of(size, t, r)), 0,
+                                               (t->flags[r] & skip) != 0};
+        if (s.skipped)
+            continue;
+        /* A score is at least its own decode load when the prefill weight
+         * is >= 0 (pace >= own, rounding is monotone): skip what loses. */
+        if (prune && tb->ties != 0 && (double)t->decode_blocks[r] > tb->best)
+            continue;
+        uint64_t wait = add_saturating(step, s.tail);
+        if (wait > limit)
+            continue;
+        double score = lockstep_score(req, t, &p, r, wait);
+        if (tb->ties == 0 || score <= tb->best) /* tie_offer's own test, inline */
+            tie_offer(tb, score, r);
+    }
 }
 
 /* The two stages as two passes: the band, then the choice inside it. (One
@@ -401,22 +485,8 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
     uint64_t limit;
     if (!band_limit(d, &size, t, skip, &limit))
         return WSEL_ENOCANDIDATE;
-    rank_load loads[GROUP_CHUNK];
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
-        rank_load *buf = count <= GROUP_CHUNK ? loads : NULL;
-        group_pace p = group_pace_of(&size, t, g, buf);
-        for (uint32_t r = first; r < first + count; r++) {
-            if (t->flags[r] & skip)
-                continue;
-            uint64_t wait = lockstep_wait(d, &p, load_at(&size, t, buf, first, r));
-            if (wait > limit)
-                continue;
-            double score = lockstep_score(req, t, &p, r, wait);
-            if (tb.ties == 0 || score <= tb.best) /* tie_offer's own test, inline */
-                tie_offer(&tb, score, r);
-        }
-    }
+    for (uint32_t g = 0; g < t->num_groups; g++)
+        choose_in_group(d, req, &size, t, g, skip, limit, &tb);
     if (tb.ties == 0)
         return WSEL_ENOCANDIDATE;
     *out_row = tb.pick;
