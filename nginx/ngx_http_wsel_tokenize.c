@@ -773,6 +773,48 @@ ngx_http_wsel_tok_close(void *data)
 }
 
 
+/* Element i of the "added_tokens" array at p into *a: NGX_OK when it is a
+ * special token a prefix may be cut in front of (a content, no lstrip or
+ * single_word), NGX_DECLINED otherwise. */
+static ngx_int_t
+ngx_http_wsel_tok_added_one(ngx_conf_t *cf, const u_char *p,
+    wsel_json_doc *doc, ngx_uint_t i, ngx_str_t *a)
+{
+    long              got;
+    ngx_uint_t        j;
+    wsel_json_token  *t, *o;
+
+    o = &doc->tokens[i];
+    a->data = NULL;
+    a->len = 0;
+
+    for (j = i + 1; j < o->next; j = doc->tokens[j + 1].next) {
+        t = &doc->tokens[j + 1];
+
+        if ((wsel_json_string_is((const char *) p, &doc->tokens[j], "lstrip")
+             || wsel_json_string_is((const char *) p, &doc->tokens[j],
+                                    "single_word"))
+            && t->type == WSEL_JSON_TRUE)
+        {
+            return NGX_DECLINED;
+        }
+
+        if (wsel_json_string_is((const char *) p, &doc->tokens[j], "content")
+            && t->type == WSEL_JSON_STRING && t->end > t->start)
+        {
+            a->data = ngx_pnalloc(cf->pool, t->end - t->start + 1);
+            got = a->data ? wsel_json_string((const char *) p, t,
+                                             (char *) a->data,
+                                             t->end - t->start + 1)
+                          : -1;
+            a->len = got > 0 ? (size_t) got : 0;
+        }
+    }
+
+    return (a->data && a->len) ? NGX_OK : NGX_DECLINED;
+}
+
+
 /* The special tokens of DIR/tokenizer.json ("added_tokens", those that
  * strip no whitespace on their left) a prefix may be cut in front of.
  * The file was read by the tokenizer a moment ago: an error here only
@@ -783,15 +825,13 @@ ngx_http_wsel_tok_added(ngx_conf_t *cf, ngx_http_wsel_tok_t *tk,
 {
     u_char            *data, *p, *e, *end;
     char               err[NGX_HTTP_WSEL_ERR];
-    long               got;
     ngx_fd_t           fd;
     ngx_str_t         *a;
     ngx_int_t          rc;
-    ngx_uint_t         i, j;
+    ngx_uint_t         i;
     ngx_file_info_t    fi;
     wsel_json_doc      doc;
     wsel_json_limits   lim;
-    wsel_json_token   *t, *o;
 
     u_char             path[PATH_MAX];
 
@@ -844,37 +884,9 @@ ngx_http_wsel_tok_added(ngx_conf_t *cf, ngx_http_wsel_tok_t *tk,
     }
 
     /* each element: {"id":.., "content":"..", "lstrip":false, ...} */
-    for (i = 1; i < doc.count; i = o->next) {
-        o = &doc.tokens[i];
+    for (i = 1; i < doc.count; i = doc.tokens[i].next) {
         a = &tk->added[tk->nadded];
-        a->data = NULL;
-
-        for (j = i + 1; j < o->next; j = doc.tokens[j + 1].next) {
-            t = &doc.tokens[j + 1];
-
-            if ((wsel_json_string_is((const char *) p, &doc.tokens[j],
-                                     "lstrip")
-                 || wsel_json_string_is((const char *) p, &doc.tokens[j],
-                                        "single_word"))
-                && t->type == WSEL_JSON_TRUE)
-            {
-                break;
-            }
-
-            if (wsel_json_string_is((const char *) p, &doc.tokens[j],
-                                    "content")
-                && t->type == WSEL_JSON_STRING && t->end > t->start)
-            {
-                a->data = ngx_pnalloc(cf->pool, t->end - t->start + 1);
-                got = a->data ? wsel_json_string((const char *) p, t,
-                                                 (char *) a->data,
-                                                 t->end - t->start + 1)
-                              : -1;
-                a->len = got > 0 ? (size_t) got : 0;
-            }
-        }
-
-        if (j >= o->next && a->data && a->len) {
+        if (ngx_http_wsel_tok_added_one(cf, p, &doc, i, a) == NGX_OK) {
             tk->first[a->data[0]] = 1;
             tk->nadded++;
         }
