@@ -141,9 +141,12 @@ ngx_http_wsel_sync_option(ngx_http_wsel_sync_conf_t *sc, ngx_str_t *arg)
     }
 
     rc = ngx_http_wsel_sync_num(arg, "replica=", 1, 0xffffffff, &id);
-    if (rc != NGX_DECLINED) {
+    if (rc == NGX_OK) {
         sc->instance = (uint32_t) id;
-        return rc == NGX_OK ? NULL : "has a bad replica= (1..4294967295)";
+        return NULL;
+    }
+    if (rc == NGX_ERROR) {
+        return "has a bad replica= (1..4294967295)";
     }
 
     rc = ngx_http_wsel_sync_num(arg, "period=", 10, 600000, &sc->period_ms);
