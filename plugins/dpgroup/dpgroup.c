@@ -279,6 +279,19 @@ typedef struct group_pace {
  * larger group's are computed again per row. */
 #define GROUP_CHUNK 64u
 
+/* Row i's load into its group's pace (first: the group's first row). */
+static inline void group_pace_add(group_pace *p, rank_load l, uint32_t i, uint32_t first)
+{
+    p->max_backlog = l.backlog > p->max_backlog ? l.backlog : p->max_backlog;
+    if (i == first || l.active > p->top_active) {
+        p->second_active = i == first ? 0 : p->top_active;
+        p->top_active = l.active;
+        p->top_row = i;
+    } else if (l.active > p->second_active) {
+        p->second_active = l.active;
+    }
+}
+
 /* Group g's pace; when `loads` is not NULL (the group has at most
  * GROUP_CHUNK ranks) also each rank's load, loads[i - first]. */
 static group_pace group_pace_of(const request_size *req, const wsel_table *restrict t, uint32_t g,
@@ -290,15 +303,7 @@ static group_pace group_pace_of(const request_size *req, const wsel_table *restr
         rank_load l = rank_load_of(req, t, i);
         if (loads != NULL)
             loads[i - first] = l;
-        if (l.backlog > p.max_backlog)
-            p.max_backlog = l.backlog;
-        if (i == first || l.active > p.top_active) {
-            p.second_active = i == first ? 0 : p.top_active;
-            p.top_active = l.active;
-            p.top_row = i;
-        } else if (l.active > p.second_active) {
-            p.second_active = l.active;
-        }
+        group_pace_add(&p, l, i, first);
     }
     return p;
 }
@@ -441,14 +446,7 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
         if (buffered)
             rows[i - first] = (stage2_row){wait_tail(d, l), l.active,
                                            (t->flags[i] & skip) != 0};
-        p.max_backlog = l.backlog > p.max_backlog ? l.backlog : p.max_backlog;
-        if (i == first || l.active > p.top_active) {
-            p.second_active = i == first ? 0 : p.top_active;
-            p.top_active = l.active;
-            p.top_row = i;
-        } else if (l.active > p.second_active) {
-            p.second_active = l.active;
-        }
+        group_pace_add(&p, l, i, first);
     }
     uint64_t step = step_of(d, p.max_backlog);
     for (uint32_t r = first; r < first + count; r++) {
