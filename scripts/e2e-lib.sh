@@ -13,6 +13,27 @@
 # (more wsel_* lines for the upstream block, e.g. wsel_sync); these
 # functions set cluster_pid, nginx_pid and port.
 
+# stop_all_on_exit PROG: on exit run the caller's stop_all, then remove
+# OUT unless keep_out is 1 or the exit failed (then say where the logs
+# are, as PROG); INT and TERM exit with 130 and 143.
+e2e_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_all
+  if ((keep_out == 0 && rc == 0)); then
+    rm -rf "$OUT"
+  else
+    echo "$e2e_prog: logs in $OUT" >&2
+  fi
+  exit "$rc"
+}
+stop_all_on_exit() {
+  e2e_prog=$1
+  trap e2e_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
 # stop PID: TERM, up to 20 s, then KILL; only processes started here.
 stop() {
   local pid=$1 i

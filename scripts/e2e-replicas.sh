@@ -72,16 +72,7 @@ stop_all() {
   done
   replay_pid="" rep_pid=() rep_port=() nats_pid="" cluster_pid=""
 }
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_all
-  if ((keep_out == 0 && rc == 0)); then rm -rf "$OUT"; else echo "$prog: logs in $OUT" >&2; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_all_on_exit "$prog"
 
 # start_nats DIR PORT: nats-server on 127.0.0.1:PORT, waits until it listens.
 start_nats() {

@@ -124,20 +124,7 @@ stop_all() {
   cluster_pid=""
 }
 
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_all
-  if ((keep_out == 0 && rc == 0)); then
-    rm -rf "$OUT"
-  else
-    echo "e2e.sh: logs in $OUT" >&2
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_all_on_exit e2e.sh
 
 echo "e2e: $WORKERS workers x $DP ranks, trace $(basename "$TRACE"), speedup $SPEEDUP," \
   "time-scale $TIME_SCALE; policies: $POLICIES; KV sources: $MODES; results in $OUT" >&2

@@ -70,16 +70,7 @@ stop_all() {
   for p in "${pids[@]}"; do stop "$p"; done
   pids=()
 }
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_all
-  if ((keep_out == 0 && rc == 0)); then rm -rf "$OUT"; else echo "$prog: logs in $OUT" >&2; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_all_on_exit "$prog"
 
 # The wsel binding, built against an install of BUILD_DIR, and the model folder.
 prefix=$OUT/prefix

@@ -102,20 +102,7 @@ stop_all() {
   cluster_pid=""
 }
 
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_all
-  if ((keep_out == 0 && rc == 0)); then
-    rm -rf "$OUT"
-  else
-    echo "peers.sh: logs in $OUT" >&2
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_all_on_exit peers.sh
 
 # --- which routers can run -----------------------------------------------
 have_peer() { [[ -x $VENV/bin/$1 ]]; }
