@@ -31,8 +31,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 
 #include "wsel_json.h"
 #include "wsel_tokenizer.h"
@@ -576,7 +574,8 @@ ngx_http_wsel_tok_text(ngx_http_wsel_tok_t *tk, ngx_http_wsel_tok_task_t *t)
 }
 
 
-/* large_pool's threads yield to everything else: SCHED_BATCH and nice 19
+/* large_pool's threads yield to everything else: SCHED_IDLE, run only
+ * when no other thread wants the core, preempted at once when one wakes
  * (Linux, per thread; an unprivileged thread may lower itself, never
  * raise itself back, so only a pool of its own is lowered). */
 static void
@@ -591,8 +590,7 @@ ngx_http_wsel_tok_lower(void)
 
     lowered = 1;
     ngx_memzero(&sp, sizeof(sp));
-    (void) sched_setscheduler(0, SCHED_BATCH, &sp);
-    (void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), 19);
+    (void) sched_setscheduler(0, SCHED_IDLE, &sp);
 }
 
 
