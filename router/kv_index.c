@@ -272,24 +272,28 @@ void rt_index_clear_slot(rt_index *ix, uint32_t slot)
         drop_entry(ix, ix->lru[slot].head);
 }
 
-void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
-                       uint32_t *ov)
+uint32_t rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
+                           uint32_t *ov, uint32_t *touched)
 {
+    uint32_t nt = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t bid = rt_map_get(&ix->blocks, hashes[i]);
         if (bid == RT_MAP_NONE)
-            return;
+            break;
         uint32_t advanced = 0;
         for (uint32_t id = blk(ix, bid)->first; id != RT_NIL; id = ent(ix, id)->blk_next) {
             uint32_t s = ent(ix, id)->slot;
             if (ov[s] == i) {
                 ov[s] = i + 1;
                 advanced++;
+                if (i == 0)
+                    touched[nt++] = s;
             }
         }
         if (advanced == 0)
-            return;
+            break;
     }
+    return nt;
 }
 
 size_t rt_index_bytes(const rt_index *ix)

@@ -71,9 +71,11 @@ int rt_index_remove_ext(rt_index *ix, uint32_t slot, uint64_t ext_hash);
 /* Drop every entry of slot. */
 void rt_index_clear_slot(rt_index *ix, uint32_t slot);
 /* ov[slot] = consecutive leading blocks of hashes[0..n) held by slot, for
- * every slot (ov has num_slots entries, zeroed by the caller). */
-void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
-                       uint32_t *ov);
+ * every slot (ov has num_slots entries, zeroed by the caller); the slots
+ * given a nonzero overlap go to touched (num_slots entries), their count
+ * returned. */
+uint32_t rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
+                           uint32_t *ov, uint32_t *touched);
 static inline uint32_t rt_index_slot_count(const rt_index *ix, uint32_t slot)
 {
     return ix->lru[slot].count;

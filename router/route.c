@@ -254,6 +254,14 @@ static void report_route(wsel_router *r, const wsel_route_request *q, uint64_t i
     snprintf(res->address, sizeof(res->address), "%s", r->workers[s->worker].address);
 }
 
+void rt_overlaps(wsel_router *r, uint32_t nb)
+{
+    for (uint32_t i = 0; i < r->ov_n; i++)
+        r->ov[r->ov_slots[i]] = 0;
+    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
+    r->ov_n = rt_index_overlaps(&r->ix, r->hashes, nb, r->ov, r->ov_slots);
+}
+
 /* Overlaps -> the table -> a row -> accounting, under the mutex. */
 static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
                             wsel_route_result *res)
@@ -269,16 +277,14 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     }
     uint32_t isl = 0;
     uint32_t nb = hash_prompt(r, q, &isl);
-    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
-    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
-    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    rt_overlaps(r, nb);
     wsel_rng rng;
     wsel_request req;
     const uint64_t now = rt_now_us(r);
     rc = make_request(r, q, id, isl, nb, now, &req, &rng);
     if (rc < 0)
         return rc;
-    const wsel_table *table = rt_table_fill(r, &req, r->ov);
+    const wsel_table *table = rt_table_fill(r, &req);
     uint32_t row;
     int32_t answer = choose_row(r, q, &req, table, &rng, &row);
     if (answer < 0)

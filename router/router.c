@@ -80,9 +80,11 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     r->slots = calloc(m, sizeof(*r->slots));
     r->rows = calloc(m, sizeof(*r->rows));
     r->ov = calloc(m, sizeof(*r->ov));
+    r->ov_slots = calloc(m, sizeof(*r->ov_slots));
     r->hashes = calloc(o->max_prompt_blocks, sizeof(*r->hashes));
     r->pend_hashes = calloc(o->max_prompt_blocks, sizeof(*r->pend_hashes));
-    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->hashes || !r->pend_hashes)
+    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->ov_slots || !r->hashes ||
+        !r->pend_hashes)
         goto nomem;
     for (uint32_t s = 0; s < m; s++)
         r->slots[s].worker = RT_NIL;
@@ -120,6 +122,7 @@ void wsel_router_destroy(wsel_router *r)
     free(r->slots);
     free(r->rows);
     free(r->ov);
+    free(r->ov_slots);
     free(r->hashes);
     free(r->pend_hashes);
     rt_seg_free(&r->req);
@@ -221,8 +224,7 @@ uint32_t wsel_router_read_overlaps(wsel_router *r, const uint32_t *tokens,
     rt_flush_pending(r);
     uint32_t nb = wsel_router_hash_tokens(tokens, num_tokens, r->opt.block_size, r->hashes,
                                           r->opt.max_prompt_blocks);
-    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
-    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    rt_overlaps(r, nb);
     uint32_t n = r->num_rows;
     for (uint32_t i = 0; out && i < n && i < max; i++)
         out[i] = r->ov[r->rows[i]];
