@@ -313,6 +313,32 @@ void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes
     }
 }
 
+void rt_index_prefetch_removal(const rt_index *ix, uint32_t slot, const uint64_t *ext,
+                               uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = find_ext(ix, slot, ext[i]);
+        if (id != RT_NIL)
+            __builtin_prefetch(ent(ix, id));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = find_ext(ix, slot, ext[i]);
+        if (id == RT_NIL)
+            continue;
+        const rt_entry *e = ent(ix, id);
+        __builtin_prefetch(blk(ix, e->block));
+        if (e->lru_prev != RT_NIL)
+            __builtin_prefetch(ent(ix, e->lru_prev));
+        if (e->lru_next != RT_NIL)
+            __builtin_prefetch(ent(ix, e->lru_next));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = find_ext(ix, slot, ext[i]);
+        if (id != RT_NIL)
+            rt_map_prefetch(&ix->blocks, blk(ix, ent(ix, id)->block)->hash);
+    }
+}
+
 void rt_index_prefetch_ext(const rt_index *ix, uint32_t slot, const uint64_t *ext,
                            uint32_t n)
 {

@@ -84,6 +84,12 @@ size_t rt_index_bytes(const rt_index *ix);
 /* Prefetch the engine-hash map slots of these blocks on slot (removals). */
 void rt_index_prefetch_ext(const rt_index *ix, uint32_t slot, const uint64_t *ext,
                            uint32_t n);
+/* Prefetch what removing these blocks from slot will read past the map
+ * slots rt_index_prefetch_ext asked for (call it some work later): their
+ * entries, then (once those arrived) their blocks, LRU neighbours and
+ * block-map slots. A hint: nothing is changed. */
+void rt_index_prefetch_removal(const rt_index *ix, uint32_t slot, const uint64_t *ext,
+                               uint32_t n);
 /* Prefetch what touching / looking up these blocks on slot will read. */
 void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes,
                        const uint64_t *ext, uint32_t n);
