@@ -172,6 +172,7 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
                                uint64_t now)
 {
     rt_slot *s = &r->slots[sid];
+    rt_load *ld = &r->load[sid];
     uint32_t ov = r->ov[sid];
     uint64_t covered = (uint64_t)ov * r->opt.block_size;
     uint64_t prefill = isl > covered ? isl - covered : 0;
@@ -194,9 +195,9 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
                           .slot = sid,
                           .gen = s->gen,
                           .prefilling = 1};
-    s->active_prefill_tokens += prefill;
-    s->active_blocks += blocks;
-    s->active_requests++;
+    ld->active_prefill_tokens += prefill;
+    ld->active_blocks += blocks;
+    ld->active_requests++;
     rt_sync_note(r, sid, 1);
     return 0;
 }
@@ -351,7 +352,7 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
     rt_req *q = req_at(r, qi);
     uint32_t sid = live_slot(r, qi);
     if (q->prefilling && sid != RT_NIL) {
-        r->slots[sid].active_prefill_tokens -= q->prefill;
+        r->load[sid].active_prefill_tokens -= q->prefill;
         rt_sync_note(r, sid, 0);
     }
     if (q->prefilling) {
@@ -383,10 +384,11 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
     memset(&o, 0, sizeof(o));
     if (sid != RT_NIL) {
         rt_slot *s = &r->slots[sid];
+        rt_load *ld = &r->load[sid];
         if (q->prefilling)
-            s->active_prefill_tokens -= q->prefill;
-        s->active_blocks -= q->blocks;
-        s->active_requests--;
+            ld->active_prefill_tokens -= q->prefill;
+        ld->active_blocks -= q->blocks;
+        ld->active_requests--;
         rt_sync_note(r, sid, 0);
         uint64_t now = rt_now_us(r);
         o.struct_size = sizeof(o);

@@ -78,12 +78,13 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     uint32_t m = o->max_rows;
     r->workers = calloc(m, sizeof(*r->workers));
     r->slots = calloc(m, sizeof(*r->slots));
+    r->load = calloc(m, sizeof(*r->load));
     r->rows = calloc(m, sizeof(*r->rows));
     r->ov = calloc(m, sizeof(*r->ov));
     r->ov_slots = calloc(m, sizeof(*r->ov_slots));
     r->hashes = calloc(o->max_prompt_blocks, sizeof(*r->hashes));
     r->pend_hashes = calloc(o->max_prompt_blocks, sizeof(*r->pend_hashes));
-    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->ov_slots || !r->hashes ||
+    if (!r->workers || !r->slots || !r->load || !r->rows || !r->ov || !r->ov_slots || !r->hashes ||
         !r->pend_hashes)
         goto nomem;
     for (uint32_t s = 0; s < m; s++)
@@ -120,6 +121,7 @@ void wsel_router_destroy(wsel_router *r)
     }
     free(r->workers);
     free(r->slots);
+    free(r->load);
     free(r->rows);
     free(r->ov);
     free(r->ov_slots);
@@ -179,14 +181,15 @@ int32_t wsel_router_read_kv_cpu(wsel_router *r, wsel_router_kv_cpu *out)
 static uint32_t flags_of(const wsel_router *r, uint32_t sid)
 {
     const rt_slot *s = &r->slots[sid];
+    const rt_load *ld = &r->load[sid];
     const rt_sync_row *peers = rt_sync_load(r, sid); /* as the route adds them */
     uint32_t f = 0;
     if (r->workers[s->worker].draining || r->workers[s->worker].unavailable)
         f |= WSEL_ROW_EXCLUDED;
     if ((r->opt.busy_active_requests &&
-         s->active_requests + peers->requests >= r->opt.busy_active_requests) ||
+         ld->active_requests + peers->requests >= r->opt.busy_active_requests) ||
         (r->opt.busy_prefill_tokens &&
-         s->active_prefill_tokens + peers->prefill >= r->opt.busy_prefill_tokens))
+         ld->active_prefill_tokens + peers->prefill >= r->opt.busy_prefill_tokens))
         f |= WSEL_ROW_BUSY;
     return f;
 }
@@ -204,9 +207,9 @@ uint32_t wsel_router_read_ranks(wsel_router *r, wsel_router_rank_info *out, uint
         out[i] = (wsel_router_rank_info){
             .worker_id = r->workers[s->worker].id,
             .dp_rank = s->rank,
-            .active_requests = s->active_requests,
-            .active_prefill_tokens = s->active_prefill_tokens,
-            .active_blocks = s->active_blocks,
+            .active_requests = r->load[sid].active_requests,
+            .active_prefill_tokens = r->load[sid].active_prefill_tokens,
+            .active_blocks = r->load[sid].active_blocks,
             .cached_blocks = rt_index_slot_count(&r->ix, sid),
             .flags = flags_of(r, sid),
         };

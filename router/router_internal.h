@@ -23,13 +23,18 @@ typedef struct rt_slot {
     uint32_t worker; /* index into workers; RT_NIL = free */
     uint32_t rank;
     uint32_t gen; /* +1 each time the slot is freed */
-    uint32_t active_requests;
+    uint32_t has_seq;
+    uint64_t last_seq; /* last KV batch sequence number seen */
+} rt_slot;
+
+/* A rank slot's own load (requests routed and not finished), apart from
+ * rt_slot so that a route's pass over every row reads 24 bytes a row. */
+typedef struct rt_load {
     uint64_t active_prefill_tokens;
     uint64_t active_blocks;
-    uint64_t last_seq; /* last KV batch sequence number seen */
-    uint32_t has_seq;
+    uint32_t active_requests;
     uint32_t pad;
-} rt_slot;
+} rt_load;
 
 typedef struct rt_worker {
     uint64_t id;
@@ -88,6 +93,7 @@ struct wsel_router {
     rt_worker *workers; /* max_rows of them */
     rt_map worker_ids;  /* worker id -> index */
     rt_slot *slots;     /* max_rows */
+    rt_load *load;      /* max_rows, by slot; zeroed when a slot is taken or freed */
     uint32_t *rows;     /* live slots, canonical order */
     uint32_t num_rows;
     uint64_t epoch;

@@ -108,7 +108,7 @@ static inline void fill_row(wsel_router *r, const fill_req *f, uint32_t i, uint3
                             uint32_t o)
 {
     rt_table *t = &r->table;
-    const rt_slot *s = &r->slots[sid];
+    const rt_load *s = &r->load[sid];
     const rt_sync_row *peers = rt_sync_load(r, sid); /* other replicas' */
     const uint64_t pre = s->active_prefill_tokens + peers->prefill;
     const uint32_t act = s->active_requests + peers->requests;
@@ -134,7 +134,7 @@ static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2)
 {
     rt_table *t = &r->table;
     const uint32_t *restrict slot = t->slot;
-    const rt_slot *restrict slots = r->slots;
+    const rt_load *restrict load = r->load;
     const uint8_t *restrict base_flags = t->base_flags;
     uint64_t *restrict prefill = t->prefill, *restrict decode = t->decode;
     double *restrict cost = t->cost;
@@ -146,7 +146,7 @@ static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2)
     const uint64_t busy_pre = f->busy_pre;
     const uint32_t n = r->num_rows;
     for (uint32_t i = 0; i < n; i++) {
-        const rt_slot *s = &slots[slot[i]];
+        const rt_load *s = &load[slot[i]];
         const uint64_t pre = s->active_prefill_tokens;
         const uint32_t act = s->active_requests;
         const uint64_t p = uncached + pre;
