@@ -47,6 +47,10 @@ typedef struct rt_index {
     rt_map blocks; /* hash -> block */
     rt_map ext;    /* (engine hash, slot) -> entry */
     rt_lru *lru;   /* per slot */
+    /* rt_index_overlaps's scratch: per slot, the blocks of the window it
+     * holds (a bit each, zero between calls), and the slots set. */
+    uint8_t *ov_mask;
+    uint32_t *ov_seen;
     uint32_t num_slots;
     uint32_t capacity; /* per slot */
     uint64_t entries, nblocks, evictions;
@@ -59,9 +63,12 @@ void rt_index_free(rt_index *ix);
  * engine's hash for it too. 0 or WSEL_ENOMEM. */
 int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
                    uint64_t ext_hash);
-/* Make slot's entry for block `hash`, if it holds one, its most recently
- * used; never inserts, evicts or changes the engine's hash. */
-void rt_index_refresh(rt_index *ix, uint32_t slot, uint64_t hash);
+/* Make slot's entries for blocks hashes[n - 1], ..., hashes[0], in that
+ * order, its most recently used (the prefix head ends the most recent),
+ * skipping blocks it does not hold; never inserts, evicts or changes the
+ * engine's hash. */
+void rt_index_refresh_prefix(rt_index *ix, uint32_t slot, const uint64_t *hashes,
+                             uint32_t n);
 /* The router hash of the block the engine calls ext_hash on slot; 0 and
  * *found = 0 when unknown. */
 uint64_t rt_index_ext_lookup(const rt_index *ix, uint32_t slot, uint64_t ext_hash,

@@ -213,8 +213,7 @@ static void remember_prompt(wsel_router *r, const wsel_route_request *q, uint32_
          * cache; KV events say nothing of a hit, so the router's LRU is
          * told here, deepest block first as a prompt is recorded (the
          * prefix head ends the most recent). */
-        for (uint32_t i = r->ov[sid]; i-- > 0;)
-            rt_index_refresh(&r->ix, sid, r->hashes[i]);
+        rt_index_refresh_prefix(&r->ix, sid, r->hashes, r->ov[sid]);
     } else if (nb > 0) {
         if (q->overrides & WSEL_ROUTE_DEFER_HISTORY) {
             /* The buffers trade places: no copy. */
