@@ -270,7 +270,7 @@ static double rss_peak_mib(void)
 
 /* Capacity a rank: per_rank background blocks, the seen prompts of the
  * rank holding most of them, and what the events part adds (15 blocks a
- * message, messages to random ranks: twice the mean and 4 more). */
+ * message, messages to random ranks: twice the mean and 10 more). */
 static uint32_t capacity_for(const scale *s, uint32_t per_rank)
 {
     uint32_t *n = calloc(s->rows, sizeof(*n)), most = 0;
@@ -279,7 +279,7 @@ static uint32_t capacity_for(const scale *s, uint32_t per_rank)
             most = n[home(s, p)];
     free(n);
     uint32_t grown = EVENT_PASSES * EVENT_MESSAGES / s->rows;
-    return per_rank + most * PROMPT_BLOCKS + (SIDE_BLOCKS - 1) * (2 * grown + 4) + 16;
+    return per_rank + most * PROMPT_BLOCKS + (SIDE_BLOCKS - 1) * (2 * grown + 10) + 32;
 }
 
 /* Everything at one size; figures into *fig. */
