@@ -73,6 +73,7 @@ typedef struct rt_table {
     uint8_t *flags;      /* as the route sees them */
     uint8_t *base_flags; /* WSEL_ROW_EXCLUDED of a draining or unavailable worker */
     uint32_t num_groups;
+    uint32_t rows_are_slots; /* row i is slot i for every row */
     uint64_t epoch; /* of the static columns; 0 = never written */
 } rt_table;
 

@@ -67,12 +67,14 @@ static void fill_static(wsel_router *r)
     memset(t->row_of, 0xff, (size_t)r->opt.max_rows * sizeof(*t->row_of)); /* RT_NIL */
     memset(t->overlap, 0, (size_t)r->opt.max_rows * sizeof(*t->overlap));
     t->ov_nrows = 0;
+    t->rows_are_slots = 1;
     for (uint32_t i = 0; i < r->num_rows; i++) {
         uint32_t sid = r->rows[i];
         const rt_slot *s = &r->slots[sid];
         const rt_worker *w = &r->workers[s->worker];
         t->slot[i] = sid;
         t->row_of[sid] = i;
+        t->rows_are_slots &= sid == i;
         t->worker_id[i] = w->id;
         t->dp_rank[i] = s->rank;
         t->kvcap[i] = r->opt.capacity_blocks;
@@ -130,7 +132,8 @@ static inline void fill_row(wsel_router *r, const fill_req *f, uint32_t i, uint3
 /* fill_row for every row with overlap 0 and no replica's load, its
  * columns held in restrict locals (a store to the flags column may alias
  * anything else); pow2: bs is a power of two. */
-static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2)
+static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2,
+                                 int rows_are_slots)
 {
     rt_table *t = &r->table;
     const uint32_t *restrict slot = t->slot;
@@ -146,7 +149,7 @@ static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2)
     const uint64_t busy_pre = f->busy_pre;
     const uint32_t n = r->num_rows;
     for (uint32_t i = 0; i < n; i++) {
-        const rt_load *s = &load[slot[i]];
+        const rt_load *s = &load[rows_are_slots ? i : slot[i]];
         const uint64_t pre = s->active_prefill_tokens;
         const uint32_t act = s->active_requests;
         const uint64_t p = uncached + pre;
@@ -181,9 +184,12 @@ static void fill_rows(wsel_router *r, const wsel_request *q)
         for (uint32_t i = 0; i < r->num_rows; i++)
             fill_row(r, &f, i, t->slot[i], 0);
     } else if (f.inv_bs != 0.0) {
-        fill_uncached(r, &f, 1);
+        if (t->rows_are_slots)
+            fill_uncached(r, &f, 1, 1);
+        else
+            fill_uncached(r, &f, 1, 0);
     } else {
-        fill_uncached(r, &f, 0);
+        fill_uncached(r, &f, 0, t->rows_are_slots);
     }
     for (uint32_t k = 0; k < t->ov_nrows; k++)
         t->overlap[t->ov_rows[k]] = 0;
