@@ -7,7 +7,8 @@
  *   warm    every rank gets ceil(WSEL_BENCH_BLOCKS / rows) blocks
  *           (default 10,000,000 in all) in chains of up to 128 blocks,
  *           ranks in turn; then the prompts seen before (below) on one
- *           rank each. Capacity a rank: what it holds plus 64.
+ *           rank each. Capacity a rank: what it holds plus room for the
+ *           events (capacity_for).
  *   events  3 passes of 4,096 messages to random ranks, each storing a new
  *           16-block chain and removing the rank's oldest block (the events
  *           part's shape): blocks stored per second.
