@@ -309,11 +309,17 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
 {
     const uint32_t gen = r->slots[s].gen;
     /* Every removal's lookup started at once: vLLM sends one BlockRemoved
-     * per evicted block, so a batch holds many one-block events. */
+     * per evicted block, so a batch holds many one-block events. Then
+     * what the removals read next, in stages, so that their cache misses
+     * overlap instead of following one another. */
     for (size_t i = 0; i < d->nev; i++)
         if (d->ev[i].type == EV_REMOVED)
             rt_index_prefetch_ext(&r->ix, s, d->hashes + d->ev[i].first,
                                   (uint32_t)d->ev[i].count);
+    for (size_t i = 0; i < d->nev; i++)
+        if (d->ev[i].type == EV_REMOVED)
+            rt_index_prefetch_removal(&r->ix, s, d->hashes + d->ev[i].first,
+                                      (uint32_t)d->ev[i].count);
     for (size_t i = 0; i < d->nev; i++) {
         const dec_event *e = &d->ev[i];
         if (i > 0 && yield_to_requests(r, s, gen) != 0)

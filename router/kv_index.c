@@ -33,7 +33,9 @@ int rt_index_init(rt_index *ix, uint32_t num_slots, uint32_t capacity, int by_ex
     ix->e_free = RT_NIL;
     ix->b_free = RT_NIL;
     ix->lru = malloc((size_t)num_slots * sizeof(*ix->lru));
-    if (!ix->lru)
+    ix->ov_mask = calloc(num_slots, sizeof(*ix->ov_mask));
+    ix->ov_seen = malloc((size_t)num_slots * sizeof(*ix->ov_seen));
+    if (!ix->lru || !ix->ov_mask || !ix->ov_seen)
         goto fail;
     for (uint32_t s = 0; s < num_slots; s++)
         ix->lru[s] = (rt_lru){RT_NIL, RT_NIL, 0};
@@ -50,6 +52,8 @@ void rt_index_free(rt_index *ix)
     rt_seg_free(&ix->e);
     rt_seg_free(&ix->b);
     free(ix->lru);
+    free(ix->ov_mask);
+    free(ix->ov_seen);
     rt_map_free(&ix->blocks);
     rt_map_free(&ix->ext);
     memset(ix, 0, sizeof(*ix));
@@ -149,14 +153,37 @@ static uint32_t find_holder(const rt_index *ix, uint32_t bid, uint32_t slot)
     return RT_NIL;
 }
 
-void rt_index_refresh(rt_index *ix, uint32_t slot, uint64_t hash)
+/* Blocks whose holder lists rt_index_overlaps and rt_index_refresh_prefix
+ * walk together. */
+#define OV_WINDOW 8u
+
+void rt_index_refresh_prefix(rt_index *ix, uint32_t slot, const uint64_t *hashes,
+                             uint32_t n)
 {
-    uint32_t bid = rt_map_get(&ix->blocks, hash);
-    uint32_t id = bid != RT_MAP_NONE ? find_holder(ix, bid, slot) : RT_NIL;
-    if (id == RT_NIL)
-        return;
-    lru_unlink(ix, id);
-    lru_push_front(ix, id);
+    for (uint32_t end = n; end > 0;) {
+        uint32_t w = end < OV_WINDOW ? end : OV_WINDOW, cur[OV_WINDOW];
+        const uint64_t *h = hashes + end - w;
+        /* Slot's entry of each block: the w lists walked a step each in
+         * turn, so that their cache misses overlap. */
+        for (uint32_t j = 0; j < w; j++) {
+            uint32_t bid = rt_map_get(&ix->blocks, h[j]);
+            cur[j] = bid != RT_MAP_NONE ? blk(ix, bid)->first : RT_NIL;
+        }
+        for (uint32_t walking = w; walking > 0;) {
+            walking = 0;
+            for (uint32_t j = 0; j < w; j++)
+                if (cur[j] != RT_NIL && ent(ix, cur[j])->slot != slot) {
+                    cur[j] = ent(ix, cur[j])->blk_next;
+                    walking++;
+                }
+        }
+        for (uint32_t j = w; j-- > 0;)
+            if (cur[j] != RT_NIL) {
+                lru_unlink(ix, cur[j]);
+                lru_push_front(ix, cur[j]);
+            }
+        end -= w;
+    }
 }
 
 static int set_ext(rt_index *ix, uint32_t id, int has_ext, uint64_t ext_hash)
@@ -272,24 +299,64 @@ void rt_index_clear_slot(rt_index *ix, uint32_t slot)
         drop_entry(ix, ix->lru[slot].head);
 }
 
-void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
-                       uint32_t *ov)
+/* Mark in ix->ov_mask, bit j, every slot holding block bids[j], j < w:
+ * the w lists walked a step each in turn, so that their cache misses
+ * overlap. Returns how many slots it listed in ix->ov_seen. */
+static uint32_t mark_holders(const rt_index *ix, const uint32_t *bids, uint32_t w)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t bid = rt_map_get(&ix->blocks, hashes[i]);
-        if (bid == RT_MAP_NONE)
-            return;
-        uint32_t advanced = 0;
-        for (uint32_t id = blk(ix, bid)->first; id != RT_NIL; id = ent(ix, id)->blk_next) {
-            uint32_t s = ent(ix, id)->slot;
-            if (ov[s] == i) {
-                ov[s] = i + 1;
-                advanced++;
-            }
+    uint32_t cur[OV_WINDOW], nseen = 0;
+    for (uint32_t j = 0; j < w; j++)
+        cur[j] = blk(ix, bids[j])->first;
+    for (uint32_t walking = w; walking > 0;) {
+        walking = 0;
+        for (uint32_t j = 0; j < w; j++) {
+            if (cur[j] == RT_NIL)
+                continue;
+            const rt_entry *e = ent(ix, cur[j]);
+            cur[j] = e->blk_next;
+            walking += cur[j] != RT_NIL;
+            if (ix->ov_mask[e->slot] == 0)
+                ix->ov_seen[nseen++] = e->slot;
+            ix->ov_mask[e->slot] |= (uint8_t)(1u << j);
         }
-        if (advanced == 0)
-            return;
     }
+    return nseen;
+}
+
+/* Blocks are taken OV_WINDOW at a time: a slot whose overlap reached the
+ * window's first block advances by the run of window blocks it holds from
+ * there (the trailing ones of its mask). A slot's overlap ends where its
+ * run does, so the first block no slot advances past ends them all, as a
+ * block-by-block walk would stop; the window only walks up to
+ * OV_WINDOW - 1 lists past it. */
+uint32_t rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
+                           uint32_t *ov, uint32_t *touched)
+{
+    uint32_t nt = 0;
+    for (uint32_t i0 = 0; i0 < n;) {
+        uint32_t bids[OV_WINDOW], w = 0;
+        while (w < OV_WINDOW && i0 + w < n &&
+               (bids[w] = rt_map_get(&ix->blocks, hashes[i0 + w])) != RT_MAP_NONE)
+            w++;
+        if (w == 0)
+            break;
+        uint32_t nseen = mark_holders(ix, bids, w), through = 0;
+        for (uint32_t k = 0; k < nseen; k++) {
+            uint32_t s = ix->ov_seen[k];
+            uint32_t run = (uint32_t)__builtin_ctz(~(uint32_t)ix->ov_mask[s]);
+            ix->ov_mask[s] = 0;
+            if (ov[s] != i0 || run == 0)
+                continue;
+            if (i0 == 0)
+                touched[nt++] = s;
+            ov[s] = i0 + (run < w ? run : w);
+            through += run >= w;
+        }
+        if (through == 0 || w < OV_WINDOW)
+            break;
+        i0 += w;
+    }
+    return nt;
 }
 
 size_t rt_index_bytes(const rt_index *ix)
@@ -306,6 +373,32 @@ void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes
         rt_map_prefetch(&ix->blocks, hashes[i]);
         if (ext)
             rt_map_prefetch(&ix->ext, pair_key(ext[i], slot));
+    }
+}
+
+void rt_index_prefetch_removal(const rt_index *ix, uint32_t slot, const uint64_t *ext,
+                               uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = find_ext(ix, slot, ext[i]);
+        if (id != RT_NIL)
+            __builtin_prefetch(ent(ix, id));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = find_ext(ix, slot, ext[i]);
+        if (id == RT_NIL)
+            continue;
+        const rt_entry *e = ent(ix, id);
+        __builtin_prefetch(blk(ix, e->block));
+        if (e->lru_prev != RT_NIL)
+            __builtin_prefetch(ent(ix, e->lru_prev));
+        if (e->lru_next != RT_NIL)
+            __builtin_prefetch(ent(ix, e->lru_next));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = find_ext(ix, slot, ext[i]);
+        if (id != RT_NIL)
+            rt_map_prefetch(&ix->blocks, blk(ix, ent(ix, id)->block)->hash);
     }
 }
 

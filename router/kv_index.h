@@ -47,6 +47,10 @@ typedef struct rt_index {
     rt_map blocks; /* hash -> block */
     rt_map ext;    /* (engine hash, slot) -> entry */
     rt_lru *lru;   /* per slot */
+    /* rt_index_overlaps's scratch: per slot, the blocks of the window it
+     * holds (a bit each, zero between calls), and the slots set. */
+    uint8_t *ov_mask;
+    uint32_t *ov_seen;
     uint32_t num_slots;
     uint32_t capacity; /* per slot */
     uint64_t entries, nblocks, evictions;
@@ -59,9 +63,12 @@ void rt_index_free(rt_index *ix);
  * engine's hash for it too. 0 or WSEL_ENOMEM. */
 int rt_index_touch(rt_index *ix, uint32_t slot, uint64_t hash, int has_ext,
                    uint64_t ext_hash);
-/* Make slot's entry for block `hash`, if it holds one, its most recently
- * used; never inserts, evicts or changes the engine's hash. */
-void rt_index_refresh(rt_index *ix, uint32_t slot, uint64_t hash);
+/* Make slot's entries for blocks hashes[n - 1], ..., hashes[0], in that
+ * order, its most recently used (the prefix head ends the most recent),
+ * skipping blocks it does not hold; never inserts, evicts or changes the
+ * engine's hash. */
+void rt_index_refresh_prefix(rt_index *ix, uint32_t slot, const uint64_t *hashes,
+                             uint32_t n);
 /* The router hash of the block the engine calls ext_hash on slot; 0 and
  * *found = 0 when unknown. */
 uint64_t rt_index_ext_lookup(const rt_index *ix, uint32_t slot, uint64_t ext_hash,
@@ -71,9 +78,11 @@ int rt_index_remove_ext(rt_index *ix, uint32_t slot, uint64_t ext_hash);
 /* Drop every entry of slot. */
 void rt_index_clear_slot(rt_index *ix, uint32_t slot);
 /* ov[slot] = consecutive leading blocks of hashes[0..n) held by slot, for
- * every slot (ov has num_slots entries, zeroed by the caller). */
-void rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
-                       uint32_t *ov);
+ * every slot (ov has num_slots entries, zeroed by the caller); the slots
+ * given a nonzero overlap go to touched (num_slots entries), their count
+ * returned. */
+uint32_t rt_index_overlaps(const rt_index *ix, const uint64_t *hashes, uint32_t n,
+                           uint32_t *ov, uint32_t *touched);
 static inline uint32_t rt_index_slot_count(const rt_index *ix, uint32_t slot)
 {
     return ix->lru[slot].count;
@@ -82,6 +91,12 @@ size_t rt_index_bytes(const rt_index *ix);
 /* Prefetch the engine-hash map slots of these blocks on slot (removals). */
 void rt_index_prefetch_ext(const rt_index *ix, uint32_t slot, const uint64_t *ext,
                            uint32_t n);
+/* Prefetch what removing these blocks from slot will read past the map
+ * slots rt_index_prefetch_ext asked for (call it some work later): their
+ * entries, then (once those arrived) their blocks, LRU neighbours and
+ * block-map slots. A hint: nothing is changed. */
+void rt_index_prefetch_removal(const rt_index *ix, uint32_t slot, const uint64_t *ext,
+                               uint32_t n);
 /* Prefetch what touching / looking up these blocks on slot will read. */
 void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes,
                        const uint64_t *ext, uint32_t n);

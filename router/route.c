@@ -172,6 +172,7 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
                                uint64_t now)
 {
     rt_slot *s = &r->slots[sid];
+    rt_load *ld = &r->load[sid];
     uint32_t ov = r->ov[sid];
     uint64_t covered = (uint64_t)ov * r->opt.block_size;
     uint64_t prefill = isl > covered ? isl - covered : 0;
@@ -194,9 +195,9 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
                           .slot = sid,
                           .gen = s->gen,
                           .prefilling = 1};
-    s->active_prefill_tokens += prefill;
-    s->active_blocks += blocks;
-    s->active_requests++;
+    ld->active_prefill_tokens += prefill;
+    ld->active_blocks += blocks;
+    ld->active_requests++;
     rt_sync_note(r, sid, 1);
     return 0;
 }
@@ -212,8 +213,7 @@ static void remember_prompt(wsel_router *r, const wsel_route_request *q, uint32_
          * cache; KV events say nothing of a hit, so the router's LRU is
          * told here, deepest block first as a prompt is recorded (the
          * prefix head ends the most recent). */
-        for (uint32_t i = r->ov[sid]; i-- > 0;)
-            rt_index_refresh(&r->ix, sid, r->hashes[i]);
+        rt_index_refresh_prefix(&r->ix, sid, r->hashes, r->ov[sid]);
     } else if (nb > 0) {
         if (q->overrides & WSEL_ROUTE_DEFER_HISTORY) {
             /* The buffers trade places: no copy. */
@@ -254,6 +254,14 @@ static void report_route(wsel_router *r, const wsel_route_request *q, uint64_t i
     snprintf(res->address, sizeof(res->address), "%s", r->workers[s->worker].address);
 }
 
+void rt_overlaps(wsel_router *r, uint32_t nb)
+{
+    for (uint32_t i = 0; i < r->ov_n; i++)
+        r->ov[r->ov_slots[i]] = 0;
+    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
+    r->ov_n = rt_index_overlaps(&r->ix, r->hashes, nb, r->ov, r->ov_slots);
+}
+
 /* Overlaps -> the table -> a row -> accounting, under the mutex. */
 static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
                             wsel_route_result *res)
@@ -269,16 +277,14 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     }
     uint32_t isl = 0;
     uint32_t nb = hash_prompt(r, q, &isl);
-    rt_index_prefetch(&r->ix, RT_NIL, r->hashes, NULL, nb);
-    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
-    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    rt_overlaps(r, nb);
     wsel_rng rng;
     wsel_request req;
     const uint64_t now = rt_now_us(r);
     rc = make_request(r, q, id, isl, nb, now, &req, &rng);
     if (rc < 0)
         return rc;
-    const wsel_table *table = rt_table_fill(r, &req, r->ov);
+    const wsel_table *table = rt_table_fill(r, &req);
     uint32_t row;
     int32_t answer = choose_row(r, q, &req, table, &rng, &row);
     if (answer < 0)
@@ -345,7 +351,7 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
     rt_req *q = req_at(r, qi);
     uint32_t sid = live_slot(r, qi);
     if (q->prefilling && sid != RT_NIL) {
-        r->slots[sid].active_prefill_tokens -= q->prefill;
+        r->load[sid].active_prefill_tokens -= q->prefill;
         rt_sync_note(r, sid, 0);
     }
     if (q->prefilling) {
@@ -377,10 +383,11 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
     memset(&o, 0, sizeof(o));
     if (sid != RT_NIL) {
         rt_slot *s = &r->slots[sid];
+        rt_load *ld = &r->load[sid];
         if (q->prefilling)
-            s->active_prefill_tokens -= q->prefill;
-        s->active_blocks -= q->blocks;
-        s->active_requests--;
+            ld->active_prefill_tokens -= q->prefill;
+        ld->active_blocks -= q->blocks;
+        ld->active_requests--;
         rt_sync_note(r, sid, 0);
         uint64_t now = rt_now_us(r);
         o.struct_size = sizeof(o);

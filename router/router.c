@@ -78,11 +78,14 @@ int32_t wsel_router_create(const wsel_router_options *opts, wsel_router **out, c
     uint32_t m = o->max_rows;
     r->workers = calloc(m, sizeof(*r->workers));
     r->slots = calloc(m, sizeof(*r->slots));
+    r->load = calloc(m, sizeof(*r->load));
     r->rows = calloc(m, sizeof(*r->rows));
     r->ov = calloc(m, sizeof(*r->ov));
+    r->ov_slots = calloc(m, sizeof(*r->ov_slots));
     r->hashes = calloc(o->max_prompt_blocks, sizeof(*r->hashes));
     r->pend_hashes = calloc(o->max_prompt_blocks, sizeof(*r->pend_hashes));
-    if (!r->workers || !r->slots || !r->rows || !r->ov || !r->hashes || !r->pend_hashes)
+    if (!r->workers || !r->slots || !r->load || !r->rows || !r->ov || !r->ov_slots || !r->hashes ||
+        !r->pend_hashes)
         goto nomem;
     for (uint32_t s = 0; s < m; s++)
         r->slots[s].worker = RT_NIL;
@@ -118,8 +121,10 @@ void wsel_router_destroy(wsel_router *r)
     }
     free(r->workers);
     free(r->slots);
+    free(r->load);
     free(r->rows);
     free(r->ov);
+    free(r->ov_slots);
     free(r->hashes);
     free(r->pend_hashes);
     rt_seg_free(&r->req);
@@ -176,14 +181,15 @@ int32_t wsel_router_read_kv_cpu(wsel_router *r, wsel_router_kv_cpu *out)
 static uint32_t flags_of(const wsel_router *r, uint32_t sid)
 {
     const rt_slot *s = &r->slots[sid];
+    const rt_load *ld = &r->load[sid];
     const rt_sync_row *peers = rt_sync_load(r, sid); /* as the route adds them */
     uint32_t f = 0;
     if (r->workers[s->worker].draining || r->workers[s->worker].unavailable)
         f |= WSEL_ROW_EXCLUDED;
     if ((r->opt.busy_active_requests &&
-         s->active_requests + peers->requests >= r->opt.busy_active_requests) ||
+         ld->active_requests + peers->requests >= r->opt.busy_active_requests) ||
         (r->opt.busy_prefill_tokens &&
-         s->active_prefill_tokens + peers->prefill >= r->opt.busy_prefill_tokens))
+         ld->active_prefill_tokens + peers->prefill >= r->opt.busy_prefill_tokens))
         f |= WSEL_ROW_BUSY;
     return f;
 }
@@ -201,9 +207,9 @@ uint32_t wsel_router_read_ranks(wsel_router *r, wsel_router_rank_info *out, uint
         out[i] = (wsel_router_rank_info){
             .worker_id = r->workers[s->worker].id,
             .dp_rank = s->rank,
-            .active_requests = s->active_requests,
-            .active_prefill_tokens = s->active_prefill_tokens,
-            .active_blocks = s->active_blocks,
+            .active_requests = r->load[sid].active_requests,
+            .active_prefill_tokens = r->load[sid].active_prefill_tokens,
+            .active_blocks = r->load[sid].active_blocks,
             .cached_blocks = rt_index_slot_count(&r->ix, sid),
             .flags = flags_of(r, sid),
         };
@@ -221,8 +227,7 @@ uint32_t wsel_router_read_overlaps(wsel_router *r, const uint32_t *tokens,
     rt_flush_pending(r);
     uint32_t nb = wsel_router_hash_tokens(tokens, num_tokens, r->opt.block_size, r->hashes,
                                           r->opt.max_prompt_blocks);
-    memset(r->ov, 0, (size_t)r->opt.max_rows * sizeof(*r->ov));
-    rt_index_overlaps(&r->ix, r->hashes, nb, r->ov);
+    rt_overlaps(r, nb);
     uint32_t n = r->num_rows;
     for (uint32_t i = 0; out && i < n && i < max; i++)
         out[i] = r->ov[r->rows[i]];

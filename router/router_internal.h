@@ -23,13 +23,18 @@ typedef struct rt_slot {
     uint32_t worker; /* index into workers; RT_NIL = free */
     uint32_t rank;
     uint32_t gen; /* +1 each time the slot is freed */
-    uint32_t active_requests;
+    uint32_t has_seq;
+    uint64_t last_seq; /* last KV batch sequence number seen */
+} rt_slot;
+
+/* A rank slot's own load (requests routed and not finished), apart from
+ * rt_slot so that a route's pass over every row reads 24 bytes a row. */
+typedef struct rt_load {
     uint64_t active_prefill_tokens;
     uint64_t active_blocks;
-    uint64_t last_seq; /* last KV batch sequence number seen */
-    uint32_t has_seq;
+    uint32_t active_requests;
     uint32_t pad;
-} rt_slot;
+} rt_load;
 
 typedef struct rt_worker {
     uint64_t id;
@@ -62,9 +67,13 @@ typedef struct rt_table {
     double *cost;
     uint32_t *dp_rank, *overlap, *active, *gfirst, *gcount;
     uint32_t *slot;      /* row -> rank slot */
+    uint32_t *row_of;    /* rank slot -> row, RT_NIL when not live */
+    uint32_t *ov_rows;   /* rows whose overlap column is nonzero */
+    uint32_t ov_nrows;
     uint8_t *flags;      /* as the route sees them */
     uint8_t *base_flags; /* WSEL_ROW_EXCLUDED of a draining or unavailable worker */
     uint32_t num_groups;
+    uint32_t rows_are_slots; /* row i is slot i for every row */
     uint64_t epoch; /* of the static columns; 0 = never written */
 } rt_table;
 
@@ -85,6 +94,7 @@ struct wsel_router {
     rt_worker *workers; /* max_rows of them */
     rt_map worker_ids;  /* worker id -> index */
     rt_slot *slots;     /* max_rows */
+    rt_load *load;      /* max_rows, by slot; zeroed when a slot is taken or freed */
     uint32_t *rows;     /* live slots, canonical order */
     uint32_t num_rows;
     uint64_t epoch;
@@ -99,7 +109,10 @@ struct wsel_router {
      * blocks, for slot pend_slot of generation pend_gen. pend_n 0 = none. */
     uint64_t *pend_hashes; /* max_prompt_blocks */
     uint32_t pend_n, pend_slot, pend_gen;
-    uint32_t *ov; /* per slot */
+    /* Per slot: the last overlaps computed (rt_overlaps), zero except at
+     * the ov_n slots listed in ov_slots. */
+    uint32_t *ov, *ov_slots;
+    uint32_t ov_n;
     rt_table table;
     wsel_router_counters c;
     /* KV events' CPU time (wsel_router_read_kv_cpu), under mu. */
@@ -122,13 +135,15 @@ void rt_tokenize_prompt(wsel_router *r, wsel_route_request *q, uint32_t **ids);
 uint64_t rt_hash_local_tokens(const uint32_t *tokens, uint32_t block_size);
 uint64_t rt_hash_chain(uint64_t parent, uint64_t local, int has_parent);
 
+/* route.c: r->ov for the nb blocks in r->hashes (under the mutex). */
+void rt_overlaps(wsel_router *r, uint32_t nb);
+
 /* table.c */
 int rt_table_init(rt_table *t, uint32_t max_rows);
 void rt_table_free(rt_table *t);
-/* The table for request q with overlaps ov (per slot), every column
+/* The table for request q with the overlaps of rt_overlaps, every column
  * written; the static ones again when the epoch moved. num_rows >= 1. */
-const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q,
-                                const uint32_t *ov);
+const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q);
 
 /* topology.c */
 void rt_rebuild_rows(wsel_router *r);

@@ -67,11 +67,12 @@ size_t rt_sync_buf_size(const wsel_router *r)
 static void put_record(const wsel_router *r, uint32_t sid, uint8_t *p)
 {
     const rt_slot *sl = &r->slots[sid];
+    const rt_load *ld = &r->load[sid];
     put64(p, r->workers[sl->worker].id);
     put32(p + 8, sl->rank);
-    put32(p + 12, sl->active_requests);
-    put64(p + 16, sl->active_prefill_tokens);
-    put64(p + 24, sl->active_blocks);
+    put32(p + 12, ld->active_requests);
+    put64(p + 16, ld->active_prefill_tokens);
+    put64(p + 24, ld->active_blocks);
 }
 
 size_t rt_sync_encode(wsel_router *r, uint32_t kind, uint8_t *buf)
@@ -81,8 +82,8 @@ size_t rt_sync_encode(wsel_router *r, uint32_t kind, uint8_t *buf)
     uint8_t *p = buf + RT_SYNC_HDR;
     if (kind == RT_SYNC_SNAPSHOT) {
         for (uint32_t i = 0; i < r->num_rows; i++) {
-            const rt_slot *sl = &r->slots[r->rows[i]];
-            if (sl->active_requests || sl->active_prefill_tokens || sl->active_blocks)
+            const rt_load *ld = &r->load[r->rows[i]];
+            if (ld->active_requests || ld->active_prefill_tokens || ld->active_blocks)
                 put_record(r, r->rows[i], p + (size_t)RT_SYNC_REC * n++);
         }
     } else if (kind == RT_SYNC_UPDATE) {

@@ -14,7 +14,9 @@
  * The active loads include the other replicas' with replica sync (sync.h).
  * (The router never sets WSEL_ROW_NO_LOAD: every rank has a load record.)
  * The rows are in canonical order by construction (topology.c), so the
- * table is valid without wsel_table_validate's pass.
+ * table is valid without wsel_table_validate's pass. The pass over every
+ * row takes overlap 0; the few rows with a cached prefix (r->ov_slots)
+ * are written again after it, and only they hold a nonzero overlap.
  */
 #include <float.h>
 #include <stdlib.h>
@@ -27,8 +29,8 @@ int rt_table_init(rt_table *t, uint32_t max_rows)
 {
     memset(t, 0, sizeof(*t));
     size_t n = max_rows;
-    /* Five 8-byte columns, six 4-byte ones, two 1-byte ones. */
-    t->storage = calloc(n, 5 * 8 + 6 * 4 + 2);
+    /* Five 8-byte columns, eight 4-byte ones, two 1-byte ones. */
+    t->storage = calloc(n, 5 * 8 + 8 * 4 + 2);
     if (!t->storage)
         return WSEL_ENOMEM;
     char *p = t->storage;
@@ -43,7 +45,9 @@ int rt_table_init(rt_table *t, uint32_t max_rows)
     t->gfirst = t->active + n;
     t->gcount = t->gfirst + n;
     t->slot = t->gcount + n;
-    t->flags = (uint8_t *)(t->slot + n);
+    t->row_of = t->slot + n;
+    t->ov_rows = t->row_of + n;
+    t->flags = (uint8_t *)(t->ov_rows + n);
     t->base_flags = t->flags + n;
     t->epoch = 0; /* the router's starts at 1: the first fill writes all */
     return 0;
@@ -60,11 +64,17 @@ static void fill_static(wsel_router *r)
 {
     rt_table *t = &r->table;
     uint32_t groups = 0;
+    memset(t->row_of, 0xff, (size_t)r->opt.max_rows * sizeof(*t->row_of)); /* RT_NIL */
+    memset(t->overlap, 0, (size_t)r->opt.max_rows * sizeof(*t->overlap));
+    t->ov_nrows = 0;
+    t->rows_are_slots = 1;
     for (uint32_t i = 0; i < r->num_rows; i++) {
         uint32_t sid = r->rows[i];
         const rt_slot *s = &r->slots[sid];
         const rt_worker *w = &r->workers[s->worker];
         t->slot[i] = sid;
+        t->row_of[sid] = i;
+        t->rows_are_slots &= sid == i;
         t->worker_id[i] = w->id;
         t->dp_rank[i] = s->rank;
         t->kvcap[i] = r->opt.capacity_blocks;
@@ -78,39 +88,129 @@ static void fill_static(wsel_router *r)
     t->epoch = r->epoch;
 }
 
-const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q, const uint32_t *ov)
+/* x / bs as wsel_table_build computes it. A power of two's reciprocal is
+ * exact, so x * (1 / bs) is the same correctly rounded quotient, without
+ * a division a row. */
+static inline double per_block(double x, double bs, double inv_bs)
+{
+    return inv_bs != 0.0 ? x * inv_bs : x / bs;
+}
+
+/* What a route's request makes of every row. */
+typedef struct fill_req {
+    uint32_t isl, bs, blocks, blocks_ceil;
+    double weight, dbs, inv_bs;
+    uint32_t busy_req;
+    uint64_t busy_pre;
+} fill_req;
+
+/* Row i of slot sid with overlap o: its request- and load-dependent
+ * columns (the overlap column is the caller's). */
+static inline void fill_row(wsel_router *r, const fill_req *f, uint32_t i, uint32_t sid,
+                            uint32_t o)
+{
+    rt_table *t = &r->table;
+    const rt_load *s = &r->load[sid];
+    const rt_sync_row *peers = rt_sync_load(r, sid); /* other replicas' */
+    const uint64_t pre = s->active_prefill_tokens + peers->prefill;
+    const uint32_t act = s->active_requests + peers->requests;
+    const uint32_t uncached = o < f->blocks_ceil ? f->isl - o * f->bs : 0;
+    const uint32_t new_blocks = o < f->blocks ? f->blocks - o : 0;
+    const uint64_t p = uncached + pre;
+    const uint64_t d = s->active_blocks + peers->blocks + new_blocks;
+    const double c = f->weight * per_block((double)p, f->dbs, f->inv_bs) + (double)d;
+    uint8_t fl = t->base_flags[i];
+    if ((f->busy_req && act >= f->busy_req) || (f->busy_pre && pre >= f->busy_pre))
+        fl |= WSEL_ROW_BUSY;
+    t->prefill[i] = p;
+    t->decode[i] = d;
+    t->cost[i] = c < DBL_MAX ? c : DBL_MAX;
+    t->active[i] = act;
+    t->flags[i] = fl;
+}
+
+/* fill_row for every row with overlap 0 and no replica's load, its
+ * columns held in restrict locals (a store to the flags column may alias
+ * anything else); pow2: bs is a power of two. */
+static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2,
+                                 int rows_are_slots)
+{
+    rt_table *t = &r->table;
+    const uint32_t *restrict slot = t->slot;
+    const rt_load *restrict load = r->load;
+    const uint8_t *restrict base_flags = t->base_flags;
+    uint64_t *restrict prefill = t->prefill, *restrict decode = t->decode;
+    double *restrict cost = t->cost;
+    uint32_t *restrict active = t->active;
+    uint8_t *restrict flags = t->flags;
+    const uint32_t uncached = f->blocks_ceil > 0 ? f->isl : 0, new_blocks = f->blocks;
+    const double weight = f->weight, dbs = f->dbs, inv_bs = f->inv_bs;
+    const uint32_t busy_req = f->busy_req;
+    const uint64_t busy_pre = f->busy_pre;
+    const uint32_t n = r->num_rows;
+    for (uint32_t i = 0; i < n; i++) {
+        const rt_load *s = &load[rows_are_slots ? i : slot[i]];
+        const uint64_t pre = s->active_prefill_tokens;
+        const uint32_t act = s->active_requests;
+        const uint64_t p = uncached + pre;
+        const uint64_t d = s->active_blocks + new_blocks;
+        const double per = pow2 ? (double)p * inv_bs : (double)p / dbs;
+        const double c = weight * per + (double)d;
+        const int busy = (busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre);
+        prefill[i] = p;
+        decode[i] = d;
+        cost[i] = c < DBL_MAX ? c : DBL_MAX;
+        active[i] = act;
+        flags[i] = (uint8_t)(base_flags[i] | (busy ? WSEL_ROW_BUSY : 0));
+    }
+}
+
+/* Every row as if nothing were cached, then the rows of the slots with an
+ * overlap again, the overlap column cleared where the last route set it. */
+static void fill_rows(wsel_router *r, const wsel_request *q)
+{
+    rt_table *t = &r->table;
+    const uint32_t isl = q->isl_tokens, bs = q->block_size;
+    fill_req f = {.isl = isl,
+                  .bs = bs,
+                  .blocks = isl / bs,
+                  .blocks_ceil = isl / bs + (isl % bs != 0),
+                  .weight = q->overlap_score_weight,
+                  .dbs = (double)bs,
+                  .inv_bs = (bs & (bs - 1)) == 0 ? 1.0 / (double)bs : 0.0,
+                  .busy_req = r->opt.busy_active_requests,
+                  .busy_pre = r->opt.busy_prefill_tokens};
+    if (r->sync) {
+        for (uint32_t i = 0; i < r->num_rows; i++)
+            fill_row(r, &f, i, t->slot[i], 0);
+    } else if (f.inv_bs != 0.0) {
+        if (t->rows_are_slots)
+            fill_uncached(r, &f, 1, 1);
+        else
+            fill_uncached(r, &f, 1, 0);
+    } else {
+        fill_uncached(r, &f, 0, t->rows_are_slots);
+    }
+    for (uint32_t k = 0; k < t->ov_nrows; k++)
+        t->overlap[t->ov_rows[k]] = 0;
+    t->ov_nrows = 0;
+    for (uint32_t k = 0; k < r->ov_n; k++) {
+        const uint32_t sid = r->ov_slots[k], i = t->row_of[sid];
+        if (i == RT_NIL)
+            continue;
+        fill_row(r, &f, i, sid, r->ov[sid]);
+        t->overlap[i] = r->ov[sid];
+        t->ov_rows[t->ov_nrows++] = i;
+    }
+}
+
+const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q)
 {
     rt_table *t = &r->table;
     if (t->epoch != r->epoch)
         fill_static(r);
+    fill_rows(r, q);
     const uint32_t n = r->num_rows;
-    const uint32_t isl = q->isl_tokens, bs = q->block_size;
-    const uint32_t blocks = isl / bs, blocks_ceil = blocks + (isl % bs != 0);
-    const double weight = q->overlap_score_weight, dbs = (double)bs;
-    const uint32_t busy_req = r->opt.busy_active_requests;
-    const uint64_t busy_pre = r->opt.busy_prefill_tokens;
-    for (uint32_t i = 0; i < n; i++) {
-        const uint32_t sid = t->slot[i];
-        const rt_slot *s = &r->slots[sid];
-        const rt_sync_row *peers = rt_sync_load(r, sid); /* other replicas' */
-        const uint64_t pre = s->active_prefill_tokens + peers->prefill;
-        const uint32_t act = s->active_requests + peers->requests;
-        const uint32_t o = ov[sid];
-        const uint32_t uncached = o < blocks_ceil ? isl - o * bs : 0;
-        const uint32_t new_blocks = o < blocks ? blocks - o : 0;
-        const uint64_t p = uncached + pre;
-        const uint64_t d = s->active_blocks + peers->blocks + new_blocks;
-        const double c = weight * ((double)p / dbs) + (double)d;
-        uint8_t f = t->base_flags[i];
-        if ((busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre))
-            f |= WSEL_ROW_BUSY;
-        t->overlap[i] = o;
-        t->prefill[i] = p;
-        t->decode[i] = d;
-        t->cost[i] = c < DBL_MAX ? c : DBL_MAX;
-        t->active[i] = act;
-        t->flags[i] = f;
-    }
     wsel_table *w = &t->t;
     memset(w, 0, sizeof(*w));
     w->struct_size = sizeof(*w);

@@ -121,6 +121,7 @@ static void place_worker(wsel_router *r, uint32_t w, const wsel_router_worker *w
             continue;
         uint32_t gen = r->slots[s].gen;
         r->slots[s] = (rt_slot){.worker = w, .rank = k, .gen = gen};
+        r->load[s] = (rt_load){0};
         gens[k] = gen;
         wr->slots[k++] = s;
     }
@@ -176,6 +177,7 @@ void rt_worker_free(wsel_router *r, uint32_t w)
         rt_index_clear_slot(&r->ix, s);
         uint32_t gen = r->slots[s].gen + 1;
         r->slots[s] = (rt_slot){.worker = RT_NIL, .gen = gen};
+        r->load[s] = (rt_load){0};
     }
     rt_map_del(&r->worker_ids, wr->id);
     free_endpoints(wr->kv_endpoints, wr->dp_size);
@@ -189,7 +191,7 @@ void rt_check_drained(wsel_router *r, uint32_t w)
     if (!wr->in_use || !wr->draining)
         return;
     for (uint32_t k = 0; k < wr->dp_size; k++)
-        if (r->slots[wr->slots[k]].active_requests)
+        if (r->load[wr->slots[k]].active_requests)
             return;
     uint64_t id = wr->id;
     int had_events = wr->kv_endpoints != NULL;

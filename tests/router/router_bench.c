@@ -11,10 +11,16 @@
  *            microseconds a message.
  *   memory   a stream of unique 32-block prefixes in history mode: the
  *            index's bytes and entries at checkpoints, flat once full.
+ *   scale    the whole route at 1,024, 16,384 and 65,536 rows with a warm
+ *            index of 10 million blocks fed by KV events, events applied
+ *            beside the routes (router_bench_scale.c).
  * Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID): on a
  * machine shared with other jobs, wall time measures the scheduler.
- * Usage: router_bench [PLUGIN.so]   (no plugin: the built-in policy)
- *        WSEL_BENCH_ONLY=route|events|memory runs one part.
+ * Usage: router_bench [PLUGIN.so ...]   (no plugin: the built-in policy;
+ *        the first runs route, events and memory, scale runs each in turn)
+ *        WSEL_BENCH_ONLY=route|events|memory|scale runs one part; scale
+ *        reads WSEL_BENCH_ROWS (a list), WSEL_BENCH_BLOCKS, WSEL_BENCH_ROUTES.
+ * Exits 1 when the scale part meets an error or a fallback.
  */
 #include <msgpack.h>
 #include <stdio.h>
@@ -22,9 +28,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "wsel_router.h"
+#include "router_bench.h"
 
-static double now_us(void)
+double rb_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -32,20 +38,20 @@ static double now_us(void)
 }
 
 static uint64_t rng = 12345;
-static uint32_t rnd(void)
+uint32_t rb_rnd(void)
 {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     return (uint32_t)(rng >> 33);
 }
 
-static int cmp_double(const void *a, const void *b)
+int rb_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static wsel_router *make(wsel_host *host, uint32_t source, uint32_t workers, uint32_t dp,
-                         uint32_t capacity)
+wsel_router *rb_make(wsel_host *host, uint32_t source, uint32_t workers, uint32_t dp,
+                     uint32_t capacity)
 {
     wsel_router_options o = {.struct_size = sizeof(o),
                              .block_size = 64,
@@ -61,7 +67,10 @@ static wsel_router *make(wsel_host *host, uint32_t source, uint32_t workers, uin
     }
     for (uint32_t w = 0; w < workers; w++) {
         wsel_router_worker wk = {.worker_id = w, .address = "127.0.0.1:1", .dp_size = dp};
-        wsel_router_add_worker(r, &wk, err, sizeof(err));
+        if (wsel_router_add_worker(r, &wk, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s\n", err);
+            exit(1);
+        }
     }
     return r;
 }
@@ -75,7 +84,7 @@ static void prompt(uint32_t *t, uint32_t p, uint32_t blocks)
 
 static void bench_route(wsel_host *host)
 {
-    wsel_router *r = make(host, WSEL_ROUTER_KV_HISTORY, 256, 4, 16384);
+    wsel_router *r = rb_make(host, WSEL_ROUTER_KV_HISTORY, 256, 4, 16384);
     uint32_t t[32 * 64];
     wsel_route_request q = {.struct_size = sizeof(q), .tokens = t, .num_tokens = 32 * 64};
     wsel_route_result res;
@@ -88,13 +97,13 @@ static void bench_route(wsel_host *host)
     enum { N = 20000 };
     static double lat[N];
     for (uint32_t i = 0; i < N; i++) {
-        prompt(t, rnd() % 8192, 32); /* half seen before, half new */
-        double t0 = now_us();
+        prompt(t, rb_rnd() % 8192, 32); /* half seen before, half new */
+        double t0 = rb_now_us();
         wsel_router_route(r, &q, &res);
-        lat[i] = now_us() - t0;
+        lat[i] = rb_now_us() - t0;
         wsel_router_finished(r, res.request_id);
     }
-    qsort(lat, N, sizeof(double), cmp_double);
+    qsort(lat, N, sizeof(double), rb_cmp_double);
     /* The host's share: wsel_table_build + wsel_host_select alone on 1,024
      * idle rows with the same request shape. */
     static double host_lat[N];
@@ -114,14 +123,14 @@ static void bench_route(wsel_host *host)
                             .block_hashes = hashes,
                             .overlap_score_weight = 1.0};
         wsel_choice ch = {.struct_size = sizeof(ch)};
-        double t0 = now_us();
+        double t0 = rb_now_us();
         wsel_host_prepare_request_sized(host, &req, sizeof(req), &rngs);
         wsel_table_build(&buf, &req, st, 1024, 1, NULL, 0);
         wsel_host_select(host, &req, &buf.table, &ch);
-        host_lat[i] = now_us() - t0;
+        host_lat[i] = rb_now_us() - t0;
     }
     wsel_table_buf_free(&buf);
-    qsort(host_lat, N, sizeof(double), cmp_double);
+    qsort(host_lat, N, sizeof(double), rb_cmp_double);
     printf("route: of which the host (table build + select alone): p50 %.2f us\n",
            host_lat[N / 2]);
     wsel_router_counters c;
@@ -139,65 +148,86 @@ static void pack_str(msgpack_packer *pk, const char *s)
     msgpack_pack_str_body(pk, s, strlen(s));
 }
 
-/* `batches` messages of `per` stored blocks (token ids below `vocab`) and
- * one removal each, applied to 64 workers in turn, best of 5 passes. */
-static void bench_events(wsel_host *host, uint32_t batches, uint32_t per, uint32_t vocab)
+void rb_pack_batch(msgpack_sbuffer *sb, const rb_batch *b)
 {
-    wsel_router *r = make(host, WSEL_ROUTER_KV_EVENTS, 64, 16, 16384);
-    msgpack_sbuffer *bufs = calloc(batches, sizeof(*bufs));
-    uint64_t next_hash = 1;
-    for (uint32_t b = 0; b < batches; b++) {
-        msgpack_packer pk;
-        msgpack_sbuffer_init(&bufs[b]);
-        msgpack_packer_init(&pk, &bufs[b], msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 3);
-        pack_str(&pk, "ts");
-        msgpack_pack_double(&pk, 1.0);
-        pack_str(&pk, "events");
-        msgpack_pack_array(&pk, 2);
-        msgpack_pack_map(&pk, 8);
-        pack_str(&pk, "type");
-        pack_str(&pk, "BlockStored");
-        pack_str(&pk, "block_hashes");
-        msgpack_pack_array(&pk, per);
-        for (uint32_t i = 0; i < per; i++)
-            msgpack_pack_uint64(&pk, next_hash + (uint64_t)i);
-        pack_str(&pk, "parent_block_hash");
-        msgpack_pack_nil(&pk);
-        pack_str(&pk, "token_ids");
-        msgpack_pack_array(&pk, per * 64);
-        for (uint32_t i = 0; i < per * 64; i++)
-            msgpack_pack_uint32(&pk, rnd() % vocab);
-        pack_str(&pk, "block_size");
-        msgpack_pack_uint32(&pk, 64);
-        pack_str(&pk, "lora_id");
-        msgpack_pack_nil(&pk);
-        pack_str(&pk, "medium");
-        pack_str(&pk, "GPU");
-        pack_str(&pk, "lora_name");
-        msgpack_pack_nil(&pk);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    pack_str(&pk, "ts");
+    msgpack_pack_double(&pk, 1.0);
+    pack_str(&pk, "events");
+    msgpack_pack_array(&pk, b->removed ? 2 : 1);
+    msgpack_pack_map(&pk, 8);
+    pack_str(&pk, "type");
+    pack_str(&pk, "BlockStored");
+    pack_str(&pk, "block_hashes");
+    msgpack_pack_array(&pk, b->stored);
+    for (uint32_t i = 0; i < b->stored; i++)
+        msgpack_pack_uint64(&pk, b->first_hash + i);
+    pack_str(&pk, "parent_block_hash");
+    msgpack_pack_nil(&pk);
+    pack_str(&pk, "token_ids");
+    msgpack_pack_array(&pk, b->stored * 64);
+    for (uint32_t i = 0; i < b->stored * 64; i++)
+        msgpack_pack_uint32(&pk, b->tokens[i]);
+    pack_str(&pk, "block_size");
+    msgpack_pack_uint32(&pk, 64);
+    pack_str(&pk, "lora_id");
+    msgpack_pack_nil(&pk);
+    pack_str(&pk, "medium");
+    pack_str(&pk, "GPU");
+    pack_str(&pk, "lora_name");
+    msgpack_pack_nil(&pk);
+    if (b->removed) {
         msgpack_pack_map(&pk, 3);
         pack_str(&pk, "type");
         pack_str(&pk, "BlockRemoved");
         pack_str(&pk, "block_hashes");
-        msgpack_pack_array(&pk, 1);
-        msgpack_pack_uint64(&pk, next_hash);
+        msgpack_pack_array(&pk, b->removed);
+        for (uint32_t i = 0; i < b->removed; i++)
+            msgpack_pack_uint64(&pk, b->removed_first + i);
         pack_str(&pk, "medium");
         pack_str(&pk, "GPU");
-        pack_str(&pk, "data_parallel_rank");
-        msgpack_pack_uint32(&pk, 0);
+    }
+    pack_str(&pk, "data_parallel_rank");
+    msgpack_pack_uint32(&pk, b->dp_rank);
+}
+
+int32_t rb_apply(wsel_router *r, uint64_t worker, uint32_t rank, uint64_t seq,
+                 const msgpack_sbuffer *sb)
+{
+    unsigned char seq_frame[8];
+    for (int i = 0; i < 8; i++)
+        seq_frame[i] = (unsigned char)(seq >> (56 - 8 * i));
+    const void *f[3] = {"", seq_frame, sb->data};
+    size_t s[3] = {0, 8, sb->size};
+    return wsel_router_apply_kv_message(r, worker, rank, f, s, 3);
+}
+
+/* `batches` messages of `per` stored blocks (token ids below `vocab`) and
+ * one removal each, applied to 64 workers in turn, best of 5 passes. */
+static void bench_events(wsel_host *host, uint32_t batches, uint32_t per, uint32_t vocab)
+{
+    wsel_router *r = rb_make(host, WSEL_ROUTER_KV_EVENTS, 64, 16, 16384);
+    msgpack_sbuffer *bufs = calloc(batches, sizeof(*bufs));
+    uint32_t *tokens = malloc((size_t)per * 64 * sizeof(*tokens));
+    uint64_t next_hash = 1;
+    for (uint32_t b = 0; b < batches; b++) {
+        for (uint32_t i = 0; i < per * 64; i++)
+            tokens[i] = rb_rnd() % vocab;
+        rb_batch bt = {.first_hash = next_hash, .stored = per, .tokens = tokens,
+                       .removed_first = next_hash, .removed = 1};
+        msgpack_sbuffer_init(&bufs[b]);
+        rb_pack_batch(&bufs[b], &bt);
         next_hash += per;
     }
-    unsigned char sb[8] = {0};
+    free(tokens);
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_us();
-        for (uint32_t b = 0; b < batches; b++) {
-            const void *f[3] = {"", sb, bufs[b].data};
-            size_t s[3] = {0, 8, bufs[b].size};
-            wsel_router_apply_kv_message(r, b % 64, 0, f, s, 3);
-        }
-        double rate = (double)batches * per / ((now_us() - t0) / 1e6);
+        double t0 = rb_now_us();
+        for (uint32_t b = 0; b < batches; b++)
+            rb_apply(r, b % 64, 0, 0, &bufs[b]);
+        double rate = (double)batches * per / ((rb_now_us() - t0) / 1e6);
         best = rate > best ? rate : best;
     }
     wsel_router_counters c;
@@ -223,7 +253,7 @@ static void bench_events(wsel_host *host, uint32_t batches, uint32_t per, uint32
 
 static void bench_memory(wsel_host *host)
 {
-    wsel_router *r = make(host, WSEL_ROUTER_KV_HISTORY, 4, 4, 16384);
+    wsel_router *r = rb_make(host, WSEL_ROUTER_KV_HISTORY, 4, 4, 16384);
     uint32_t t[32 * 64];
     wsel_route_request q = {.struct_size = sizeof(q), .tokens = t, .num_tokens = 32 * 64};
     wsel_route_result res;
@@ -258,7 +288,7 @@ int main(int argc, char **argv)
         }
     }
     printf("policy: %s\n", wsel_host_policy_name(host));
-    const char *only = getenv("WSEL_BENCH_ONLY"); /* route, events or memory */
+    const char *only = getenv("WSEL_BENCH_ONLY"); /* route, events, memory, scale */
     if (!only || strcmp(only, "route") == 0)
         bench_route(host);
     if (!only || strcmp(only, "events") == 0) {
@@ -272,6 +302,9 @@ int main(int argc, char **argv)
     }
     if (!only || strcmp(only, "memory") == 0)
         bench_memory(host);
+    int rc = 0;
+    if (!only || strcmp(only, "scale") == 0)
+        rc = rb_bench_scale(host, argv + 1, argc - 1);
     wsel_host_destroy(host);
-    return 0;
+    return rc;
 }
