@@ -11,7 +11,8 @@
  *   prefill = max(isl - overlap * bs, 0) + active_prefill_tokens
  *   decode  = active_blocks + max(isl / bs - overlap, 0)
  *   cost    = weight * (prefill / bs) + decode, saturated at DBL_MAX.
- * The active loads include the other replicas' with replica sync (sync.h).
+ * The active loads include the other replicas' with replica sync, and its
+ * echo of this replica's latest routes (sync.h).
  * (The router never sets WSEL_ROW_NO_LOAD: every rank has a load record.)
  * The rows are in canonical order by construction (topology.c), so the
  * table is valid without wsel_table_validate's pass.
@@ -89,17 +90,19 @@ const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q, const uin
     const double weight = q->overlap_score_weight, dbs = (double)bs;
     const uint32_t busy_req = r->opt.busy_active_requests;
     const uint64_t busy_pre = r->opt.busy_prefill_tokens;
+    const uint64_t echo_now = rt_sync_echo_now(r);
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t sid = t->slot[i];
         const rt_slot *s = &r->slots[sid];
-        const rt_sync_row *peers = rt_sync_load(r, sid); /* other replicas' */
-        const uint64_t pre = s->active_prefill_tokens + peers->prefill;
-        const uint32_t act = s->active_requests + peers->requests;
+        rt_sync_row peers; /* other replicas' */
+        rt_sync_load_echo(r, sid, echo_now, &peers);
+        const uint64_t pre = s->active_prefill_tokens + peers.prefill;
+        const uint32_t act = s->active_requests + peers.requests;
         const uint32_t o = ov[sid];
         const uint32_t uncached = o < blocks_ceil ? isl - o * bs : 0;
         const uint32_t new_blocks = o < blocks ? blocks - o : 0;
         const uint64_t p = uncached + pre;
-        const uint64_t d = s->active_blocks + peers->blocks + new_blocks;
+        const uint64_t d = s->active_blocks + peers.blocks + new_blocks;
         const double c = weight * ((double)p / dbs) + (double)d;
         uint8_t f = t->base_flags[i];
         if ((busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre))
