@@ -192,6 +192,9 @@ static void apply_records(wsel_router *r, rt_sync *s, rt_sync_peer *pe, const ui
                          .prefill = get64(p + 16),
                          .blocks = get64(p + 24)};
         row_set(s, pe, sid, r->slots[sid].gen, &v);
+        /* A peer's own figure for the slot replaces the stand-in. */
+        if (s->echo)
+            s->echo[sid].until_us = 0;
     }
 }
 

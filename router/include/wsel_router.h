@@ -575,8 +575,9 @@ typedef struct wsel_router_sync_options {
      * later routes count that route's load once more for every other
      * replica live, standing in for the requests they route meanwhile on
      * the same view, which reach it only after a batch and a hop
-     * (docs/replicas.md, "Herding"); us; 0 = 2 x batch_us. Not in the
-     * published load, nor in either read_ranks. */
+     * (docs/replicas.md, "Herding"); us; 0 = 2 x batch_us. A slot's echo
+     * ends sooner when another replica's figure for it arrives. Not in
+     * the published load, nor in either read_ranks. */
     uint32_t echo_us;
 } wsel_router_sync_options;
 
