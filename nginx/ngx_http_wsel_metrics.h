@@ -207,6 +207,9 @@
     X("sync_local_only_routes", "sync_local_only_routes_total", "counter",    \
       NGX_HTTP_WSEL_ONE, "Routes made while disconnected from NATS.",         \
       s->nats.local_only_routes)                                              \
+    X("sync_echo_routes", "sync_echo_routes_total", "counter",                \
+      NGX_HTTP_WSEL_ONE, "Routes echoed for the other replicas (echo_us).",   \
+      s->nats.echo_routes)                                                    \
     X("sync_disconnects", "sync_disconnects_total", "counter",                \
       NGX_HTTP_WSEL_ONE, "NATS connections lost.",                            \
       s->nats.disconnects)                                                    \

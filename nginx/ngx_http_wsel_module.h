@@ -77,6 +77,7 @@ typedef struct {
     ngx_uint_t                      period_ms;
     ngx_uint_t                      lease;
     ngx_uint_t                      batch_us;
+    ngx_uint_t                      echo_us;    /* UNSET: the library's */
     ngx_str_t                       file;      /* where wsel_sync is, */
     ngx_uint_t                      line;      /* for a refusal's message */
     uint64_t                        replica_id; /* this worker's; 0 = none */

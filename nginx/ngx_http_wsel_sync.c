@@ -164,8 +164,13 @@ ngx_http_wsel_sync_option(ngx_http_wsel_sync_conf_t *sc, ngx_str_t *arg)
         return rc == NGX_OK ? NULL : "has a bad batch= (1..1000000 us)";
     }
 
+    rc = ngx_http_wsel_sync_num(arg, "echo=", 0, 1000000, &sc->echo_us);
+    if (rc != NGX_DECLINED) {
+        return rc == NGX_OK ? NULL : "has a bad echo= (0..1000000 us)";
+    }
+
     return "takes nats://HOST:PORT, then subject=S, replica=ID, period=MS, "
-           "lease=N and batch=US";
+           "lease=N, batch=US and echo=US";
 }
 
 
@@ -193,6 +198,7 @@ ngx_http_wsel_sync_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     sc->period_ms = 1000;
     sc->lease = 3;
     sc->batch_us = 1000;
+    sc->echo_us = NGX_CONF_UNSET_UINT;
 
     for (i = 2; i < cf->args->nelts; i++) {
         rv = ngx_http_wsel_sync_option(sc, &value[i]);
@@ -244,6 +250,11 @@ ngx_http_wsel_sync_start(ngx_cycle_t *cycle, ngx_http_wsel_upstream_t *up)
     so.period_ms = (uint32_t) sc->period_ms;
     so.lease_periods = (uint32_t) sc->lease;
     so.batch_us = (uint32_t) sc->batch_us;
+    if (sc->echo_us == 0) {
+        so.flags |= WSEL_ROUTER_SYNC_NO_ECHO;
+    } else if (sc->echo_us != NGX_CONF_UNSET_UINT) {
+        so.echo_us = (uint32_t) sc->echo_us;
+    }
     so.max_replicas = NGX_HTTP_WSEL_SYNC_REPLICAS;
 
     rc = wsel_router_sync_start(up->router, &so, err, sizeof(err));

@@ -128,6 +128,7 @@ static int32_t make_request(wsel_router *r, const wsel_route_request *q, uint64_
         (q->overrides & WSEL_ROUTE_SET_WEIGHT) ? q->overlap_score_weight : 1.0;
     req->temperature = (q->overrides & WSEL_ROUTE_SET_TEMPERATURE) ? q->temperature : 0.0;
     wsel_host_prepare_request_sized(r->opt.host, req, sizeof(*req), rng);
+    rt_sync_salt(r, req, rng);
     if (q->overrides & WSEL_ROUTE_SET_TEMPERATURE)
         req->overrides |= WSEL_OVERRIDE_TEMPERATURE;
     if (!isfinite(req->overlap_score_weight) || req->overlap_score_weight < 0.0) {
@@ -199,6 +200,7 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
     ld->active_blocks += blocks;
     ld->active_requests++;
     rt_sync_note(r, sid, 1);
+    rt_sync_note_route(r, sid, prefill, blocks);
     return 0;
 }
 

@@ -58,6 +58,19 @@ void rt_sync_changed(wsel_router *r, uint32_t sid, int is_route)
         rt_sync_transport_wake(s);
 }
 
+void rt_sync_echo_route(rt_sync *s, uint32_t sid, uint64_t prefill, uint64_t blocks)
+{
+    rt_sync_echo *e = &s->echo[sid];
+    uint64_t now = rt_sync_now_us();
+    if (now >= e->until_us)
+        *e = (rt_sync_echo){0};
+    e->until_us = now + s->opt.echo_us;
+    e->prefill += prefill * s->peers_live;
+    e->blocks += blocks * s->peers_live;
+    e->requests += s->peers_live;
+    s->c.echo_routes++;
+}
+
 size_t rt_sync_buf_size(const wsel_router *r)
 {
     return RT_SYNC_HDR + (size_t)r->opt.max_rows * RT_SYNC_REC;
@@ -139,6 +152,7 @@ static void peer_free(const wsel_router *r, rt_sync *s, rt_sync_peer *p)
     peer_clear(r, s, p);
     free(p->rows);
     *p = (rt_sync_peer){0};
+    s->peers_live--;
 }
 
 /* The peer of replica id (a new one unless `existing`), or NULL. */
@@ -161,6 +175,7 @@ static rt_sync_peer *peer_find(wsel_router *r, rt_sync *s, uint64_t id, int exis
         return NULL;
     }
     free_p->id = id;
+    s->peers_live++;
     return free_p;
 }
 
@@ -178,6 +193,9 @@ static void apply_records(wsel_router *r, rt_sync *s, rt_sync_peer *pe, const ui
                          .prefill = get64(p + 16),
                          .blocks = get64(p + 24)};
         row_set(s, pe, sid, r->slots[sid].gen, &v);
+        /* A peer's own figure for the slot replaces the stand-in. */
+        if (s->echo)
+            s->echo[sid].until_us = 0;
     }
 }
 
@@ -271,6 +289,7 @@ static int32_t copy_options(rt_sync *s, const wsel_router_sync_options *opts, ch
     o->max_replicas = o->max_replicas ? o->max_replicas : 64;
     o->reconnect_ms = o->reconnect_ms ? o->reconnect_ms : 250;
     o->batch_us = o->batch_us ? o->batch_us : 1000;
+    o->echo_us = o->echo_us ? o->echo_us : 2 * o->batch_us;
     return 0;
 }
 
@@ -279,6 +298,7 @@ static void sync_free(const wsel_router *r, rt_sync *s)
     for (uint32_t i = 0; s->peers && i < s->opt.max_replicas; i++)
         free(s->peers[i].rows);
     free(s->peers);
+    free(s->echo);
     free(s->agg);
     free(s->dirty);
     rt_sync_shm_free(s->shm);
@@ -310,7 +330,10 @@ int32_t wsel_router_sync_start(wsel_router *r, const wsel_router_sync_options *o
     s->agg = calloc(r->opt.max_rows, sizeof(*s->agg));
     s->peers = calloc(s->opt.max_replicas, sizeof(*s->peers));
     s->dirty = calloc((r->opt.max_rows + 63) / 64, sizeof(*s->dirty));
-    if (!s->agg || !s->peers || !s->dirty)
+    if (!(s->opt.flags & WSEL_ROUTER_SYNC_NO_ECHO))
+        s->echo = calloc(r->opt.max_rows, sizeof(*s->echo));
+    if (!s->agg || !s->peers || !s->dirty ||
+        (!(s->opt.flags & WSEL_ROUTER_SYNC_NO_ECHO) && !s->echo))
         goto nomem;
     /* Routes wake nobody until the publisher, ticking first, clears it. */
     atomic_init(&s->pending, 1);

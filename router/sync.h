@@ -38,6 +38,15 @@ typedef struct rt_sync_peer {
     rt_sync_row *rows; /* max_rows, by slot; NULL = free peer */
 } rt_sync_peer;
 
+/* A slot's echo: this replica's routes of the last echo_us, counted
+ * once more per live peer (wsel_router_sync_options.echo_us). */
+typedef struct rt_sync_echo {
+    uint64_t until_us; /* CLOCK_MONOTONIC; past it the echo is 0 */
+    uint64_t prefill;
+    uint64_t blocks;
+    uint32_t requests;
+} rt_sync_echo;
+
 typedef struct rt_sync_transport rt_sync_transport;
 
 typedef struct rt_sync {
@@ -47,6 +56,8 @@ typedef struct rt_sync {
     /* Under the router's mutex. */
     rt_sync_row *agg;  /* max_rows, by slot: the peers' sum */
     rt_sync_peer *peers; /* max_replicas */
+    uint32_t peers_live; /* peers with rows */
+    rt_sync_echo *echo;  /* max_rows, by slot; NULL = no echo */
     uint64_t *dirty;   /* bitmap of slots whose own load changed */
     wsel_router_sync_counters c;
     /* Set by the transport. */
@@ -68,6 +79,26 @@ static inline void rt_sync_note(wsel_router *r, uint32_t sid, int is_route)
     if (r->sync)
         rt_sync_changed(r, sid, is_route);
 }
+/* A synced replica's draws are its own: the host seeds a request's stream
+ * from its id, which every replica counts from 1 alike, so replicas
+ * routing their n-th requests on the same view would break ties, and
+ * sample, alike (docs/replicas.md, "Herding"). Without sync: unchanged. */
+static inline void rt_sync_salt(const wsel_router *r, wsel_request *req, wsel_rng *rng)
+{
+    if (!r->sync || r->sync->shm)
+        return;
+    wsel_rng_seed(rng, wsel_rng_u64(rng) ^ (r->sync->opt.replica_id * 0x9e3779b97f4a7c15ull));
+    req->uniform = wsel_rng_uniform(rng);
+}
+
+/* Book a route's load on slot sid in its echo (sync.c). */
+void rt_sync_echo_route(rt_sync *s, uint32_t sid, uint64_t prefill, uint64_t blocks);
+static inline void rt_sync_note_route(wsel_router *r, uint32_t sid, uint64_t prefill,
+                                      uint64_t blocks)
+{
+    if (r->sync && r->sync->echo && r->sync->peers_live)
+        rt_sync_echo_route(r->sync, sid, prefill, blocks);
+}
 /* The peers' load on slot sid (0 without sync). */
 static inline const rt_sync_row *rt_sync_load(const wsel_router *r, uint32_t sid)
 {
@@ -76,6 +107,27 @@ static inline const rt_sync_row *rt_sync_load(const wsel_router *r, uint32_t sid
         return &none;
     const rt_sync_row *a = &r->sync->agg[sid];
     return a->gen1 == r->slots[sid].gen + 1u ? a : &none;
+}
+/* The time a route's echoes are read at (rt_sync_now_us), or 0 when there
+ * is no echo to read. */
+static inline uint64_t rt_sync_echo_now(const wsel_router *r)
+{
+    return r->sync && r->sync->echo && r->sync->peers_live ? rt_sync_now_us() : 0;
+}
+/* The load routes add to slot sid's own: the peers' plus, at echo_now
+ * (rt_sync_echo_now), the echo, in *out (0 without sync). */
+static inline void rt_sync_load_echo(const wsel_router *r, uint32_t sid, uint64_t echo_now,
+                                     rt_sync_row *out)
+{
+    *out = *rt_sync_load(r, sid);
+    if (echo_now == 0)
+        return;
+    const rt_sync_echo *e = &r->sync->echo[sid];
+    if (echo_now < e->until_us) {
+        out->requests += e->requests;
+        out->prefill += e->prefill;
+        out->blocks += e->blocks;
+    }
 }
 
 /* sync.c, under the router's mutex: encode into buf (room for the header

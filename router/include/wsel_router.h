@@ -541,6 +541,9 @@ WSEL_ROUTER_API const char *wsel_router_kv_skip_name(uint32_t reason);
 /* wsel_router_sync_options.flags: stop without a goodbye, as a crashed
  * replica would (the others expire its load after the lease). */
 #define WSEL_ROUTER_SYNC_NO_GOODBYE 0x1u
+/* wsel_router_sync_options.flags: no echo (echo_us below): this replica's
+ * routes count once, as with no sync, until the others report theirs. */
+#define WSEL_ROUTER_SYNC_NO_ECHO 0x2u
 
 typedef struct wsel_router_sync_options {
     /* sizeof(wsel_router_sync_options); a zero field means its default. */
@@ -568,6 +571,14 @@ typedef struct wsel_router_sync_options {
     /* Changes are gathered this long after the first into one message,
      * us; 0 = 1000 (at most ~1,000 messages a second a replica). */
     uint32_t batch_us;
+    /* Echo: for this long after each of its routes, this replica's own
+     * later routes count that route's load once more for every other
+     * replica live, standing in for the requests they route meanwhile on
+     * the same view, which reach it only after a batch and a hop
+     * (docs/replicas.md, "Herding"); us; 0 = 2 x batch_us. A slot's echo
+     * ends sooner when another replica's figure for it arrives. Not in
+     * the published load, nor in either read_ranks. */
+    uint32_t echo_us;
 } wsel_router_sync_options;
 
 /* Start sharing load. Returns at once even when NATS is unreachable (the
@@ -606,6 +617,7 @@ typedef struct wsel_router_sync_counters {
     uint64_t disconnects;       /* NATS connection lost */
     uint64_t reconnects;        /* ...and found again */
     uint64_t local_only_routes; /* routes while disconnected */
+    uint64_t echo_routes;       /* routes echoed for the others (echo_us) */
 } wsel_router_sync_counters;
 
 /* Snapshot of the sync's counters (zeros when not started). 0 or

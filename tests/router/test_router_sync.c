@@ -43,6 +43,7 @@ static const char *nats_bin;
 static char port[16];
 static pid_t server = -1;
 static uint32_t busy_requests; /* replica_start's busy_active_requests */
+static uint32_t echo_us;       /* replica_start's echo_us (0: the default) */
 
 typedef struct replica {
     wsel_host *host;
@@ -217,7 +218,8 @@ static void replica_start(replica *p, uint64_t id, const char *subject, uint32_t
                                    .subject = subject,
                                    .replica_id = id,
                                    .period_ms = PERIOD_MS,
-                                   .reconnect_ms = 20};
+                                   .reconnect_ms = 20,
+                                   .echo_us = echo_us};
     assert_int_equal(wsel_router_sync_start(p->router, &so, err, sizeof(err)), 0);
 }
 
@@ -323,7 +325,8 @@ static void test_route_avoids_the_rank_a_peer_loaded(void **state)
     NEED_SERVER();
     replica a, b;
     replica_start(&a, 1, "t.avoid", 0);
-    replica_start(&b, 2, "t.avoid", 0);
+    /* b's own routes each count once: the echo would make a tie. */
+    replica_start(&b, 2, "t.avoid", WSEL_ROUTER_SYNC_NO_ECHO);
     assert_true(wait_for(both_connected, &a, &b, DEADLINE));
     wsel_route_result ra, rb;
     assert_int_equal(route(&a, 7, &ra), 0);
@@ -334,6 +337,41 @@ static void test_route_avoids_the_rank_a_peer_loaded(void **state)
         assert_int_not_equal(rb.worker_id, ra.worker_id);
         assert_int_equal(wsel_router_finished(b.router, rb.request_id), 0);
     }
+    replica_stop(&a);
+    replica_stop(&b);
+}
+
+static int b_sees_a_live(replica *b, replica *unused)
+{
+    (void)unused;
+    return counters(b).replicas_live == 1;
+}
+
+static void test_echo_counts_own_routes_once_per_live_peer(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    replica a, b;
+    echo_us = 60u * 1000u * 1000u; /* the whole test: no clock in the way */
+    replica_start(&a, 1, "t.echo", 0);
+    replica_start(&b, 2, "t.echo", 0);
+    echo_us = 0;
+    assert_true(wait_for(both_connected, &a, &b, DEADLINE));
+    wsel_route_result ra, rb1, rb2;
+    assert_int_equal(route(&a, 7, &ra), 0);
+    assert_true(wait_for(agree, &a, &b, DEADLINE));
+    assert_true(wait_for(b_sees_a_live, &b, NULL, DEADLINE));
+    /* b's first route takes the rank a left empty; its second sees there
+     * b's own request and its echo (one live peer), 2 against a's 1. */
+    assert_int_equal(route(&b, 100, &rb1), 0);
+    assert_int_not_equal(rb1.worker_id, ra.worker_id);
+    assert_int_equal(route(&b, 101, &rb2), 0);
+    assert_int_equal(rb2.worker_id, ra.worker_id);
+    assert_int_equal(counters(&b).echo_routes, 2);
+    /* The echo is in no published or read load: a sees b's 2 requests. */
+    assert_int_equal(seen_requests(&b), 1);
+    assert_true(wait_for(agree, &a, &b, DEADLINE));
+    assert_int_equal(seen_requests(&a), 2);
     replica_stop(&a);
     replica_stop(&b);
 }
@@ -541,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_unreachable_server_routes_locally),
         cmocka_unit_test(test_peer_sees_routed_load_and_its_drop),
         cmocka_unit_test(test_route_avoids_the_rank_a_peer_loaded),
+        cmocka_unit_test(test_echo_counts_own_routes_once_per_live_peer),
         cmocka_unit_test(test_busy_flag_counts_the_peers_requests),
         cmocka_unit_test(test_late_joiner_learns_the_current_load),
         cmocka_unit_test(test_goodbye_drops_the_load_at_once),

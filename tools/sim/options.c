@@ -134,6 +134,11 @@ static const cli_option sim_option_table[] = {
     {CLI_OPT("sync-lag-ms", "MS", "with --sync lag: how late a replica sees the others'",
              "0"),
      CLI_AS_DOUBLE(OFF(sync_lag_ms), 0, 1e9)},
+    {CLI_OPT("sync-echo-ms", "MS",
+             "with --sync lag: for MS after each route, its replica counts it once more\n"
+             "per other replica (libwsel-router's echo; 0 = off)",
+             "0"),
+     CLI_AS_DOUBLE(OFF(sync_echo_ms), 0, 1e9)},
     {CLI_OPT("plugin", "NAME|PATH", "policy to compare; repeatable",
              "(the --plugins set)"),
      CLI_AS_CALL(sim_set_plugin)},
@@ -251,8 +256,9 @@ static int check_shape(sim_options *o, char *err, size_t err_size)
 /* The replica options hold together. 0 or 2 with a message. */
 static int check_replicas(sim_options *o, char *err, size_t err_size)
 {
-    if (o->router.sync == SIM_SYNC_NONE && o->sync_lag_ms > 0) {
-        snprintf(err, err_size, "--sync-lag-ms needs --sync lag, not --sync none");
+    if (o->router.sync == SIM_SYNC_NONE && (o->sync_lag_ms > 0 || o->sync_echo_ms > 0)) {
+        snprintf(err, err_size, "--sync-%s-ms needs --sync lag, not --sync none",
+                 o->sync_lag_ms > 0 ? "lag" : "echo");
         return CLI_USAGE;
     }
     if (o->explain && o->router.replicas > 1) {
@@ -260,6 +266,7 @@ static int check_replicas(sim_options *o, char *err, size_t err_size)
         return CLI_USAGE;
     }
     o->router.sync_lag_ns = (uint64_t)llround(o->sync_lag_ms * 1e6);
+    o->router.echo_ns = (uint64_t)llround(o->sync_echo_ms * 1e6);
     o->router.spread_seed = o->seed;
     return CLI_OK;
 }

@@ -63,7 +63,7 @@ typedef struct sim_options {
     uint32_t explain; /* --explain N: requests to explain, 0 = off */
     /* As given, before sim_options_check: 0 = not given. */
     uint32_t workers_given, dp_given;
-    double jitter_ms, kv_event_delay_ms, sync_lag_ms;
+    double jitter_ms, kv_event_delay_ms, sync_lag_ms, sync_echo_ms;
 } sim_options;
 
 /* Parse argv (argv[0] is the subcommand) into *o, written only on

@@ -208,6 +208,8 @@ void sim_report_replicas_json(FILE *out, const sim_router_config *rc)
             rc->replicas, sim_spread_names[rc->spread], sim_sync_names[rc->sync]);
     if (rc->sync == SIM_SYNC_LAG)
         fprintf(out, ",\"sync_lag_ms\":%.6g", (double)rc->sync_lag_ns / 1e6);
+    if (rc->echo_ns > 0)
+        fprintf(out, ",\"sync_echo_ms\":%.6g", (double)rc->echo_ns / 1e6);
 }
 
 void sim_report_replicas_text(FILE *out, const sim_router_config *rc)
@@ -218,8 +220,11 @@ void sim_report_replicas_text(FILE *out, const sim_router_config *rc)
             sim_spread_names[rc->spread]);
     if (rc->sync == SIM_SYNC_NONE)
         fprintf(out, "load views not synced\n");
-    else
+    else if (rc->echo_ns == 0)
         fprintf(out, "load views synced %.6g ms late\n", (double)rc->sync_lag_ns / 1e6);
+    else
+        fprintf(out, "load views synced %.6g ms late, routes echoed %.6g ms\n",
+                (double)rc->sync_lag_ns / 1e6, (double)rc->echo_ns / 1e6);
 }
 
 void sim_report_json(FILE *out, const sim_report_input *in, const sim_cluster *c,
