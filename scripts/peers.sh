@@ -19,8 +19,9 @@
 # through the router, in one replay; the added latency of a request is its
 # TTFT minus that of the direct request just before it (same length).
 #
-# Routers (ROUTERS, KIND:POLICY words; wsel's KIND:POLICY:JSON gives the
-# plugin a configuration, no spaces in it):
+# Routers (ROUTERS, KIND:POLICY[:EXTRA] words, no spaces; EXTRA is wsel's
+# plugin configuration, JSON, or a peer's extra options, comma-separated,
+# e.g. smg:cache_aware:--worker-warmup-secs=0,--dp-aware):
 #   smg:cache_aware smg:power_of_two smg:round_robin  Shepherd Model Gateway
 #   vllm-router:cache_aware vllm-router:consistent_hash vllm-router:kv_aware
 #                         (kv_aware: its engines send --kv-events-batch array,
@@ -122,12 +123,17 @@ if [[ $ROUTERS == *smg:* || $ROUTERS == *vllm-router:* ]] &&
   "$repo/scripts/install-peers.sh" || echo "peers.sh: install-peers.sh failed" >&2
 fi
 # parse_router WORD: sets kind, policy, POLICY_CONFIG (wsel's plugin
-# configuration) and slug (WORD as a file name)
+# configuration), peer_opts (a peer's extra options) and slug (WORD as a
+# file name)
 parse_router() {
-  local rest=${1#*:}
-  kind=${1%%:*} policy=${rest%%:*} POLICY_CONFIG=""
-  [[ $rest != *:* ]] || POLICY_CONFIG=${rest#*:}
-  [[ -z $POLICY_CONFIG || $kind == wsel ]] || die "$1: only wsel's plugins take a configuration"
+  local rest=${1#*:} extra=""
+  kind=${1%%:*} policy=${rest%%:*} POLICY_CONFIG="" peer_opts=()
+  [[ $rest != *:* ]] || extra=${rest#*:}
+  case $kind in
+  wsel) POLICY_CONFIG=$extra ;;
+  smg | vllm-router) [[ -z $extra ]] || IFS=, read -r -a peer_opts <<<"$extra" ;;
+  *) [[ -z $extra ]] || die "$1: nginx takes no options" ;;
+  esac
   [[ $POLICY_CONFIG != *"'"* ]] || die "$1: no single quote in the configuration"
   slug=${1//[^A-Za-z0-9_.-]/_}
 }
@@ -190,6 +196,7 @@ start_router() {
   fi
   "$VENV/bin/$kind" "${args[@]}" --host 127.0.0.1 --port "$port" --prometheus-host 127.0.0.1 \
     --prometheus-port "$(free_port)" --worker-urls "${u[@]}" --policy "$policy" \
+    ${peer_opts[@]+"${peer_opts[@]}"} \
     >"$dir/router.log" 2>&1 &
   peer_pid=$!
   rpid=$peer_pid
