@@ -47,12 +47,12 @@ def pairs(d):
 with open(os.path.join(out, "runs.tsv")) as f:
     runs = [line.rstrip("\n").split("\t") for line in f if line.strip()]
 
-print("| input | load | router | policy | hit % | TTFT mean ms | TTFT p99 ms | e2e p99 s | failed "
-      "| CPU ms / 1k req | peak RSS MB | command |")
-print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
-for part, inp, ld, limit, r, sub in runs:
-    if part != "replay":
-        continue
+replays = [x for x in runs if x[0] == "replay"]
+if replays:
+    print("| input | load | router | policy | hit % | TTFT mean ms | TTFT p99 ms | e2e p99 s "
+          "| failed | CPU ms / 1k req | peak RSS MB | command |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+for _, inp, ld, limit, r, sub in replays:
     d = os.path.join(out, sub)
     x = load(os.path.join(d, "replay.json"))["results"][0]
     rt = load(os.path.join(d, "router.json"))
@@ -66,7 +66,8 @@ for part, inp, ld, limit, r, sub in runs:
 
 lat = [x for x in runs if x[0] == "latency"]
 if lat:
-    print("\n| router | policy | pairs | direct TTFT p50 / p99 us | through TTFT p50 / p99 us "
+    print("\n" if replays else "", end="")
+    print("| router | policy | pairs | direct TTFT p50 / p99 us | through TTFT p50 / p99 us "
           "| added p50 us | added p99 us | command |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
 for _, _, _, n, r, sub in lat:
