@@ -21,7 +21,7 @@
 #
 # Routers (ROUTERS, KIND:POLICY[:EXTRA] words, no spaces; EXTRA is wsel's
 # plugin configuration, JSON, or a peer's extra options, comma-separated,
-# e.g. smg:cache_aware:--worker-warmup-secs=0,--dp-aware):
+# e.g. vllm-router:cache_aware:--intra-node-data-parallel-size=2):
 #   smg:cache_aware smg:power_of_two smg:round_robin  Shepherd Model Gateway
 #   vllm-router:cache_aware vllm-router:consistent_hash vllm-router:kv_aware
 #                         (kv_aware: its engines send --kv-events-batch array,
