@@ -9,8 +9,10 @@
 # be unset), user_line, pin_nginx and pin_rest (arrays, may be empty),
 # deadline, BUDGET_S, and optionally engine_extra (an array of more
 # wsel-engine options), PROMPT_DIRECTIVE (wsel_prompt's value, tokens by
-# default), NGINX_TOKENIZER (a wsel_tokenizer folder) and upstream_extra
-# (more wsel_* lines for the upstream block, e.g. wsel_sync); these
+# default), NGINX_TOKENIZER (a wsel_tokenizer folder), POLICY_CONFIG (the
+# policy's JSON configuration, {} by default; no single quote) and
+# upstream_extra (more wsel_* lines for the upstream block, e.g.
+# wsel_sync); these
 # functions set cluster_pid, nginx_pid and port.
 
 # stop_all_on_exit PROG: on exit run the caller's stop_all, then remove
@@ -94,7 +96,7 @@ write_conf() {
       $3 == "kv_events" { kv[$2] = kv[$2] (kv[$2] == "" ? "" : ",") $5 }
       END { for (w = 0; w < n; w++) printf "        wsel_server %s dp=%s kv=%s;\n", addr[w], dp, kv[w] }' "$dir/ready")
     load="load_module $module;"
-    wsel_ups="        wsel_policy $build/plugins/$policy.so '{}';
+    wsel_ups="        wsel_policy $build/plugins/$policy.so '${POLICY_CONFIG:-{\}}';
 $wsrv
         wsel_block_size $BLOCK;
         wsel_kv_source $mode${KV_THREADS:+$([[ $mode == events ]] && echo " threads=$KV_THREADS")};

@@ -13,16 +13,23 @@
 # front of them with its own recommended configuration and the policy,
 # `wsel replay`s the trace through it at LOAD % of the input's saturation,
 # reads the router's CPU time and peak RSS from /proc, and stops router and
-# engines: no run inherits another's caches. Then the added-latency bench:
-# sequential one-token requests, every block unique, through each router
-# and straight to one engine, on engines whose model time is negligible.
+# engines: no run inherits another's caches. Then the added-latency bench,
+# per router: sequential one-token requests, every block unique, on engines
+# whose model time is negligible, alternately straight to one engine and
+# through the router, in one replay; the added latency of a request is its
+# TTFT minus that of the direct request just before it (same length).
 #
-# Routers (ROUTERS, KIND:POLICY words):
+# Routers (ROUTERS, KIND:POLICY[:EXTRA] words, no spaces; EXTRA is wsel's
+# plugin configuration, JSON, or a peer's extra options, comma-separated,
+# e.g. vllm-router:cache_aware:--intra-node-data-parallel-size=2):
 #   smg:cache_aware smg:power_of_two smg:round_robin  Shepherd Model Gateway
 #   vllm-router:cache_aware vllm-router:consistent_hash vllm-router:kv_aware
 #                         (kv_aware: its engines send --kv-events-batch array,
 #                         the only KV event batch form it decodes)
 #   wsel:softmax wsel:hysteresis wsel:dpgroup wsel:adaptive  nginx + wsel
+#   wsel:PLUGIN[:JSON]    any bundled plugin, e.g. the peers' ports
+#                         (docs/peers.md#fidelity-of-the-ports):
+#                         'wsel:sglang_cache_aware:{"imbalance":"fleet_spread"}'
 #   nginx:round_robin                                 nginx without wsel
 # SMG and vllm-router come from .peers/venv (scripts/install-peers.sh, run
 # here when they are missing unless INSTALL=0; a missing peer is skipped).
@@ -37,7 +44,8 @@
 #   ROUTERS     as above [all eleven]
 #   WORKERS, DP the cluster [8, 2]
 #   TIME_SCALE  engines' model ms per wall ms [0.5]
-#   LAT_REQUESTS sequential requests per router in the latency bench [300]
+#   LAT_REQUESTS request pairs (direct, through the router) per router in
+#               the latency bench, after LAT_WARMUP pairs not counted [1000, 50]
 #   PARTS       replay and/or latency [replay latency]
 #   NGINX       the nginx binary [/usr/sbin/nginx]
 #   BUDGET_S    wall-clock ceiling, seconds [14400]
@@ -60,7 +68,8 @@ nginx:round_robin}
 WORKERS=${WORKERS:-8}
 DP=${DP:-2}
 TIME_SCALE=${TIME_SCALE:-0.5}
-LAT_REQUESTS=${LAT_REQUESTS:-300}
+LAT_REQUESTS=${LAT_REQUESTS:-1000}
+LAT_WARMUP=${LAT_WARMUP:-50}
 PARTS=${PARTS:-replay latency}
 NGINX=${NGINX:-/usr/sbin/nginx}
 HEADER_BUFFER=64k
@@ -89,6 +98,9 @@ OUT=$(cd "$OUT" && pwd)
 deadline=$((SECONDS + BUDGET_S))
 cluster_pid="" nginx_pid="" peer_pid=""
 
+runs=$OUT/runs.tsv # what peers-table.py reads: part input load limit router dir
+: >"$runs"
+
 # shellcheck source=scripts/e2e-lib.sh
 prog=peers.sh
 . "$repo/scripts/e2e-lib.sh"
@@ -110,9 +122,24 @@ if [[ $ROUTERS == *smg:* || $ROUTERS == *vllm-router:* ]] &&
   ! { have_peer smg && have_peer vllm-router; } && [[ ${INSTALL:-1} == 1 ]]; then
   "$repo/scripts/install-peers.sh" || echo "peers.sh: install-peers.sh failed" >&2
 fi
+# parse_router WORD: sets kind, policy, POLICY_CONFIG (wsel's plugin
+# configuration), peer_opts (a peer's extra options) and slug (WORD as a
+# file name)
+parse_router() {
+  local rest=${1#*:} extra=""
+  kind=${1%%:*} policy=${rest%%:*} POLICY_CONFIG="" peer_opts=()
+  [[ $rest != *:* ]] || extra=${rest#*:}
+  case $kind in
+  wsel) POLICY_CONFIG=$extra ;;
+  smg | vllm-router) [[ -z $extra ]] || IFS=, read -r -a peer_opts <<<"$extra" ;;
+  *) [[ -z $extra ]] || die "$1: nginx takes no options" ;;
+  esac
+  [[ $POLICY_CONFIG != *"'"* ]] || die "$1: no single quote in the configuration"
+  slug=${1//[^A-Za-z0-9_.-]/_}
+}
 routers=()
 for r in $ROUTERS; do
-  kind=${r%%:*} policy=${r#*:}
+  parse_router "$r"
   case $kind in
   smg | vllm-router)
     have_peer "$kind" || { echo "peers.sh: skipping $r: $VENV/bin/$kind not installed" >&2; continue; } ;;
@@ -169,6 +196,7 @@ start_router() {
   fi
   "$VENV/bin/$kind" "${args[@]}" --host 127.0.0.1 --port "$port" --prometheus-host 127.0.0.1 \
     --prometheus-port "$(free_port)" --worker-urls "${u[@]}" --policy "$policy" \
+    ${peer_opts[@]+"${peer_opts[@]}"} \
     >"$dir/router.log" 2>&1 &
   peer_pid=$!
   rpid=$peer_pid
@@ -221,8 +249,8 @@ for input in $INPUTS; do
   for load in $LOADS; do
     speedup=$(awk -v s="$sat" -v l="$load" 'BEGIN { printf "%.4g", s * l / 100 }')
     for r in "${routers[@]}"; do
-      kind=${r%%:*} policy=${r#*:}
-      run=$OUT/run-$input-$load-$kind-$policy
+      parse_router "$r"
+      run=$OUT/run-$input-$load-$slug
       mkdir -p "$run"
       engines_for "$kind" "$policy"
       start_cluster "$run" "$TIME_SCALE"
@@ -239,49 +267,54 @@ for input in $INPUTS; do
       printf '{"cpu_s": %s, "hwm_kb": %s}\n' "$(awk -v a="$c0" -v b="$c1" -v t="$tick" \
         'BEGIN { print (b - a) / t }')" "$(hwm_of "$rpid")" >"$run/router.json"
       stop_all
+      printf 'replay\t%s\t%s\t%s\t%s\t%s\n' "$input" "$load" "$LIMIT" "$r" "${run##*/}" >>"$runs"
     done
   done
 done
 
-# --- 2. added latency: sequential requests, through each router and direct
+# --- 2. added latency: request pairs, straight to one engine then through
+# the router, sequential, in one replay (request 2k to URL 0, 2k+1 to URL 1)
 lat=$OUT/latency
 if want latency; then
   mkdir -p "$lat"
-  python3 - "$TRACES/mooncake_arxiv_slice.jsonl" "$LAT_REQUESTS" >"$lat/trace.jsonl" <<'EOF'
+  # pair_trace N FIRST_ID: N pairs of one-token rows with the arxiv slice's
+  # prompt lengths (cycled), both of a pair the same length, every block unique
+  pair_trace() {
+    python3 - "$TRACES/mooncake_arxiv_slice.jsonl" "$1" "$2" <<'EOF'
 import json, sys
-n, next_id = int(sys.argv[2]), 10_000_000
+n, next_id = int(sys.argv[2]), int(sys.argv[3])
 with open(sys.argv[1]) as f:
-    rows = [json.loads(l) for l in f if l.strip()][:n]
-for r in rows:
-    r["timestamp"] = 0
-    r["output_length"] = 1
-    r["hash_ids"] = list(range(next_id, next_id + len(r["hash_ids"])))
-    next_id += len(r["hash_ids"])
-    print(json.dumps(r))
+    rows = [json.loads(l) for l in f if l.strip()]
+for i in range(n):
+    for _ in range(2):
+        r = dict(rows[i % len(rows)], timestamp=0, output_length=1)
+        r["hash_ids"] = list(range(next_id, next_id + len(r["hash_ids"])))
+        next_id += len(r["hash_ids"])
+        print(json.dumps(r))
 EOF
-  sides=("direct:tokens" "direct:text" "${routers[@]}")
-  for side in "${sides[@]}"; do
-    kind=${side%%:*} policy=${side#*:}
-    d=$lat/${kind}-${policy}
+  }
+  pair_trace "$LAT_WARMUP" 100000000 >"$lat/warmup.jsonl"
+  pair_trace "$LAT_REQUESTS" 10000000 >"$lat/trace.jsonl"
+  for r in "${routers[@]}"; do
+    parse_router "$r"
+    d=$lat/$slug
     mkdir -p "$d"
     engines_for "$kind" "$policy"
     start_cluster "$d" 1000000
-    if [[ $kind == direct ]]; then
-      url=$(urls "$d" | head -1) form=$policy
-    else
-      start_router "$d" "$kind" "$policy"
-      url=http://127.0.0.1:$port form=$(replay_form "$kind")
-    fi
-    echo "peers: latency bench, $side" >&2
-    t=$(left)
-    timeout "$t" "$wsel" replay --url "$url" --trace "$lat/trace.jsonl" --concurrency 1 \
-      --timeout 60 --model "$MODEL" --prompt "$form" --no-progress --json \
-      --requests-out "$d/requests.jsonl" >"$d/replay.json" 2>"$d/replay.err" ||
-      die "latency replay failed ($side): $(tail -3 "$d/replay.err")"
+    start_router "$d" "$kind" "$policy"
+    echo "peers: latency bench, $r" >&2
+    for part in warmup trace; do
+      t=$(left)
+      timeout "$t" "$wsel" replay --url "$(urls "$d" | head -1)" --url "http://127.0.0.1:$port" \
+        --trace "$lat/$part.jsonl" --concurrency 1 --timeout 60 --model "$MODEL" \
+        --prompt "$(replay_form "$kind")" --no-progress --json \
+        --requests-out "$d/$part-requests.jsonl" >"$d/$part.json" 2>"$d/$part.err" ||
+        die "latency replay failed ($r): $(tail -3 "$d/$part.err")"
+    done
     stop_all
+    printf 'latency\t-\t-\t%s\t%s\t%s\n' "$LAT_REQUESTS" "$r" "latency/$slug" >>"$runs"
   done
 fi
 
 # --- 3. the table ----------------------------------------------------------
-python3 "$repo/scripts/peers-table.py" "$OUT" "$INPUTS" "$LOADS" "$LIMIT" "$PARTS" "${routers[@]}" |
-  tee "$OUT/table.md"
+python3 "$repo/scripts/peers-table.py" "$OUT" | tee "$OUT/table.md"
