@@ -19,6 +19,8 @@
 #include "adaptive.h"
 #include "prefix_owner.h"
 #include "prefix_owner_params.h"
+#include "row_find.h"
+#include "row_scan.h"
 #include "wsel.h"
 
 /* Parameter indices, in the order of the table below: append, never insert. */
@@ -182,15 +184,12 @@ static uint64_t worker_load(const wsel_table *t, uint32_t first, uint32_t end)
     return g;
 }
 
-/* G of the worker holding `row` (the row's own load if no group does). */
+/* G of the worker holding `row`. */
 static uint64_t row_worker_load(const wsel_table *t, uint32_t row)
 {
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g];
-        if (row >= first && row - first < t->group_row_count[g])
-            return worker_load(t, first, first + t->group_row_count[g]);
-    }
-    return t->prefill_tokens[row];
+    uint32_t g = row_find_group(t, 0, row);
+    uint32_t first = t->group_first_row[g];
+    return worker_load(t, first, first + t->group_row_count[g]);
 }
 
 /* --- the decision --------------------------------------------------------- */
@@ -219,63 +218,85 @@ static double own_prefill(const wsel_request *req, const wsel_table *t, uint32_t
     return u < load ? u : load;
 }
 
+/* The first candidate row holding the owner `owner` (fingerprint), or
+ * UINT32_MAX. */
+static uint32_t owner_row(const wsel_table *t, uint32_t owner, uint8_t skip)
+{
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        uint64_t wm = sticky_worker_mix(t->worker_id[first]);
+        for (uint32_t i = first; i < end; i++)
+            if (sticky_owner(wm, t->dp_rank[i]) == owner && (t->flags[i] & skip) == 0)
+                return i;
+    }
+    return UINT32_MAX;
+}
+
+/* The fitted bound: whether the owner's row keeps the request, its
+ * predicted TTFT over b less k being v = P + g G on every candidate row. */
+static int fitted_keeps(const adaptive *a, const wsel_request *req, const wsel_table *t,
+                        uint8_t skip, uint32_t row, double k)
+{
+    double cg = adaptive_coupling(a);
+    cg = cg > 0.0 ? cg : 0.0;
+    uint32_t min_row = 0;
+    double min_v = INFINITY, owner_v = 0.0;
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+        double gv = cg > 0.0 ? cg * (double)worker_load(t, first, end) : 0.0;
+        for (uint32_t i = first; i < end; i++) {
+            if (t->flags[i] & skip)
+                continue;
+            double v = (double)t->prefill_tokens[i] + gv;
+            if (v < min_v) {
+                min_v = v;
+                min_row = i;
+            }
+            if (i == row)
+                owner_v = v;
+        }
+    }
+    return owner_v <= min_v + a->tolerance * (k + min_v) +
+                          a->spill_work *
+                              (own_prefill(req, t, min_row) - own_prefill(req, t, row));
+}
+
+/* One pass (row_scan.h) gives the best cost and, for the cold bound, the
+ * spread of loads; the owner's row is searched only when an owner is
+ * remembered, and the fitted bound reads the rows once more. */
 static int32_t decide(const adaptive *a, const wsel_request *req, const wsel_table *t,
                       decision *d)
 {
     int32_t rc = wsel_call_eligible_skip(a->host, t->flags, t->num_rows, &d->skip, NULL);
     if (rc < 0)
         return rc;
-    double best = INFINITY;
-    for (uint32_t i = 0; i < t->num_rows; i++) {
-        if (t->flags[i] & d->skip)
-            continue;
-        if (!isfinite(t->cost[i]))
-            return WSEL_EINVAL;
-        best = t->cost[i] < best ? t->cost[i] : best;
+    row_scan_result scan;
+    row_scan(t->flags, t->cost, t->prefill_tokens, t->num_rows, d->skip, &scan);
+    if (!scan.best_known) {
+        rc = row_scan_best(t->flags, t->cost, t->num_rows, d->skip, &scan.best);
+        if (rc != 0)
+            return rc;
     }
-    d->best = best;
-    d->band = prefix_owner_band(a->rel_margin, a->abs_margin, best);
+    d->best = scan.best;
+    d->band = prefix_owner_band(a->rel_margin, a->abs_margin, scan.best);
     d->bound_row = UINT32_MAX;
     d->owner = prefix_owner_find(&a->owners, req, 0);
     if (d->owner == 0)
         return 0;
-
-    /* v = P + g G: a row's predicted TTFT over b, less k. */
-    double k = adaptive_overhead(a), cg = adaptive_coupling(a);
-    cg = k >= 0.0 && cg > 0.0 ? cg : 0.0;
-    uint32_t row = UINT32_MAX, min_row = 0, n = 0;
-    double min_v = INFINITY, owner_v = 0.0, min_load = INFINITY, sum = 0.0,
-           owner_load = 0.0;
-    for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
-        uint64_t wm = sticky_worker_mix(t->worker_id[first]);
-        double gv = cg > 0.0 ? cg * (double)worker_load(t, first, end) : 0.0;
-        for (uint32_t i = first; i < end; i++) {
-            if (t->flags[i] & d->skip)
-                continue;
-            double load = (double)t->prefill_tokens[i], v = load + gv;
-            if (v < min_v) {
-                min_v = v;
-                min_row = i;
-            }
-            min_load = load < min_load ? load : min_load;
-            sum += load;
-            n++;
-            if (row == UINT32_MAX && sticky_owner(wm, t->dp_rank[i]) == d->owner) {
-                row = i;
-                owner_v = v;
-                owner_load = load;
-            }
-        }
-    }
+    uint32_t row = owner_row(t, d->owner, d->skip);
     if (row == UINT32_MAX)
         return 0;
-    int keep =
-        k >= 0.0
-            ? owner_v <= min_v + a->tolerance * (k + min_v) +
-                             a->spill_work *
-                                 (own_prefill(req, t, min_row) - own_prefill(req, t, row))
-            : owner_load <= min_load + COLD_LOAD_SLACK * (sum / (double)n - min_load);
+    double k = adaptive_overhead(a);
+    int keep;
+    if (k >= 0.0) {
+        keep = fitted_keeps(a, req, t, d->skip, row, k);
+    } else {
+        if (!scan.loads_known)
+            row_scan_loads(t->flags, t->prefill_tokens, t->num_rows, d->skip,
+                           &scan.min_load, &scan.mean_load);
+        keep = (double)t->prefill_tokens[row] <=
+               scan.min_load + COLD_LOAD_SLACK * (scan.mean_load - scan.min_load);
+    }
     if (keep)
         d->bound_row = row;
     return 0;
@@ -371,7 +392,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "adaptive",
-    .version = "1.2.0",
+    .version = "1.2.1",
     .description = "hysteresis whose load bound compares predicted TTFTs plus the work a "
                    "spill adds, the TTFT model (own queue, worker's busiest rank) fitted "
                    "online to the outcomes",

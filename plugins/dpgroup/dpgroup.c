@@ -35,6 +35,7 @@
 #include <math.h> /* signbit */
 #include <stdlib.h>
 
+#include "row_find.h"
 #include "wsel.h"
 
 /* The table's order is what a config maps to: append, never insert. */
@@ -376,15 +377,39 @@ static inline uint64_t step_of(const dpgroup *d, uint64_t max_backlog)
     return max_backlog < d->token_budget ? max_backlog : d->token_budget;
 }
 
+/* Group g's least wait over the rows the host lets the policy use: its
+ * step plus its least tail, in one read of the group. Returns 0 when no
+ * row of it is usable. */
+static int group_least_wait(const dpgroup *d, const request_size *size, const wsel_table *t,
+                            uint32_t g, uint8_t skip, uint64_t *out_wait)
+{
+    uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
+    uint64_t max_backlog = 0, least_tail = UINT64_MAX;
+    int usable = 0;
+    for (uint32_t r = first; r < end; r++) {
+        rank_load l = rank_load_of(size, t, r);
+        max_backlog = l.backlog > max_backlog ? l.backlog : max_backlog;
+        if (t->flags[r] & skip)
+            continue;
+        uint64_t tail = wait_tail(d, l);
+        least_tail = tail < least_tail ? tail : least_tail;
+        usable = 1;
+    }
+    *out_wait = add_saturating(step_of(d, max_backlog), least_tail);
+    return usable;
+}
+
 /*
  * The band of the two-stage choice: the least wait over rows the host lets
  * the policy use, plus one token budget (one full engine step of prefill).
  * Stage 1 keeps the rows whose wait is within it, so no request queues
  * more than one step behind the shortest queue it could join (the long
  * prompts that set TTFT p99); stage 2 takes the lowest lockstep score among
- * them (the decode pace and KV room that set group balance). One read of
- * each row: a group's least wait is its step plus its least tail. Returns
- * 0 when no row is usable.
+ * them (the decode pace and KV room that set group balance). A group's
+ * least wait is at least the prefill_tokens of the row giving it (that
+ * row's step share plus its tail: docs/bench.md, "Scaling"), so once one
+ * group is usable only groups with a row below the best wait so far are
+ * read. Returns 0 when no row is usable.
  */
 static int band_limit(const dpgroup *d, const request_size *size, const wsel_table *t,
                       uint8_t skip, uint64_t *out_limit)
@@ -392,21 +417,18 @@ static int band_limit(const dpgroup *d, const request_size *size, const wsel_tab
     uint64_t best = UINT64_MAX;
     int any = 0;
     for (uint32_t g = 0; g < t->num_groups; g++) {
-        uint32_t first = t->group_first_row[g], end = first + t->group_row_count[g];
-        uint64_t max_backlog = 0, least_tail = UINT64_MAX;
-        int usable = 0;
-        for (uint32_t r = first; r < end; r++) {
-            rank_load l = rank_load_of(size, t, r);
-            max_backlog = l.backlog > max_backlog ? l.backlog : max_backlog;
-            if (t->flags[r] & skip)
-                continue;
-            uint64_t tail = wait_tail(d, l);
-            least_tail = tail < least_tail ? tail : least_tail;
-            usable = 1;
+        if (any) {
+            if (best == 0)
+                break;
+            uint32_t row = row_find_at_most_u64(t->prefill_tokens, t->group_first_row[g],
+                                                t->num_rows, best - 1);
+            if (row == t->num_rows)
+                break;
+            g = row_find_group(t, g, row);
         }
-        if (!usable)
+        uint64_t w;
+        if (!group_least_wait(d, size, t, g, skip, &w))
             continue;
-        uint64_t w = add_saturating(step_of(d, max_backlog), least_tail);
         best = w < best ? w : best;
         any = 1;
     }
@@ -422,6 +444,28 @@ typedef struct stage2_row {
     uint32_t skipped;
 } stage2_row;
 
+/* 1 when every row of a group scores above `best`, the prefill weight
+ * being >= 0. A score is at least its decode part, (own + pace) / 2 as
+ * computed: own is at least the group's least decode load, and a rank's
+ * pace at least its own load and the group's second largest active
+ * decode, which is at least that of the loads less the request's blocks
+ * (0 for a row without a load record). Reads one column and the flags. */
+static int group_scores_above(const request_size *size, const wsel_table *t,
+                              uint32_t first, uint32_t count, double best)
+{
+    uint64_t least = UINT64_MAX, top = 0, second = 0;
+    for (uint32_t i = first; i < first + count; i++) {
+        uint64_t load = t->decode_blocks[i];
+        least = load < least ? load : least;
+        uint64_t active = load > size->blocks ? load - size->blocks : 0;
+        active = t->flags[i] & WSEL_ROW_NO_LOAD ? 0 : active;
+        second = active > top ? top : active > second ? active : second;
+        top = active > top ? active : top;
+    }
+    uint64_t pace = second > least ? second : least;
+    return ((double)least + (double)pace) / 2.0 > best;
+}
+
 /* Stage 2 over group g: the pace and every row's tail in one read of the
  * group (GROUP_CHUNK ranks at a time on the stack), then the rows in the
  * band offered in row order. */
@@ -432,13 +476,8 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
     stage2_row rows[GROUP_CHUNK];
     uint32_t first = t->group_first_row[g], count = t->group_row_count[g];
     int prune = req->overlap_score_weight >= 0.0;
-    if (prune && tb->ties != 0) { /* the per-row skip below, for the whole group */
-        uint64_t least = UINT64_MAX;
-        for (uint32_t i = first; i < first + count; i++)
-            least = t->decode_blocks[i] < least ? t->decode_blocks[i] : least;
-        if ((double)least > tb->best)
-            return;
-    }
+    if (prune && tb->ties != 0 && group_scores_above(size, t, first, count, tb->best))
+        return;
     int buffered = count <= GROUP_CHUNK;
     group_pace p = {0, 0, 0, first};
     for (uint32_t i = first; i < first + count; i++) {
@@ -468,7 +507,42 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
     }
 }
 
-/* The two stages as two passes: the band, then the choice inside it. (One
+/* What a row needs for stage 2 to read it: prefill_tokens at most
+ * `prefill` and decode_blocks at most `decode`. */
+typedef struct stage2_bounds {
+    uint64_t prefill;
+    uint64_t decode;
+} stage2_bounds;
+
+/*
+ * The bounds outside which a row cannot change stage 2's choice. A row's
+ * wait is at least its prefill_tokens (see band_limit), so a row above
+ * the band's limit is out of it. Once a row is offered and the prefill
+ * weight w is >= 0, a row's score is at least its decode load and at
+ * least w * prefill_tokens / block_size as computed (pace >= own, rounding
+ * is monotone), so a row above either bound scores above the best and
+ * draws nothing. Each bound is conservative where the arithmetic is not
+ * exact: below 2^53 for the decode load; a margin of 2^-40 for the
+ * prefill (the rounding of three operations is below 2^-51).
+ */
+static stage2_bounds stage2_bounds_of(const wsel_request *req, const tie_break *tb,
+                                      uint64_t limit)
+{
+    stage2_bounds b = {limit, UINT64_MAX};
+    double w = req->overlap_score_weight, best = tb->best;
+    if (tb->ties == 0 || !(w >= 0.0) || !(best >= 0.0 && best < 0x1p53))
+        return b;
+    b.decode = (uint64_t)best; /* floor; exact below 2^53 */
+    if (w >= 0x1p-500 && w <= 0x1p500) {
+        double most = best * (double)req->block_size / w * (1.0 + 0x1p-40);
+        if (most < 0x1p62 && (uint64_t)most + 1 < b.prefill)
+            b.prefill = (uint64_t)most + 1;
+    }
+    return b;
+}
+
+/* The two stages as two passes: the band, then the choice inside it,
+ * reading only the groups holding a row inside stage2_bounds_of. (One
  * pass, replaying stage 2 whenever a smaller wait shrank the band past a
  * row already offered, took fewer instructions but more time from 16,384
  * rows: docs/bench.md, "Scaling".) */
@@ -483,8 +557,16 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
     uint64_t limit;
     if (!band_limit(d, &size, t, skip, &limit))
         return WSEL_ENOCANDIDATE;
-    for (uint32_t g = 0; g < t->num_groups; g++)
+    for (uint32_t g = 0; g < t->num_groups; g++) {
+        stage2_bounds b = stage2_bounds_of(req, &tb, limit);
+        uint32_t row = row_find_both_at_most_u64(t->prefill_tokens, b.prefill,
+                                                 t->decode_blocks, b.decode,
+                                                 t->group_first_row[g], t->num_rows);
+        if (row == t->num_rows)
+            break;
+        g = row_find_group(t, g, row);
         choose_in_group(d, req, &size, t, g, skip, limit, &tb);
+    }
     if (tb.ties == 0)
         return WSEL_ENOCANDIDATE;
     *out_row = tb.pick;
@@ -587,7 +669,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
     .name = "dpgroup",
-    .version = "1.5.0",
+    .version = "1.5.1",
     .description = "data-parallel workers as the lockstep engines they are: ranks "
                    "within one engine step of the shortest prefill wait, then the "
                    "lowest wait plus decode pace",

@@ -608,6 +608,76 @@ static void test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables(
     wsel_plugin_entry.destroy(d);
 }
 
+/* The reservoir tie-break over every eligible row in row order, scores
+ * from the score function: what a select reading every row answers, and
+ * the draws it takes from `rng`. */
+static uint32_t pick_over_every_row(const double *scores, const uint8_t *flags, uint32_t n,
+                                    wsel_rng *rng)
+{
+    double best = 0.0;
+    uint32_t ties = 0, pick = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (flags[i] & (WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY))
+            continue;
+        if (ties == 0 || scores[i] < best) {
+            best = scores[i];
+            ties = 1;
+            pick = i;
+        } else if (scores[i] == best) {
+            ties++;
+            if ((((wsel_rng_u64(rng) >> 32) * ties) >> 32) == 0)
+                pick = i;
+        }
+    }
+    return pick;
+}
+
+/*
+ * Select reads only the groups that can change its answer (docs/bench.md,
+ * "Scaling"); it must answer, and draw, as a pass over every row would:
+ * tables of up to 3,000 rows whose loads tie often, a token budget wide
+ * enough that every row is in the band, weights 0, 0.5 and 1.
+ */
+static void test_select_answers_and_draws_as_a_pass_over_every_row(void **state)
+{
+    (void)state;
+    void *d = lockstep_create(1048576.0);
+    wsel_rng gen;
+    wsel_rng_seed(&gen, 5);
+    static double scores[4096];
+    for (uint32_t round = 0; round < 30; round++) {
+        uint32_t dp[400];
+        for (uint32_t w = 0; w < 400; w++)
+            dp[w] = w == 17 ? 70 : 1 + (uint32_t)wsel_rng_below(&gen, round % 2 ? 9 : 2);
+        harness_table *t = harness_table_new(400, dp);
+        uint32_t n = t->table.num_rows;
+        for (uint32_t i = 0; i < n; i++) {
+            t->prefill_tokens[i] = wsel_rng_below(&gen, 300);
+            t->decode_blocks[i] = wsel_rng_below(&gen, 40);
+            t->overlap_blocks[i] = (uint32_t)wsel_rng_below(&gen, 8);
+            t->flags[i] = (uint8_t)(i % 11 == 3   ? WSEL_ROW_EXCLUDED
+                                    : i % 13 == 5 ? WSEL_ROW_BUSY
+                                    : i % 17 == 0 ? WSEL_ROW_NO_LOAD
+                                                  : 0);
+        }
+        for (uint64_t id = 1; id <= 6; id++) {
+            wsel_request req;
+            wsel_rng rng, again;
+            harness_request(&req, &rng, SEED, id, 0, NULL, 0);
+            req.isl_tokens = 16 * (1 + wsel_rng_below(&gen, 8));
+            req.overlap_score_weight = (double)(id % 3) / 2.0;
+            harness_table_default_costs(t, req.overlap_score_weight, 16);
+            again = rng;
+            uint32_t row = harness_select(d, &req, t);
+            assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
+            assert_int_equal(pick_over_every_row(scores, t->flags, n, &again), row);
+            assert_memory_equal(&again, &rng, sizeof(rng)); /* the same draws */
+        }
+        harness_table_free(t);
+    }
+    wsel_plugin_entry.destroy(d);
+}
+
 static void test_ties_between_workers_are_broken_at_random_and_reproducibly(void **state)
 {
     (void)state;
@@ -649,6 +719,7 @@ int main(void)
             test_lockstep_charges_a_backlog_over_the_budget_only_to_its_rank),
         cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
         cmocka_unit_test(test_excluded_and_busy_ranks_are_skipped),
+        cmocka_unit_test(test_select_answers_and_draws_as_a_pass_over_every_row),
         cmocka_unit_test(test_ties_between_workers_are_broken_at_random_and_reproducibly),
         cmocka_unit_test(test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables),
     };

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * row_scan.h -- the hysteresis plugin's passes over every row: the best
- * candidate cost and the spread of candidate loads. SSE2 on x86-64 (16
+ * row_scan.h -- the passes over every row that hysteresis and adaptive
+ * share: the best candidate cost and the spread of candidate loads. SSE2 on x86-64 (16
  * rows a step, no branch per row), plain loops elsewhere; both give the
  * very doubles the plain loops in row order give.
  */
-#ifndef WSEL_HYSTERESIS_ROW_SCAN_H
-#define WSEL_HYSTERESIS_ROW_SCAN_H
+#ifndef WSEL_PLUGINS_ROW_SCAN_H
+#define WSEL_PLUGINS_ROW_SCAN_H
 
 #include <stdint.h>
 
