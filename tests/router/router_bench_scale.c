@@ -11,7 +11,12 @@
  *           events (capacity_for).
  *   events  3 passes of 4,096 messages to random ranks, each storing a new
  *           16-block chain and removing the rank's oldest block (the events
- *           part's shape): blocks stored per second.
+ *           part's shape): blocks stored per second, twice: right after the
+ *           warm (the index's maps still moving their old tables out after
+ *           their last growth) and after a churn of half the index's blocks
+ *           stored and as many removed (the index at its size; a map
+ *           moves its old table out within that many puts): the steady
+ *           state.
  *   route   for each plugin: WSEL_BENCH_ROUTES routes (default 20,000) of
  *           32-block prompts (router_bench's route part: 8 shared system
  *           prompts, prompts drawn from 8,192, the first 4,096 cached),
@@ -189,11 +194,21 @@ static double bench_events_at_size(scale *s)
     return worst;
 }
 
+/* Store and remove `blocks` blocks in side events, the index at its size. */
+static void churn(scale *s, uint64_t blocks)
+{
+    double cpu = 0;
+    for (uint64_t done = 0; done < blocks; done += SIDE_BLOCKS)
+        side_event(s, SIDE_BLOCKS, &cpu);
+    printf("scale: %u rows: churned %llu blocks (%.2f M blocks/s stored)\n", s->rows,
+           (unsigned long long)blocks, (double)blocks / cpu);
+}
+
 /* What one size measured, for the summary. */
 typedef struct size_figures {
     uint32_t rows;
     double p50[8], p99[8];
-    double events, bytes_per_block;
+    double events_growing, events, bytes_per_block;
     double rss_mib;
     uint64_t blocks;
 } size_figures;
@@ -310,6 +325,8 @@ static void bench_size(scale *s, uint64_t target, uint32_t routes, char *const *
     if (c.index_blocks < target && !s->failed++)
         fprintf(stderr, "scale: the index holds fewer than %llu blocks\n",
                 (unsigned long long)target);
+    fig->events_growing = bench_events_at_size(s);
+    churn(s, c.index_blocks / 2);
     fig->events = bench_events_at_size(s);
     for (int i = 0; i < np && i < 8; i++) {
         char err[512];
@@ -347,8 +364,9 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 static void print_summary(const size_figures *f, int nsizes, char *const *plugins,
                           int np)
 {
-    printf("scale: summary (route p50 us and ns a row; events M blocks/s, worst pass; "
-           "index bytes a block; peak RSS MiB; x = over the first size)\n");
+    printf("scale: summary (route p50 us and ns a row; events M blocks/s, worst pass, "
+           "steady and right after the warm; index bytes a block; peak RSS MiB; x = over "
+           "the first size)\n");
     for (int k = 0; k < nsizes; k++) {
         printf("scale: %6u rows:", f[k].rows);
         for (int i = 0; i < np; i++)
@@ -356,8 +374,10 @@ static void print_summary(const size_figures *f, int nsizes, char *const *plugin
                    strrchr(plugins[i], '/') ? strrchr(plugins[i], '/') + 1 : plugins[i]
                    : "built-in", f[k].p50[i], f[k].p50[i] * 1e3 / f[k].rows,
                    f[k].p50[i] / f[k].rows / (f[0].p50[i] / f[0].rows));
-        printf(" events %.2f M (x%.2f), %.1f B/block (x%.2f), RSS %.0f MiB\n",
-               f[k].events / 1e6, f[k].events / f[0].events, f[k].bytes_per_block,
+        printf(" events %.2f M (x%.2f; %.2f M after the warm), %.1f B/block (x%.2f), "
+               "RSS %.0f MiB\n",
+               f[k].events / 1e6, f[k].events / f[0].events, f[k].events_growing / 1e6,
+               f[k].bytes_per_block,
                f[k].bytes_per_block / f[0].bytes_per_block, f[k].rss_mib);
     }
 }
