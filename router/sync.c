@@ -330,10 +330,10 @@ int32_t wsel_router_sync_start(wsel_router *r, const wsel_router_sync_options *o
     s->agg = calloc(r->opt.max_rows, sizeof(*s->agg));
     s->peers = calloc(s->opt.max_replicas, sizeof(*s->peers));
     s->dirty = calloc((r->opt.max_rows + 63) / 64, sizeof(*s->dirty));
-    if (!(s->opt.flags & WSEL_ROUTER_SYNC_NO_ECHO))
+    const int echo = !(s->opt.flags & WSEL_ROUTER_SYNC_NO_ECHO);
+    if (echo)
         s->echo = calloc(r->opt.max_rows, sizeof(*s->echo));
-    if (!s->agg || !s->peers || !s->dirty ||
-        (!(s->opt.flags & WSEL_ROUTER_SYNC_NO_ECHO) && !s->echo))
+    if (!s->agg || !s->peers || !s->dirty || (echo && !s->echo))
         goto nomem;
     /* Routes wake nobody until the publisher, ticking first, clears it. */
     atomic_init(&s->pending, 1);

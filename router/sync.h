@@ -91,12 +91,17 @@ static inline void rt_sync_salt(const wsel_router *r, wsel_request *req, wsel_rn
     req->uniform = wsel_rng_uniform(rng);
 }
 
+/* Whether routes are echoed now: sync with the echo on and a peer live. */
+static inline int rt_sync_echoing(const wsel_router *r)
+{
+    return r->sync && r->sync->echo && r->sync->peers_live;
+}
 /* Book a route's load on slot sid in its echo (sync.c). */
 void rt_sync_echo_route(rt_sync *s, uint32_t sid, uint64_t prefill, uint64_t blocks);
 static inline void rt_sync_note_route(wsel_router *r, uint32_t sid, uint64_t prefill,
                                       uint64_t blocks)
 {
-    if (r->sync && r->sync->echo && r->sync->peers_live)
+    if (rt_sync_echoing(r))
         rt_sync_echo_route(r->sync, sid, prefill, blocks);
 }
 /* The peers' load on slot sid (0 without sync). */
@@ -112,7 +117,7 @@ static inline const rt_sync_row *rt_sync_load(const wsel_router *r, uint32_t sid
  * is no echo to read. */
 static inline uint64_t rt_sync_echo_now(const wsel_router *r)
 {
-    return r->sync && r->sync->echo && r->sync->peers_live ? rt_sync_now_us() : 0;
+    return rt_sync_echoing(r) ? rt_sync_now_us() : 0;
 }
 /* The load routes add to slot sid's own: the peers' plus, at echo_now
  * (rt_sync_echo_now), the echo, in *out (0 without sync). */

@@ -90,11 +90,11 @@ static void fill_static(wsel_router *r)
 }
 
 /* x / bs as wsel_table_build computes it. A power of two's reciprocal is
- * exact, so x * (1 / bs) is the same correctly rounded quotient, without
- * a division a row. */
-static inline double per_block(double x, double bs, double inv_bs)
+ * exact, so with pow2 (inv_bs = 1 / bs) x * inv_bs is the same correctly
+ * rounded quotient, without a division a row. */
+static inline double per_block(double x, double bs, double inv_bs, int pow2)
 {
-    return inv_bs != 0.0 ? x * inv_bs : x / bs;
+    return pow2 ? x * inv_bs : x / bs;
 }
 
 /* What a route's request makes of every row. */
@@ -121,7 +121,8 @@ static inline void fill_row(wsel_router *r, const fill_req *f, uint32_t i, uint3
     const uint32_t new_blocks = o < f->blocks ? f->blocks - o : 0;
     const uint64_t p = uncached + pre;
     const uint64_t d = s->active_blocks + peers.blocks + new_blocks;
-    const double c = f->weight * per_block((double)p, f->dbs, f->inv_bs) + (double)d;
+    const double c =
+        f->weight * per_block((double)p, f->dbs, f->inv_bs, f->inv_bs != 0.0) + (double)d;
     uint8_t fl = t->base_flags[i];
     if ((f->busy_req && act >= f->busy_req) || (f->busy_pre && pre >= f->busy_pre))
         fl |= WSEL_ROW_BUSY;
@@ -157,8 +158,7 @@ static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2,
         const uint32_t act = s->active_requests;
         const uint64_t p = uncached + pre;
         const uint64_t d = s->active_blocks + new_blocks;
-        const double per = pow2 ? (double)p * inv_bs : (double)p / dbs;
-        const double c = weight * per + (double)d;
+        const double c = weight * per_block((double)p, dbs, inv_bs, pow2) + (double)d;
         const int busy = (busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre);
         prefill[i] = p;
         decode[i] = d;
