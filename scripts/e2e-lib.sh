@@ -6,7 +6,7 @@
 #
 # The caller sets: prog (its name, for messages), build, wsel, module,
 # NGINX, NGINX_WORKERS, WORKERS, DP, BLOCK, HEADER_BUFFER, KV_THREADS (may
-# be unset), user_line, pin_nginx and pin_rest (arrays, may be empty),
+# be unset), pin_nginx and pin_rest (arrays, may be empty),
 # deadline, BUDGET_S, and optionally engine_extra (an array of more
 # wsel-engine options), PROMPT_DIRECTIVE (wsel_prompt's value, tokens by
 # default), NGINX_TOKENIZER (a wsel_tokenizer folder), POLICY_CONFIG (the
@@ -14,6 +14,12 @@
 # upstream_extra (more wsel_* lines for the upstream block, e.g.
 # wsel_sync); these
 # functions set cluster_pid, nginx_pid and port.
+
+# A master started as root runs its workers as nobody, who cannot read a
+# checkout under a private folder (mktemp -d is mode 0700): run them as
+# the user running the script.
+user_line=""
+if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 
 # stop_all_on_exit PROG: on exit run the caller's stop_all, then remove
 # OUT unless keep_out is 1 or the exit failed (then say where the logs

@@ -58,8 +58,6 @@ BUDGET_S=${BUDGET_S:-1800}
 NGINX_WORKERS=1 HEADER_BUFFER=64k BLOCK=64 pin_nginx=() pin_rest=()
 wsel=$build/bin/wsel
 module=$build/nginx/ngx_http_upstream_wsel_module.so
-user_line=""
-if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 for f in "$wsel" "$module" "$NGINX" "$TRACE" "$build/plugins/$POLICY.so"; do
   [[ -e $f ]] || { echo "e2e-replicas.sh: $f not found" >&2; exit 2; }
 done

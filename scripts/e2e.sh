@@ -90,10 +90,6 @@ upstream_extra="wsel_capacity_blocks $CAPACITY;"
 
 wsel=$build/bin/wsel
 module=$build/nginx/ngx_http_upstream_wsel_module.so
-# A master started as root runs its workers as nobody, who cannot read a
-# checkout under a private folder: run them as the user running this script.
-user_line=""
-if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 needs=("$wsel" "$build/bin/wsel-engine" "$module" "$NGINX" "$TRACE")
 # the drained baseline's subscriber (a test helper: a build with its tests)
 [[ " $PARTS " != *" latency "* || " $LAT_MODES " != *" events "* ]] ||

@@ -82,8 +82,6 @@ pin_nginx=() pin_rest=()
 
 wsel=$build/bin/wsel
 module=$build/nginx/ngx_http_upstream_wsel_module.so
-user_line=""
-if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 for f in "$wsel" "$build/bin/wsel-engine"; do
   [[ -e $f ]] || { echo "peers.sh: $f not found" >&2; exit 2; }
 done

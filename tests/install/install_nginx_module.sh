@@ -57,8 +57,14 @@ grep -qx 'load_module modules/ngx_http_upstream_wsel_module.so;' "$snippet" ||
     fail "$snippet has no load_module line for modules/ngx_http_upstream_wsel_module.so"
 # Debian's layout: nginx's prefix is P/share/nginx, its modules/ a link
 ln -s ../../lib/nginx/modules "$prefix/share/nginx/modules"
+# A master started as root runs its workers as nobody, who cannot read a
+# build under a private folder (mktemp -d is mode 0700): the user running
+# the test, who owns the build.
+user_line=""
+if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
 conf_tail() {
     cat <<CONF
+$user_line
 worker_processes 1;
 pid $WORK/nginx.pid;
 error_log $WORK/error.log;
