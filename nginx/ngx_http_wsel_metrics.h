@@ -165,7 +165,8 @@
       NGX_HTTP_WSEL_ONE, "Blocks KV events removed from the index.",          \
       s->rcn.kv_blocks_removed)                                               \
     X("kv_cleared", "kv_cleared_total", "counter", NGX_HTTP_WSEL_ONE,         \
-      "AllBlocksCleared KV events.", s->rcn.kv_cleared)                       \
+      "Ranks cleared: AllBlocksCleared, a restarted publisher.",              \
+      s->rcn.kv_cleared)                                                      \
     X("kv_seq_gaps", "kv_seq_gaps_total", "counter", NGX_HTTP_WSEL_ONE,       \
       "KV event sequence numbers a publisher skipped.", s->rcn.kv_seq_gaps)   \
     X("kv_cpu_messages", "kv_cpu_messages_total", "counter",                  \

@@ -599,7 +599,8 @@ int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
                      uint32_t dp_rank, uint64_t seq, int reason, uint32_t want_slot,
                      uint32_t want_gen)
 {
-    int32_t ret = 0;
+    int32_t ret = 0, renumbered = 0;
+    uint64_t last = 0;
     pthread_mutex_lock(&r->mu);
     r->kv_cpu_messages++;
     r->kv_decode_ns += d->decode_ns;
@@ -620,6 +621,8 @@ int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
              * cache started empty; what the old one held is gone. */
             rt_index_clear_slot(&r->ix, s);
             r->c.kv_cleared++;
+            renumbered = 1;
+            last = sl->last_seq;
         } else if (sl->has_seq && seq > sl->last_seq + 1) {
             r->c.kv_seq_gaps += seq - sl->last_seq - 1;
         }
@@ -632,6 +635,10 @@ int32_t rt_kv_commit(wsel_router *r, const decoder *d, uint64_t worker_id,
         r->c.kv_messages++;
     }
     pthread_mutex_unlock(&r->mu);
+    if (renumbered)
+        rt_log(r, WSEL_LOG_INFO, "KV events of worker %llu rank %u: batch %llu after %llu: "
+               "numbered again, a new publisher, rank cleared", (unsigned long long)worker_id,
+               dp_rank, (unsigned long long)seq, (unsigned long long)last);
     return ret;
 }
 

@@ -289,11 +289,17 @@ static void clear_rank(wsel_router *r, const kv_decoded *q)
 {
     pthread_mutex_lock(&r->mu);
     uint32_t s = rt_slot_of(r, q->worker_id, q->rank);
-    if (s != RT_NIL && s == q->slot && r->slots[s].gen == q->gen) {
+    int cleared = s != RT_NIL && s == q->slot && r->slots[s].gen == q->gen;
+    if (cleared) {
         rt_index_clear_slot(&r->ix, s);
+        r->slots[s].has_seq = 0; /* the new numbering skips nothing */
         r->c.kv_cleared++;
     }
     pthread_mutex_unlock(&r->mu);
+    if (cleared)
+        rt_log(r, WSEL_LOG_INFO, "KV events of worker %llu rank %u: batch %llu does not "
+               "continue the numbering after a disconnection: a new publisher, rank cleared",
+               (unsigned long long)q->worker_id, q->rank, (unsigned long long)q->seq);
 }
 
 /* The applying thread: decoded messages in the order received, until

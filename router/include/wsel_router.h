@@ -447,7 +447,7 @@ typedef struct wsel_router_counters {
     uint64_t kv_messages;    /* KV messages applied */
     uint64_t kv_blocks_stored;
     uint64_t kv_blocks_removed;
-    uint64_t kv_cleared;  /* AllBlocksCleared events */
+    uint64_t kv_cleared;  /* ranks cleared: AllBlocksCleared, a restarted publisher */
     uint64_t kv_seq_gaps; /* sequence numbers skipped by a publisher */
     uint64_t kv_skipped[WSEL_KV_SKIP_REASONS]; /* by WSEL_KV_SKIP_* */
     uint64_t index_blocks;                     /* distinct blocks in the index now */

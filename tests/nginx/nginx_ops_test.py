@@ -312,11 +312,27 @@ def index_blocks(ng, e, rank):
     fail("no rank %d of %s in the status" % (rank, e.addr))
 
 
+KV_COUNTERS = ("kv_messages", "kv_cleared", "kv_seq_gaps", "kv_blocks_stored",
+               "kv_blocks_removed")
+
+
+def kv_state(ng):
+    st = ng.get_status()
+    return ", ".join("%s %s" % (k, st.get(k)) for k in KV_COUNTERS)
+
+
 def wait_index_matches(ng, e, what):
+    """Until the index's blocks per rank of E equal E's own; each pair of
+    counts printed as it changes, so a timeout shows where it stopped."""
+    last = None
     for _ in deadline_loop(what):
         pairs = [(index_blocks(ng, e, k), engine_blocks(e, k)) for k in (0, 1)]
         if all(a == b and b > 0 for a, b in pairs):
             return pairs
+        if pairs != last:
+            print("(index, %s) blocks per rank: %r; %s" % (e.name, pairs, kv_state(ng)),
+                  flush=True)
+            last = pairs
 
 
 def turn_over(e, rank, seed):
@@ -331,23 +347,29 @@ def turn_over(e, rank, seed):
             fail("%s rank %d: %d %s" % (e.name, rank, st, body[:200]))
 
 
-def learn(ng, e, rank, seed, subscribed):
-    """Requests straight to one rank of E: one at a time, one block each,
-    until subscribed(the index's blocks of the rank) says the router's
-    socket receives its events; then until its cache has turned over, so
-    that what it published before is evicted from it too."""
+def learn(e, seed, done):
+    """Requests straight to each rank of E in turn, one block each, until
+    done() says the router receives what its sockets publish; then each
+    rank's cache turned over, so that what it published before (while the
+    router's sockets were connecting) is evicted from it too."""
     i = 0
-    for _ in deadline_loop("%s rank %d's events to reach the index" % (e.name, rank)):
-        if subscribed(index_blocks(ng, e, rank)):
+    for _ in deadline_loop("%s's events to reach the index" % e.name):
+        if done():
             break
         i += 1
+        rank = i % 2
         base = 29000 + (20 * i + 10 * seed + rank) % 2900
         st, body = e.post("/v1/completions",
                           {"prompt": list(range(base, base + BLOCK)), "max_tokens": 1},
                           headers={"X-data-parallel-rank": str(rank)})
         if st != 200:
             fail("%s rank %d: %d %s" % (e.name, rank, st, body[:200]))
-    turn_over(e, rank, seed + rank)
+    for rank in (0, 1):
+        turn_over(e, rank, seed + rank)
+
+
+def kv_cleared(ng):
+    return ng.get_status()["kv_cleared"]
 
 
 def case_engine_restart(args):
@@ -365,17 +387,18 @@ def case_engine_restart(args):
                       next_upstream="error timeout non_idempotent")
         ng.start()
         wait_policy(ng, "softmax")
-        for k in (0, 1):
-            learn(ng, first, k, 0, lambda n: n > 0)
+        learn(first, 0, lambda: all(index_blocks(ng, first, k) > 0 for k in (0, 1)))
         before = wait_index_matches(ng, first, "the index to match engine0 at first")
         clients = Clients(ng.port)
         clients.wait_more("requests before the restart")
+        cleared = kv_cleared(ng)
         stop_process(first.proc, kill=True)
         again = Engine(engine, workdir, "engine0b",
                        restart_engine_args(first.port, kv_port))
         ng.engines[0] = again
-        for k in (0, 1):
-            learn(ng, again, k, 2, lambda n: n < before[k][0])
+        # Each rank's first batch from the new process clears it, once.
+        learn(again, 2, lambda: kv_cleared(ng) >= cleared + 2)
+        print("engine_restart: both ranks cleared: %s" % kv_state(ng), flush=True)
         clients.wait_more("requests after the restart")
         clients.stop()
         after = wait_index_matches(ng, again, "the index to match the restarted engine0")
