@@ -334,6 +334,28 @@ def complete(port, prompt, max_tokens=2):
     return post_json(port, "/v1/completions", {"prompt": prompt, "max_tokens": max_tokens})
 
 
+def wait_subscribed(ng):
+    """Until the router's index holds a block of every engine rank, sent
+    straight to it (one-block token prompts): every KV socket is then
+    connected, and what an engine publishes from now on reaches the index
+    (ZeroMQ drops what a publisher sends before its subscriber joins)."""
+    i = 0
+    for e in ng.engines:
+        for rank in sorted(e.kv):
+            for _ in deadline_loop("%s rank %d's KV events to reach the index" % (e.name, rank)):
+                held = [r["cached_blocks"] for r in ng.get_status()["ranks"]
+                        if r["server"] == e.addr and r["dp_rank"] == rank]
+                if held and held[0] > 0:
+                    break
+                i += 1
+                st, body = e.post("/v1/completions",
+                                  {"prompt": list(range(1000 + BLOCK * i, 1000 + BLOCK * (i + 1))),
+                                   "max_tokens": 1},
+                                  headers={"X-data-parallel-rank": str(rank)})
+                if st != 200:
+                    fail("%s rank %d: %d %s" % (e.name, rank, st, body[:200]))
+
+
 def wait_policy(ng, policy, old_pid=None):
     """Until the status says `policy` (and, after a reload, a new worker)."""
     for _ in deadline_loop("policy %s%s" % (policy, " after a reload" if old_pid else "")):

@@ -110,28 +110,20 @@ def send(ng, path, body):
     return routed_rank(before, after), before, after, answer
 
 
-def wait_stored(ng, blocks):
-    """Until the index holds `blocks` more blocks than now."""
-    base = ng.get_status()["kv_blocks_stored"]
-    for _ in deadline_loop("KV events for %d blocks" % blocks):
-        if ng.get_status()["kv_blocks_stored"] >= base + blocks:
-            return
-
-
 def repeated(ng, path, first, second, what):
     """first, then (once its blocks are in the index) second, which extends
     it: the second must go to the first's rank with its blocks cached."""
-    rank1, _, _, r1 = send(ng, path, first)
+    rank1, before, _, r1 = send(ng, path, first)
     prompt1 = r1["usage"]["prompt_tokens"]
     full = prompt1 // BLOCK
     if full < 4:
         fail("%s: the first prompt has %d tokens, too few" % (what, prompt1))
-    wait_stored(ng, 0)
-    for _ in deadline_loop("%s: the first prompt's blocks in the index" % what):
-        s = ng.get_status()
-        held = [r["cached_blocks"] for r in s["ranks"]
+
+    def held(s):
+        return [r["cached_blocks"] for r in s["ranks"]
                 if (r["server"], r["dp_rank"]) == rank1][0]
-        if held >= full:
+    for _ in deadline_loop("%s: the first prompt's blocks in the index" % what):
+        if held(ng.get_status()) >= held(before) + full:
             break
     rank2, b, a, r2 = send(ng, path, second)
     overlap = a["overlap_blocks"] - b["overlap_blocks"]
@@ -151,6 +143,7 @@ def case_route(args, model):
     try:
         ng.write_conf(os.path.join(args[4], "softmax.so"), config='{"temperature": 0.0}')
         ng.start()
+        nginx_test.wait_subscribed(ng)
         system = {"role": "system", "content": "You are terse. " + words(1, 700)}
         turn1 = [system, {"role": "user", "content": words(2, 40)}]
         turn2 = turn1 + [{"role": "assistant", "content": words(3, 20)},
