@@ -491,15 +491,22 @@ static void test_message_ending_in_a_run(void **state)
     done(r);
 }
 
-/* A PUB socket bound to a free loopback port (its endpoint in ep). Linger
- * 0: what it still queues when closed is dropped, so zmq_ctx_term never
- * waits on a subscriber that is gone (it could wait forever). */
-static void *pub_at(void *ctx, char *ep, size_t size)
+/* A PUB socket (pub_new), bound to a free loopback port (pub_at: its
+ * endpoint in ep). Linger 0: what it still queues when closed is dropped,
+ * so zmq_ctx_term never waits on a subscriber that is gone (it could wait
+ * forever). */
+static void *pub_new(void *ctx)
 {
     void *pub = zmq_socket(ctx, ZMQ_PUB);
     assert_non_null(pub);
     int linger = 0;
     assert_int_equal(zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger)), 0);
+    return pub;
+}
+
+static void *pub_at(void *ctx, char *ep, size_t size)
+{
+    void *pub = pub_new(ctx);
     assert_int_equal(zmq_bind(pub, "tcp://127.0.0.1:*"), 0);
     assert_int_equal(zmq_getsockopt(pub, ZMQ_LAST_ENDPOINT, ep, &size), 0);
     return pub;
@@ -696,9 +703,7 @@ static void test_restarted_publisher_cleared_once(void **state)
     const uint64_t first_seq[2] = {0, 1000000};
     for (uint32_t life = 0; life < 2; life++) {
         zmq_close(pub);
-        pub = zmq_socket(ctx, ZMQ_PUB);
-        int linger = 0;
-        assert_int_equal(zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof(linger)), 0);
+        pub = pub_new(ctx);
         while (zmq_bind(pub, ep) != 0) { /* until the old listener has closed */
             assert_int_equal(zmq_errno(), EADDRINUSE);
             zmq_pollitem_t none[1] = {{NULL, -1, 0, 0}};
