@@ -392,7 +392,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "adaptive",
-    .version = "1.2.1",
+    .version = "1.2.2",
     .description = "hysteresis whose load bound compares predicted TTFTs plus the work a "
                    "spill adds, the TTFT model (own queue, worker's busiest rank) fitted "
                    "online to the outcomes",

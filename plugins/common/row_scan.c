@@ -225,40 +225,34 @@ static void loads_masked(const uint8_t *flags, const uint64_t *load, uint32_t n,
 /* --- every row at once, then the skipped ones taken back out ------------ */
 
 /*
- * Most rows are candidates, so the SSE2 pass reads every load with no mask
+ * Most rows are candidates, so the SSE2 pass sums every load with no mask
  * at all, and visits the few skipped rows one by one (16 rows' flags a
- * step): their loads come back out of the sum, and the least of their
- * loads is kept apart. The costs are masked (+inf where skipped), so the
- * least candidate cost comes out of the same pass whichever row holds it.
- * Every cost finite (their sum is: a NaN or an infinity makes it so, an
- * overflow only sends the scan to the masked pass), that least is the
- * answer; the least load over every row is the candidates' unless a
- * skipped row is at or below it, when every load is below 2^52 and their
- * sum below 2^53 (each chunk of 2,048 rows is checked, so the integer sum
- * cannot wrap in between). Whenever one of these fails, the masked passes
- * above answer instead (the loads only when asked for: row_scan_loads).
+ * step): their loads come back out of the sum. The minima take each pair
+ * of rows as MINPD's first operand against a running minimum, a skipped
+ * row's lanes OR-ed with its all-ones mask (a NaN, which MINPD passes
+ * over): the least candidate cost, and the least candidate load as
+ * 2^52 + load, whichever rows are skipped. Every cost finite (their sum
+ * is: a NaN or an infinity makes it so, an overflow only sends the scan to
+ * the masked pass), that least is the answer; every load below 2^52 and
+ * their sum below 2^53 (each chunk of 2,048 rows is checked, so the
+ * integer sum cannot wrap in between), so are the loads' least and mean.
+ * Whenever one of these fails, the masked passes above answer instead (the
+ * loads only when asked for: row_scan_loads).
  */
 #if SSE2_ROWS
-/* What the full pass has met so far: the least candidate cost; over every
- * row, the least load as 2^52 + load, the cost sum and the load sum and
- * OR; over the skipped rows, their least load, load sum and count. */
+/* What the full pass has met so far: over the candidates, the least cost
+ * and the least load as 2^52 + load (two running minima each, the even
+ * and the odd pairs of rows); over every row, the cost sum and the load
+ * sum and OR; over the skipped rows, their load sum and count. */
 typedef struct full_pass {
-    __m128d best, least, csum;
+    __m128d best[2], least[2], csum;
     __m128i sum, any;
-    uint64_t skipped_load, skipped_sum;
+    uint64_t skipped_sum;
     uint32_t skipped;
 } full_pass;
 
-/* Row r, a skipped one, into the skipped rows' figures. */
-static inline void skipped_row(full_pass *p, const uint64_t *load, uint32_t r)
-{
-    p->skipped_load = load[r] < p->skipped_load ? load[r] : p->skipped_load;
-    p->skipped_sum += load[r];
-    p->skipped++;
-}
-
-/* Rows i .. i + 15 into *p: every row unmasked, then the skipped ones
- * (16 rows' flags a step) one by one. */
+/* Rows i .. i + 15 into *p: every row unmasked into the sums, then the
+ * skipped ones (16 rows' flags a step) one by one out of them. */
 static inline void full_pass_step(full_pass *p, const uint8_t *flags, const double *cost,
                                   const uint64_t *load, uint32_t i, __m128i vskip)
 {
@@ -273,15 +267,6 @@ static inline void full_pass_step(full_pass *p, const uint8_t *flags, const doub
                             _mm_add_pd(_mm_add_pd(c4, c5), _mm_add_pd(c6, c7))));
     __m128i M[8];
     const __m128i in = skipped_masks(flags + i, vskip, M);
-    const __m128d inf = _mm_set1_pd(INFINITY);
-    /* The cost, +inf where skipped (best_masked's pair). */
-#define MASKED(x, m)                                                                     \
-    _mm_or_pd(_mm_andnot_pd(_mm_castsi128_pd(m), x), _mm_and_pd(_mm_castsi128_pd(m), inf))
-    p->best = _mm_min_pd(sse2_min8_pd(MASKED(c0, M[0]), MASKED(c1, M[1]), MASKED(c2, M[2]),
-                                      MASKED(c3, M[3]), MASKED(c4, M[4]), MASKED(c5, M[5]),
-                                      MASKED(c6, M[6]), MASKED(c7, M[7])),
-                         p->best);
-#undef MASKED
     const __m128i *l = (const __m128i *)(const void *)(load + i);
     __m128i v0 = _mm_loadu_si128(l), v1 = _mm_loadu_si128(l + 1),
             v2 = _mm_loadu_si128(l + 2), v3 = _mm_loadu_si128(l + 3),
@@ -289,15 +274,27 @@ static inline void full_pass_step(full_pass *p, const uint8_t *flags, const doub
             v6 = _mm_loadu_si128(l + 6), v7 = _mm_loadu_si128(l + 7);
     p->sum = _mm_add_epi64(p->sum, sse2_add8_epi64(v0, v1, v2, v3, v4, v5, v6, v7));
     p->any = _mm_or_si128(p->any, sse2_or8(v0, v1, v2, v3, v4, v5, v6, v7));
-#define AS_DOUBLE(v) _mm_castsi128_pd(_mm_or_si128(v, magic))
-    p->least = _mm_min_pd(sse2_min8_pd(AS_DOUBLE(v0), AS_DOUBLE(v1), AS_DOUBLE(v2),
-                                       AS_DOUBLE(v3), AS_DOUBLE(v4), AS_DOUBLE(v5),
-                                       AS_DOUBLE(v6), AS_DOUBLE(v7)),
-                          p->least);
-#undef AS_DOUBLE
+    /* Pair k into the running minima of its parity: the cost, and 2^52 +
+     * the load, each a NaN where skipped. */
+#define PAIR_MIN(k, x, v)                                                                \
+    p->best[(k) & 1] =                                                                   \
+        _mm_min_pd(_mm_or_pd(x, _mm_castsi128_pd(M[k])), p->best[(k) & 1]);              \
+    p->least[(k) & 1] = _mm_min_pd(                                                      \
+        _mm_castsi128_pd(_mm_or_si128(_mm_or_si128(v, magic), M[k])), p->least[(k) & 1])
+    PAIR_MIN(0, c0, v0);
+    PAIR_MIN(1, c1, v1);
+    PAIR_MIN(2, c2, v2);
+    PAIR_MIN(3, c3, v3);
+    PAIR_MIN(4, c4, v4);
+    PAIR_MIN(5, c5, v5);
+    PAIR_MIN(6, c6, v6);
+    PAIR_MIN(7, c7, v7);
+#undef PAIR_MIN
     unsigned out_rows = (unsigned)_mm_movemask_epi8(in) ^ 0xffffu;
-    for (; out_rows != 0; out_rows &= out_rows - 1)
-        skipped_row(p, load, i + (uint32_t)__builtin_ctz(out_rows));
+    for (; out_rows != 0; out_rows &= out_rows - 1) {
+        p->skipped_sum += load[i + (uint32_t)__builtin_ctz(out_rows)];
+        p->skipped++;
+    }
 }
 
 /* The full pass over whole steps of 16 rows, in chunks of 2,048 rows, until
@@ -308,10 +305,9 @@ static inline uint32_t full_pass_steps(full_pass *p, const uint8_t *flags,
                                        uint32_t n, uint8_t skip, int *out_fits)
 {
     const __m128i vskip = _mm_set1_epi8((char)skip);
-    p->best = p->least = _mm_set1_pd(INFINITY);
+    p->best[0] = p->best[1] = p->least[0] = p->least[1] = _mm_set1_pd(INFINITY);
     p->csum = _mm_setzero_pd();
     p->sum = p->any = _mm_setzero_si128();
-    p->skipped_load = UINT64_MAX;
     p->skipped_sum = 0;
     p->skipped = 0;
     uint32_t i = 0;
@@ -336,31 +332,35 @@ void row_scan(const uint8_t *flags, const double *cost, const uint64_t *load, ui
     full_pass p;
     int fits;
     uint32_t i = full_pass_steps(&p, flags, cost, load, n, skip, &fits);
+    if (!fits)
+        return;
     double cs[2];
     _mm_storeu_pd(cs, p.csum);
-    double best = sse2_min_lanes(p.best), csum = cs[0] + cs[1];
-    /* Back from 2^52 + least (+inf: no row yet). */
-    double least = sse2_min_lanes(p.least) - TWO_52;
+    double best = sse2_min_lanes(_mm_min_pd(p.best[0], p.best[1])), csum = cs[0] + cs[1];
+    /* Back from 2^52 + least (+inf: no candidate yet). */
+    double least = sse2_min_lanes(_mm_min_pd(p.least[0], p.least[1])) - TWO_52;
     uint64_t sum = sse2_sum_lanes_u64(p.sum), any = sse2_or_lanes_u64(p.any);
-    for (; fits && i < n; i++) {
+    for (; i < n; i++) {
         csum += cost[i];
-        if ((flags[i] & skip) == 0)
-            best = best < cost[i] ? best : cost[i];
-        double v = (double)load[i];
-        least = v < least ? v : least;
         sum += load[i];
         any |= load[i];
-        if (flags[i] & skip)
-            skipped_row(&p, load, i);
+        if (flags[i] & skip) {
+            p.skipped_sum += load[i];
+            p.skipped++;
+            continue;
+        }
+        best = best < cost[i] ? best : cost[i];
+        double v = (double)load[i];
+        least = v < least ? v : least;
     }
-    if (fits && csum - csum == 0.0) {
+    if (csum - csum == 0.0) {
         out->best = best;
         out->best_known = 1;
     }
-    if (fits && loads_exact(any, sum) && p.skipped < n &&
-        (double)p.skipped_load > least) {
-        out->min_load = least;
-        out->mean_load = (double)(sum - p.skipped_sum) / (double)(n - p.skipped);
+    if (loads_exact(any, sum)) {
+        uint32_t count = n - p.skipped;
+        out->min_load = count > 0 ? least : INFINITY;
+        out->mean_load = count > 0 ? (double)(sum - p.skipped_sum) / (double)count : 0.0;
         out->loads_known = 1;
     }
 #else

@@ -298,7 +298,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT,
     .name = "hysteresis",
-    .version = "2.1.0",
+    .version = "2.1.1",
     .description = "keeps a request on the owner of its deepest routed prefix block "
                    "while inside a dead band and a load bound",
     .params = hysteresis_params,

@@ -573,6 +573,7 @@ static void test_row_scan_gives_what_the_row_order_loops_give(void **state)
     static double cost[MAX_ROWS];
     static uint64_t load[MAX_ROWS];
     uint64_t x = 0x9e3779b97f4a7c15ull;
+    uint32_t skipped_least = 0; /* tables whose least load is a skipped row's */
     for (uint32_t k = 0; k < 3000; k++) {
         uint32_t n = (uint32_t)(scan_draw(&x) % (k % 16 == 0 ? MAX_ROWS : 80));
         uint8_t skip = k % 2 ? WSEL_ROW_EXCLUDED : WSEL_ROW_EXCLUDED | WSEL_ROW_BUSY;
@@ -600,7 +601,23 @@ static void test_row_scan_gives_what_the_row_order_loops_give(void **state)
         row_scan(flags, cost, load, n, skip, &r);
         assert_true(!r.best_known || (finite && r.best == best));
         assert_true(!r.loads_known || (r.min_load == least && r.mean_load == mean));
+        /* The one pass answers whenever every load is exact, whichever
+         * rows are skipped (a skipped row's load the least included), and
+         * the best too when every cost is finite. */
+        int exact = 1, all_finite = 1;
+        uint64_t total = 0, least_all = UINT64_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            exact &= load[i] < (1ull << 52);
+            total += exact ? load[i] : 0;
+            all_finite &= isfinite(cost[i]) != 0;
+            least_all = load[i] < least_all ? load[i] : least_all;
+        }
+        exact &= total < (1ull << 53);
+        assert_int_equal(r.loads_known, exact);
+        assert_true(exact ? r.best_known == all_finite : !r.best_known || all_finite);
+        skipped_least += exact && count > 0 && (double)least_all < least;
     }
+    assert_true(skipped_least > 100);
 }
 
 int main(void)

@@ -241,23 +241,33 @@ static void machine_description(char *out, size_t size, int json)
                  cores, u.release, __VERSION__, bench_timer_overhead_ns());
 }
 
+/* The host's overhead budget (host p50 less direct p50): 50 ns, and at
+ * 1,024 rows the table guard's 0.3 ns a row on top, a copy and a compare
+ * of the flags and costs, 9 bytes a row (host/table_guard.c); a select
+ * under ~5 ns a row cannot keep that within 5 % of its own time
+ * (docs/bench.md, "Host overhead at 1,024 rows"). */
+#define OVERHEAD_FIXED_NS     50.0
+#define OVERHEAD_GUARD_NS_ROW 0.3
+
 /* The budget a result is held to (docs/bench.md), or NULL for none. */
 static const char *budget_verdict(const char *name, const bench_result *r)
 {
+    double overhead = r->host_ns_p50 - r->direct_ns_p50;
     if (r->rows == 8)
-        return r->host_ns_p50 - r->direct_ns_p50 <= 50 ? "ok (overhead <= 50 ns)"
-                                                       : "OVER (overhead > 50 ns)";
+        return overhead <= OVERHEAD_FIXED_NS ? "ok (overhead <= 50 ns)"
+                                             : "OVER (overhead > 50 ns)";
     if (r->rows != 1024)
         return NULL;
-    int overhead_ok = r->host_ns_p50 <= 1.05 * r->direct_ns_p50;
+    int overhead_ok = overhead <= OVERHEAD_FIXED_NS + OVERHEAD_GUARD_NS_ROW * r->rows;
+    const char *over = "OVER (overhead > 50 ns + 0.3 ns/row)";
     double limit = strcmp(name, "softmax") == 0 ? 5000 : 1000;
     int argmin_class = strcmp(name, "p2c") == 0 || strcmp(name, "hysteresis") == 0 ||
                        strcmp(name, "chash") == 0 || strcmp(name, "roundrobin") == 0;
     if (!argmin_class && strcmp(name, "softmax") != 0)
-        return overhead_ok ? "ok (overhead <= 5 %)" : "OVER (overhead > 5 %)";
+        return overhead_ok ? "ok (overhead <= 50 ns + 0.3 ns/row)" : over;
     if (r->host_ns_p50 > limit)
         return limit > 1000 ? "OVER (> 5 us)" : "OVER (> 1 us)";
-    return overhead_ok ? "ok" : "OVER (overhead > 5 %)";
+    return overhead_ok ? "ok" : over;
 }
 
 /* " and 2000 scores" when the plugin at `path` has a score function. */
