@@ -199,6 +199,7 @@ static int32_t account_request(wsel_router *r, uint64_t id, uint32_t sid, uint32
     ld->active_prefill_tokens += prefill;
     ld->active_blocks += blocks;
     ld->active_requests++;
+    rt_table_note_load(r, sid);
     rt_sync_note(r, sid, 1);
     rt_sync_note_route(r, sid, prefill, blocks);
     return 0;
@@ -289,6 +290,8 @@ static int32_t route_locked(wsel_router *r, const wsel_route_request *q,
     const wsel_table *table = rt_table_fill(r, &req);
     uint32_t row;
     int32_t answer = choose_row(r, q, &req, table, &rng, &row);
+    if (answer != WSEL_ANSWER_PLUGIN)
+        rt_table_distrust(r);
     if (answer < 0)
         return answer;
     uint32_t sid = r->rows[row];
@@ -354,6 +357,7 @@ int32_t wsel_router_first_token(wsel_router *r, uint64_t request_id)
     uint32_t sid = live_slot(r, qi);
     if (q->prefilling && sid != RT_NIL) {
         r->load[sid].active_prefill_tokens -= q->prefill;
+        rt_table_note_load(r, sid);
         rt_sync_note(r, sid, 0);
     }
     if (q->prefilling) {
@@ -390,6 +394,7 @@ int32_t wsel_router_finished_ex(wsel_router *r, uint64_t request_id,
             ld->active_prefill_tokens -= q->prefill;
         ld->active_blocks -= q->blocks;
         ld->active_requests--;
+        rt_table_note_load(r, sid);
         rt_sync_note(r, sid, 0);
         uint64_t now = rt_now_us(r);
         o.struct_size = sizeof(o);

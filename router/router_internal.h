@@ -74,6 +74,9 @@ typedef struct rt_table {
     uint8_t *base_flags; /* WSEL_ROW_EXCLUDED of a draining or unavailable worker */
     uint32_t num_groups;
     uint32_t rows_are_slots; /* row i is slot i for every row */
+    /* 1 while the active and flags columns hold every row's load: kept by
+     * rt_table_note_load, not rewritten by a route (never with sync). */
+    uint32_t load_cols;
     uint64_t epoch; /* of the static columns; 0 = never written */
 } rt_table;
 
@@ -144,6 +147,12 @@ void rt_table_free(rt_table *t);
 /* The table for request q with the overlaps of rt_overlaps, every column
  * written; the static ones again when the epoch moved. num_rows >= 1. */
 const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q);
+/* Slot sid's load changed: its row's load columns, if the table keeps
+ * them. [under the request lock] */
+void rt_table_note_load(wsel_router *r, uint32_t sid);
+/* The next fill rewrites the load columns (after an answer that was not
+ * the plugin's: it may have written the flags). [under the request lock] */
+void rt_table_distrust(wsel_router *r);
 
 /* topology.c */
 void rt_rebuild_rows(wsel_router *r);

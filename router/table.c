@@ -4,10 +4,15 @@
  * column form between routes. What changes only with the topology (worker
  * ids, ranks, capacity, the group view, the excluded flag of a draining or
  * unavailable worker)
- * is written when the epoch moves; a route writes only what depends on the
- * request and the loads (overlap, prefill, decode, cost, requests in
- * flight, busy), in one pass over the rows, with wsel_table_build's
- * formulas in its order of operations, so the doubles are the same:
+ * is written when the epoch moves. What changes only with a rank's load
+ * (requests in flight, busy) is written when the load does
+ * (rt_table_note_load: a route's accounting, a first token, a finish),
+ * except with replica sync, whose peers' loads move without a note, and
+ * after an answer that was not the plugin's (it may have written the
+ * flags: rt_table_distrust), when the next route writes them all. A route
+ * writes what depends on the request (overlap, prefill, decode, cost), in
+ * one pass over the rows, with wsel_table_build's formulas in its order
+ * of operations, so the doubles are the same:
  *   prefill = max(isl - overlap * bs, 0) + active_prefill_tokens
  *   decode  = active_blocks + max(isl / bs - overlap, 0)
  *   cost    = weight * (prefill / bs) + decode, saturated at DBL_MAX.
@@ -20,11 +25,16 @@
  * are written again after it, and only they hold a nonzero overlap.
  */
 #include <float.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "router_internal.h"
 #include "sync.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 int rt_table_init(rt_table *t, uint32_t max_rows)
 {
@@ -87,6 +97,7 @@ static void fill_static(wsel_router *r)
         t->gcount[g] = (g + 1 < groups ? t->gfirst[g + 1] : r->num_rows) - t->gfirst[g];
     t->num_groups = groups;
     t->epoch = r->epoch;
+    t->load_cols = 0;
 }
 
 /* x / bs as wsel_table_build computes it. A power of two's reciprocal is
@@ -101,10 +112,19 @@ static inline double per_block(double x, double bs, double inv_bs, int pow2)
 typedef struct fill_req {
     uint32_t isl, bs, blocks, blocks_ceil;
     double weight, dbs, inv_bs;
-    uint32_t busy_req;
-    uint64_t busy_pre;
     uint64_t echo_now; /* rt_sync_echo_now */
 } fill_req;
+
+/* A row's flags: its base flags, and WSEL_ROW_BUSY when act requests or
+ * pre prefill tokens in flight reach the router's thresholds. */
+static inline uint8_t load_flags(const wsel_router *r, uint32_t i, uint32_t act,
+                                 uint64_t pre)
+{
+    const uint32_t busy_req = r->opt.busy_active_requests;
+    const uint64_t busy_pre = r->opt.busy_prefill_tokens;
+    const int busy = (busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre);
+    return (uint8_t)(r->table.base_flags[i] | (busy ? WSEL_ROW_BUSY : 0));
+}
 
 /* Row i of slot sid with overlap o: its request- and load-dependent
  * columns (the overlap column is the caller's). */
@@ -123,53 +143,161 @@ static inline void fill_row(wsel_router *r, const fill_req *f, uint32_t i, uint3
     const uint64_t d = s->active_blocks + peers.blocks + new_blocks;
     const double c =
         f->weight * per_block((double)p, f->dbs, f->inv_bs, f->inv_bs != 0.0) + (double)d;
-    uint8_t fl = t->base_flags[i];
-    if ((f->busy_req && act >= f->busy_req) || (f->busy_pre && pre >= f->busy_pre))
-        fl |= WSEL_ROW_BUSY;
     t->prefill[i] = p;
     t->decode[i] = d;
     t->cost[i] = c < DBL_MAX ? c : DBL_MAX;
     t->active[i] = act;
-    t->flags[i] = fl;
+    t->flags[i] = load_flags(r, i, act, pre);
 }
 
-/* fill_row for every row with overlap 0 and no replica's load, its
- * columns held in restrict locals (a store to the flags column may alias
- * anything else); pow2: bs is a power of two. */
+/* Row i's load columns (requests in flight, flags) from slot sid's load,
+ * without a replica's. */
+static inline void fill_load_row(wsel_router *r, uint32_t i, uint32_t sid)
+{
+    const rt_load *s = &r->load[sid];
+    r->table.active[i] = s->active_requests;
+    r->table.flags[i] = load_flags(r, i, s->active_requests, s->active_prefill_tokens);
+}
+
+void rt_table_note_load(wsel_router *r, uint32_t sid)
+{
+    rt_table *t = &r->table;
+    if (!t->load_cols || t->epoch != r->epoch)
+        return;
+    const uint32_t i = t->row_of[sid];
+    if (i != RT_NIL)
+        fill_load_row(r, i, sid);
+}
+
+void rt_table_distrust(wsel_router *r)
+{
+    r->table.load_cols = 0;
+}
+
+/* The columns fill_uncached writes. */
+typedef struct fill_cols {
+    uint64_t *prefill, *decode;
+    double *cost;
+} fill_cols;
+
+/* Row i of fill_uncached from load s: fill_row's request-dependent
+ * columns with overlap 0 and no replica's load. */
+static inline void uncached_row(const fill_cols *c, const fill_req *f, int pow2,
+                                uint32_t i, const rt_load *s)
+{
+    const uint64_t p = (f->blocks_ceil > 0 ? f->isl : 0) + s->active_prefill_tokens;
+    const uint64_t d = s->active_blocks + f->blocks;
+    const double cost =
+        f->weight * per_block((double)p, f->dbs, f->inv_bs, pow2) + (double)d;
+    c->prefill[i] = p;
+    c->decode[i] = d;
+    c->cost[i] = cost < DBL_MAX ? cost : DBL_MAX;
+}
+
+#if defined(__SSE2__)
+_Static_assert(offsetof(rt_load, active_prefill_tokens) == 0 &&
+                   offsetof(rt_load, active_blocks) == 8,
+               "uncached_pair loads a slot's prefill and blocks as one register");
+
+/* Rows i and i + 1 of fill_uncached from loads s0 and s1, 2 lanes a
+ * register: prefill, decode and cost in the scalar's operations, each
+ * lane's own rounding. x < 2^52 converts exactly as the bits of 2^52 + x
+ * less 2^52; a pair with a larger value takes the scalar rows. */
+static inline void uncached_pair(const fill_cols *c, const fill_req *f, int pow2,
+                                 uint32_t i, const rt_load *s0, const rt_load *s1)
+{
+    const __m128i l0 = _mm_loadu_si128((const __m128i *)(const void *)s0);
+    const __m128i l1 = _mm_loadu_si128((const __m128i *)(const void *)s1);
+    const __m128i p = _mm_add_epi64(_mm_unpacklo_epi64(l0, l1),
+                                    _mm_set1_epi64x(f->blocks_ceil > 0 ? f->isl : 0));
+    const __m128i d = _mm_add_epi64(_mm_unpackhi_epi64(l0, l1),
+                                    _mm_set1_epi64x(f->blocks));
+    const __m128i big = _mm_set1_epi64x((long long)~((UINT64_C(1) << 52) - 1));
+    const __m128i high = _mm_and_si128(_mm_or_si128(p, d), big);
+    if (_mm_movemask_epi8(_mm_cmpeq_epi8(high, _mm_setzero_si128())) != 0xffff) {
+        uncached_row(c, f, pow2, i, s0);
+        uncached_row(c, f, pow2, i + 1, s1);
+        return;
+    }
+    const __m128i bits = _mm_set1_epi64x(0x4330000000000000LL);
+    const __m128d two52 = _mm_set1_pd(0x1p52);
+    const __m128d pd = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(p, bits)), two52);
+    const __m128d dd = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(d, bits)), two52);
+    const __m128d per = pow2 ? _mm_mul_pd(pd, _mm_set1_pd(f->inv_bs))
+                             : _mm_div_pd(pd, _mm_set1_pd(f->dbs));
+    const __m128d cost = _mm_add_pd(_mm_mul_pd(_mm_set1_pd(f->weight), per), dd);
+    /* MINPD answers its second operand unless the first is less: as
+     * uncached_row's saturation. */
+    _mm_storeu_si128((__m128i *)(void *)(c->prefill + i), p);
+    _mm_storeu_si128((__m128i *)(void *)(c->decode + i), d);
+    _mm_storeu_pd(c->cost + i, _mm_min_pd(cost, _mm_set1_pd(DBL_MAX)));
+}
+#endif
+
+/* fill_row's request-dependent columns for every row with overlap 0 and
+ * no replica's load (pow2: bs is a power of two; rows_are_slots: row i
+ * is slot i). The column pointers live in a local copy, which no store
+ * through them can change. */
 static inline void fill_uncached(wsel_router *r, const fill_req *f, int pow2,
                                  int rows_are_slots)
 {
     rt_table *t = &r->table;
-    const uint32_t *restrict slot = t->slot;
-    const rt_load *restrict load = r->load;
-    const uint8_t *restrict base_flags = t->base_flags;
-    uint64_t *restrict prefill = t->prefill, *restrict decode = t->decode;
-    double *restrict cost = t->cost;
-    uint32_t *restrict active = t->active;
-    uint8_t *restrict flags = t->flags;
-    const uint32_t uncached = f->blocks_ceil > 0 ? f->isl : 0, new_blocks = f->blocks;
-    const double weight = f->weight, dbs = f->dbs, inv_bs = f->inv_bs;
-    const uint32_t busy_req = f->busy_req;
-    const uint64_t busy_pre = f->busy_pre;
+    const fill_cols c = {t->prefill, t->decode, t->cost};
+    const uint32_t *slot = t->slot;
+    const rt_load *load = r->load;
     const uint32_t n = r->num_rows;
-    for (uint32_t i = 0; i < n; i++) {
-        const rt_load *s = &load[rows_are_slots ? i : slot[i]];
-        const uint64_t pre = s->active_prefill_tokens;
-        const uint32_t act = s->active_requests;
-        const uint64_t p = uncached + pre;
-        const uint64_t d = s->active_blocks + new_blocks;
-        const double c = weight * per_block((double)p, dbs, inv_bs, pow2) + (double)d;
-        const int busy = (busy_req && act >= busy_req) || (busy_pre && pre >= busy_pre);
-        prefill[i] = p;
-        decode[i] = d;
-        cost[i] = c < DBL_MAX ? c : DBL_MAX;
-        active[i] = act;
-        flags[i] = (uint8_t)(base_flags[i] | (busy ? WSEL_ROW_BUSY : 0));
+    uint32_t i = 0;
+#if defined(__SSE2__)
+    for (; n - i >= 2; i += 2)
+        uncached_pair(&c, f, pow2, i, &load[rows_are_slots ? i : slot[i]],
+                      &load[rows_are_slots ? i + 1 : slot[i + 1]]);
+#endif
+    for (; i < n; i++)
+        uncached_row(&c, f, pow2, i, &load[rows_are_slots ? i : slot[i]]);
+}
+
+/* fill_rows without replica sync: the load columns only when they are not
+ * kept (rt_table_note_load), the request's columns of every row. */
+static void fill_unshared(wsel_router *r, const fill_req *f)
+{
+    rt_table *t = &r->table;
+    if (!t->load_cols) {
+        for (uint32_t i = 0; i < r->num_rows; i++)
+            fill_load_row(r, i, t->slot[i]);
+        t->load_cols = 1;
+    }
+    if (f->inv_bs != 0.0) {
+        if (t->rows_are_slots)
+            fill_uncached(r, f, 1, 1);
+        else
+            fill_uncached(r, f, 1, 0);
+    } else if (t->rows_are_slots) {
+        fill_uncached(r, f, 0, 1);
+    } else {
+        fill_uncached(r, f, 0, 0);
     }
 }
 
-/* Every row as if nothing were cached, then the rows of the slots with an
- * overlap again, the overlap column cleared where the last route set it. */
+/* The rows of the slots with an overlap, again, the overlap column
+ * cleared where the last route set it. */
+static void fill_cached(wsel_router *r, const fill_req *f)
+{
+    rt_table *t = &r->table;
+    for (uint32_t k = 0; k < t->ov_nrows; k++)
+        t->overlap[t->ov_rows[k]] = 0;
+    t->ov_nrows = 0;
+    for (uint32_t k = 0; k < r->ov_n; k++) {
+        const uint32_t sid = r->ov_slots[k], i = t->row_of[sid];
+        if (i == RT_NIL)
+            continue;
+        fill_row(r, f, i, sid, r->ov[sid]);
+        t->overlap[i] = r->ov[sid];
+        t->ov_rows[t->ov_nrows++] = i;
+    }
+}
+
+/* Every row as if nothing were cached (the load columns only when they
+ * are not kept), then the rows of the slots with an overlap again. */
 static void fill_rows(wsel_router *r, const wsel_request *q)
 {
     rt_table *t = &r->table;
@@ -181,31 +309,15 @@ static void fill_rows(wsel_router *r, const wsel_request *q)
                   .weight = q->overlap_score_weight,
                   .dbs = (double)bs,
                   .inv_bs = (bs & (bs - 1)) == 0 ? 1.0 / (double)bs : 0.0,
-                  .busy_req = r->opt.busy_active_requests,
-                  .busy_pre = r->opt.busy_prefill_tokens,
                   .echo_now = rt_sync_echo_now(r)};
     if (r->sync) {
         for (uint32_t i = 0; i < r->num_rows; i++)
             fill_row(r, &f, i, t->slot[i], 0);
-    } else if (f.inv_bs != 0.0) {
-        if (t->rows_are_slots)
-            fill_uncached(r, &f, 1, 1);
-        else
-            fill_uncached(r, &f, 1, 0);
+        t->load_cols = 0; /* the replicas' loads move without a note */
     } else {
-        fill_uncached(r, &f, 0, t->rows_are_slots);
+        fill_unshared(r, &f);
     }
-    for (uint32_t k = 0; k < t->ov_nrows; k++)
-        t->overlap[t->ov_rows[k]] = 0;
-    t->ov_nrows = 0;
-    for (uint32_t k = 0; k < r->ov_n; k++) {
-        const uint32_t sid = r->ov_slots[k], i = t->row_of[sid];
-        if (i == RT_NIL)
-            continue;
-        fill_row(r, &f, i, sid, r->ov[sid]);
-        t->overlap[i] = r->ov[sid];
-        t->ov_rows[t->ov_nrows++] = i;
-    }
+    fill_cached(r, &f);
 }
 
 const wsel_table *rt_table_fill(wsel_router *r, const wsel_request *q)

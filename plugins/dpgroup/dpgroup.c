@@ -508,37 +508,75 @@ static void choose_in_group(const dpgroup *d, const wsel_request *req,
 }
 
 /* What a row needs for stage 2 to read it: prefill_tokens at most
- * `prefill` and decode_blocks at most `decode`. */
+ * `prefill` and decode_blocks at most `decode`; with `weighted`, also
+ * prefill_tokens * per_token + decode_blocks at most `score`
+ * (row_weighted_at_most). */
 typedef struct stage2_bounds {
     uint64_t prefill;
     uint64_t decode;
+    int weighted;
+    double per_token;
+    double score;
 } stage2_bounds;
 
 /*
  * The bounds outside which a row cannot change stage 2's choice. A row's
  * wait is at least its prefill_tokens (see band_limit), so a row above
  * the band's limit is out of it. Once a row is offered and the prefill
- * weight w is >= 0, a row's score is at least its decode load and at
- * least w * prefill_tokens / block_size as computed (pace >= own, rounding
- * is monotone), so a row above either bound scores above the best and
- * draws nothing. Each bound is conservative where the arithmetic is not
- * exact: below 2^53 for the decode load; a margin of 2^-40 for the
- * prefill (the rounding of three operations is below 2^-51).
+ * weight w is >= 0, a row's score is at least
+ *   L = w * prefill_tokens / block_size + decode_blocks
+ * as computed in that order (its wait is at least its prefill, its pace
+ * at least its own load, rounding is monotone), so a row with L above the
+ * best scores above it and draws nothing. Each term alone bounds L:
+ * below 2^53 for the decode load; a margin of 2^-40 for the prefill (the
+ * rounding of three operations is below 2^-51). Their sum: the scan
+ * computes prefill * (w / block_size) + decode instead, within 6.1 units
+ * of 2^-53 of L (every term >= 0, no underflow for w of 0 or in
+ * [2^-500, 2^500]), and keeps the rows at most best * (1 + 2^-40).
  */
 static stage2_bounds stage2_bounds_of(const wsel_request *req, const tie_break *tb,
                                       uint64_t limit)
 {
-    stage2_bounds b = {limit, UINT64_MAX};
+    stage2_bounds b = {limit, UINT64_MAX, 0, 0.0, 0.0};
     double w = req->overlap_score_weight, best = tb->best;
     if (tb->ties == 0 || !(w >= 0.0) || !(best >= 0.0 && best < 0x1p53))
         return b;
     b.decode = (uint64_t)best; /* floor; exact below 2^53 */
+    if (w == 0.0 || (w >= 0x1p-500 && w <= 0x1p500)) {
+        b.weighted = 1;
+        b.per_token = w / (double)req->block_size;
+        b.score = best * (1.0 + 0x1p-40);
+    }
     if (w >= 0x1p-500 && w <= 0x1p500) {
         double most = best * (double)req->block_size / w * (1.0 + 0x1p-40);
         if (most < 0x1p62 && (uint64_t)most + 1 < b.prefill)
             b.prefill = (uint64_t)most + 1;
     }
     return b;
+}
+
+/* Rows the sum's scan reads after each row inside both columns' bounds. */
+#define STAGE2_SPAN 16u
+
+/* The next row from `from` on that stage 2 may need (stage2_bounds_of),
+ * or num_rows: the columns' bounds first (the cheaper scan, which skips
+ * most rows of a loaded table), then their sum over the next
+ * STAGE2_SPAN rows (which skips the rows of an idle one). */
+static uint32_t stage2_next(const wsel_table *t, const stage2_bounds *b, uint32_t from)
+{
+    const uint32_t n = t->num_rows;
+    for (;;) {
+        uint32_t row = row_find_both_at_most_u64(t->prefill_tokens, b->prefill,
+                                                 t->decode_blocks, b->decode, from, n);
+        if (!b->weighted || row == n)
+            return row;
+        uint32_t stop = n - row > STAGE2_SPAN ? row + STAGE2_SPAN : n;
+        row = row_find_weighted_at_most(t->prefill_tokens, b->prefill, b->per_token,
+                                        t->decode_blocks, b->score, row, stop);
+        if (row < stop)
+            return row;
+        from = stop;
+    }
 }
 
 /* The two stages as two passes: the band, then the choice inside it,
@@ -559,9 +597,7 @@ static int32_t select_lockstep(const dpgroup *d, const wsel_request *req,
         return WSEL_ENOCANDIDATE;
     for (uint32_t g = 0; g < t->num_groups; g++) {
         stage2_bounds b = stage2_bounds_of(req, &tb, limit);
-        uint32_t row = row_find_both_at_most_u64(t->prefill_tokens, b.prefill,
-                                                 t->decode_blocks, b.decode,
-                                                 t->group_first_row[g], t->num_rows);
+        uint32_t row = stage2_next(t, &b, t->group_first_row[g]);
         if (row == t->num_rows)
             break;
         g = row_find_group(t, g, row);
@@ -669,7 +705,7 @@ WSEL_PLUGIN_EXPORT const wsel_plugin wsel_plugin_entry = {
     .struct_size = sizeof(wsel_plugin),
     .capabilities = WSEL_CAP_CONCURRENT_SELECT | WSEL_CAP_STATELESS,
     .name = "dpgroup",
-    .version = "1.5.1",
+    .version = "1.5.2",
     .description = "data-parallel workers as the lockstep engines they are: ranks "
                    "within one engine step of the shortest prefill wait, then the "
                    "lowest wait plus decode pace",

@@ -678,6 +678,55 @@ static void test_select_answers_and_draws_as_a_pass_over_every_row(void **state)
     wsel_plugin_entry.destroy(d);
 }
 
+/*
+ * Idle ranks (the route at scale's table: every row's load is the
+ * request's own, a few rows hold a cached prefix), where most rows score
+ * alike and a few tie below them: select must still answer and draw as a
+ * pass over every row, with block sizes that are and are not powers of
+ * two and weights whose per-token factor w / block_size is inexact.
+ */
+static void test_select_on_idle_ranks_answers_and_draws_as_a_pass_over_every_row(
+    void **state)
+{
+    (void)state;
+    void *d = lockstep_create(8192.0);
+    wsel_rng gen;
+    wsel_rng_seed(&gen, 11);
+    static double scores[4096];
+    const uint32_t block_sizes[3] = {16, 24, 64};
+    const double weights[4] = {0.0, 0.5, 1.0, 1.7};
+    for (uint32_t round = 0; round < 24; round++) {
+        harness_table *t = harness_table_uniform(300, 8);
+        uint32_t n = t->table.num_rows, bs = block_sizes[round % 3];
+        for (uint64_t id = 1; id <= 4; id++) {
+            uint32_t isl = bs * (8 + (uint32_t)wsel_rng_below(&gen, 24));
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t ov = 0;
+                if (wsel_rng_below(&gen, 8) == 0)
+                    ov = 1 + (uint32_t)wsel_rng_below(&gen, 4);
+                t->overlap_blocks[i] = ov;
+                t->prefill_tokens[i] = isl - ov * bs;
+                t->decode_blocks[i] = isl / bs - ov;
+                t->flags[i] = (uint8_t)(i % 29 == 7 ? WSEL_ROW_EXCLUDED : 0);
+            }
+            wsel_request req;
+            wsel_rng rng, again;
+            harness_request(&req, &rng, SEED, id, 0, NULL, 0);
+            req.isl_tokens = isl;
+            req.block_size = bs;
+            req.overlap_score_weight = weights[(round + id) % 4];
+            harness_table_default_costs(t, req.overlap_score_weight, bs);
+            again = rng;
+            uint32_t row = harness_select(d, &req, t);
+            assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
+            assert_int_equal(pick_over_every_row(scores, t->flags, n, &again), row);
+            assert_memory_equal(&again, &rng, sizeof(rng)); /* the same draws */
+        }
+        harness_table_free(t);
+    }
+    wsel_plugin_entry.destroy(d);
+}
+
 static void test_ties_between_workers_are_broken_at_random_and_reproducibly(void **state)
 {
     (void)state;
@@ -720,6 +769,8 @@ int main(void)
         cmocka_unit_test(test_token_budget_is_accepted_at_both_bounds),
         cmocka_unit_test(test_excluded_and_busy_ranks_are_skipped),
         cmocka_unit_test(test_select_answers_and_draws_as_a_pass_over_every_row),
+        cmocka_unit_test(
+            test_select_on_idle_ranks_answers_and_draws_as_a_pass_over_every_row),
         cmocka_unit_test(test_ties_between_workers_are_broken_at_random_and_reproducibly),
         cmocka_unit_test(test_the_choice_has_the_least_score_on_sorted_and_shuffled_tables),
     };

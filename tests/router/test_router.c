@@ -416,6 +416,35 @@ static void test_plugin(void **state)
     done(&f);
 }
 
+/* A plugin writing the table (fx_clears_excluded clears the excluded flag
+ * of an unavailable worker's row and answers it) is answered for by the host;
+ * the router then rewrites the flags it keeps between routes, so every
+ * route sees those rows excluded again and never lands on them. */
+static void test_plugin_writing_the_flags(void **state)
+{
+    (void)state;
+    fx f;
+    wsel_router *r = make(&f, WSEL_ROUTER_KV_HISTORY, 0, 0);
+    char err[512];
+    assert_int_equal(
+        wsel_host_switch(f.host, WSEL_TEST_CLEARS_EXCLUDED, "{}", err, sizeof(err)), 0);
+    add(r, 1, 2);
+    add(r, 2, 2);
+    assert_int_equal(wsel_router_set_worker_available(r, 1, 0), 0);
+    uint32_t t[16];
+    for (uint32_t i = 0; i < 16; i++)
+        t[i] = 100 + i;
+    for (int k = 0; k < 6; k++) {
+        wsel_route_result a;
+        assert_int_equal(route(r, t, 16, &a), 0);
+        assert_int_equal(a.answer, WSEL_ANSWER_FALLBACK);
+        assert_int_equal(a.worker_id, 2);
+        if (k % 2)
+            assert_int_equal(wsel_router_finished(r, a.request_id), 0);
+    }
+    done(&f);
+}
+
 /* WSEL_ROUTE_BUILTIN answers with the built-in rule, never the plugin:
  * the idle rank, accounted, counted apart. */
 static void test_builtin(void **state)
@@ -797,9 +826,12 @@ static void test_table_matches_wsel_table_build(void **state)
         for (uint32_t i = 0; i < n; i++)
             if (ri[i].worker_id == res[k].worker_id && ri[i].dp_rank == res[k].dp_rank)
                 held[i][k] = 1;
-        /* The first token of every other request: prefill leaves. */
+        /* The first token of every other request: prefill leaves; every
+         * third request finishes two routes later: its load leaves. */
         if (k % 2)
             assert_int_equal(wsel_router_first_token(r, res[k].request_id), 0);
+        if (k % 3 == 2)
+            assert_int_equal(wsel_router_finished(r, res[k - 2].request_id), 0);
     }
     /* A weight the host would refuse is refused. */
     wsel_route_request q = {.struct_size = sizeof(q),
@@ -1106,6 +1138,7 @@ int main(void)
         cmocka_unit_test(test_outcome_fields),
         cmocka_unit_test(test_outcome_cap_and_removed_worker),
         cmocka_unit_test(test_table_matches_wsel_table_build),
+        cmocka_unit_test(test_plugin_writing_the_flags),
         cmocka_unit_test(test_capacity_one_block_size_one),
         cmocka_unit_test(test_prompt_beyond_max_blocks),
         cmocka_unit_test(test_empty_prompts),
