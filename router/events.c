@@ -20,6 +20,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "mp_unpack.h"
 #include "router_internal.h"
 
 enum { EV_STORED = 1, EV_REMOVED = 2, EV_CLEARED = 3 };
@@ -303,6 +304,26 @@ static int yield_to_requests(wsel_router *r, uint32_t s, uint32_t gen)
 /* Blocks applied between two looks at waiting requests. */
 #define APPLY_CHUNK 32u
 
+/* The batch's removals after their map slots: gathered across its events
+ * (vLLM's are one block each), so each stage of the prefetch covers many. */
+static void prefetch_removals(const rt_index *ix, uint32_t s, const decoder *d)
+{
+    uint64_t rm[RT_INDEX_REMOVALS_AT_ONCE];
+    uint32_t n = 0;
+    for (size_t i = 0; i < d->nev; i++) {
+        if (d->ev[i].type != EV_REMOVED)
+            continue;
+        for (size_t k = 0; k < d->ev[i].count; k++) {
+            rm[n++] = d->hashes[d->ev[i].first + k];
+            if (n == RT_INDEX_REMOVALS_AT_ONCE) {
+                rt_index_prefetch_removal(ix, s, rm, n);
+                n = 0;
+            }
+        }
+    }
+    rt_index_prefetch_removal(ix, s, rm, n);
+}
+
 /* Apply a decoded batch to slot s (under the lock, which it may hand to
  * waiting requests between chunks). */
 static void apply(wsel_router *r, uint32_t s, const decoder *d)
@@ -316,10 +337,7 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
         if (d->ev[i].type == EV_REMOVED)
             rt_index_prefetch_ext(&r->ix, s, d->hashes + d->ev[i].first,
                                   (uint32_t)d->ev[i].count);
-    for (size_t i = 0; i < d->nev; i++)
-        if (d->ev[i].type == EV_REMOVED)
-            rt_index_prefetch_removal(&r->ix, s, d->hashes + d->ev[i].first,
-                                      (uint32_t)d->ev[i].count);
+    prefetch_removals(&r->ix, s, d);
     for (size_t i = 0; i < d->nev; i++) {
         const dec_event *e = &d->ev[i];
         if (i > 0 && yield_to_requests(r, s, gen) != 0)
@@ -528,11 +546,8 @@ static int decode_message(decoder *d, const unsigned char *msg, size_t len,
         return -1;
     }
     msgpack_object obj;
-    size_t off = 0;
     int reason = -1;
-    if (msgpack_unpack((const char *)msg, len, &off, &d->zone, &obj) !=
-            MSGPACK_UNPACK_SUCCESS ||
-        off != len) {
+    if (rt_mp_unpack(msg, len, &d->zone, &obj) != 0) {
         reason = WSEL_KV_SKIP_MSGPACK;
     } else {
         int rc = decode_batch(d, &obj, block_size);
