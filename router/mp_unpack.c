@@ -17,6 +17,8 @@
 
 typedef struct mp_user {
     msgpack_zone *z;
+    size_t budget; /* elements the bytes not yet read can still hold */
+    int nomem;
 } mp_user;
 
 /*
@@ -141,24 +143,31 @@ static inline int mp_cb_false(mp_user *u, mp_obj *o)
     return 0;
 }
 
-/* A container of n elements of `size` bytes from the zone, none yet
- * filled (no element: no allocation). */
-static inline int mp_container(mp_user *u, msgpack_object_type t, unsigned int n,
-                               size_t size, mp_obj *o)
+/* A container of n objects (a map's n / 2 pairs) from the zone, none yet
+ * filled (no element: no allocation). Every object of a message takes at
+ * least one of its bytes, so all containers together declare fewer
+ * objects than it has bytes: a count past that is refused before any
+ * allocation (a 5-byte header claiming 2^32 elements would ask for 96
+ * GiB). */
+static inline int mp_container(mp_user *u, msgpack_object_type t, size_t n, mp_obj *o)
 {
-    void *p = n ? msgpack_zone_malloc(u->z, (size_t)n * size) : NULL;
+    if (n > u->budget)
+        return MSGPACK_UNPACK_PARSE_ERROR;
+    u->budget -= n;
+    void *p = n ? msgpack_zone_malloc(u->z, n * sizeof(msgpack_object)) : NULL;
     *o = mp_make(t, MP_FIRST32(0), p);
-    return n && !p ? MSGPACK_UNPACK_NOMEM_ERROR : 0;
+    u->nomem = n && !p;
+    return u->nomem ? MSGPACK_UNPACK_NOMEM_ERROR : 0;
 }
 
 static inline int mp_cb_array(mp_user *u, unsigned int n, mp_obj *o)
 {
-    return mp_container(u, MSGPACK_OBJECT_ARRAY, n, sizeof(msgpack_object), o);
+    return mp_container(u, MSGPACK_OBJECT_ARRAY, n, o);
 }
 
 static inline int mp_cb_map(mp_user *u, unsigned int n, mp_obj *o)
 {
-    return mp_container(u, MSGPACK_OBJECT_MAP, n, sizeof(msgpack_object_kv), o);
+    return mp_container(u, MSGPACK_OBJECT_MAP, 2 * (size_t)n, o);
 }
 
 /* Container c's next element gets o (its size grows by one). */
@@ -234,16 +243,20 @@ static inline int mp_cb_ext(mp_user *u, const char *b, const char *p, unsigned i
 #pragma GCC diagnostic pop
 
 int rt_mp_unpack(const unsigned char *msg, size_t len, msgpack_zone *z,
-                 msgpack_object *out)
+                 msgpack_object *out, size_t *objects)
 {
     struct mp_tpl_context ctx;
     size_t off = 0;
     mp_tpl_init(&ctx);
-    ctx.user.z = z;
-    if (len == 0 || mp_tpl_execute(&ctx, (const char *)msg, len, &off) != 1 || off != len)
-        return -1;
+    ctx.user = (mp_user){.z = z, .budget = len ? len - 1 : 0};
+    int rc = len ? mp_tpl_execute(&ctx, (const char *)msg, len, &off) : 0;
+    if (ctx.user.nomem)
+        return RT_MP_NOMEM;
+    if (rc != 1 || off != len)
+        return RT_MP_MALFORMED;
     mp_obj root = mp_tpl_data(&ctx);
     *out = (msgpack_object){.type = MSGPACK_OBJECT_NIL};
     mp_store(out, &root);
+    *objects = len - 1 - ctx.user.budget;
     return 0;
 }

@@ -12,11 +12,16 @@
 #include <msgpack.h>
 #include <stddef.h>
 
+enum { RT_MP_MALFORMED = -1, RT_MP_NOMEM = -2 };
+
 /* Unpack msg[0..len) into *out, its arrays and maps allocated in z (the
- * strings and bins point into msg): 0 when the bytes are exactly one
- * object, -1 otherwise (a parse error, a cut message, bytes after it, or
- * the zone out of memory), *out then unspecified. */
+ * strings and bins point into msg), *objects the number of objects z
+ * holds for it (24 bytes each): 0 when the bytes are exactly one object;
+ * RT_MP_MALFORMED otherwise (a parse error, a cut message, bytes after
+ * it, containers declaring more objects than the bytes can hold, nesting
+ * past msgpack-c's 32 levels), RT_MP_NOMEM when z could not grow; *out
+ * and *objects then unspecified. */
 int rt_mp_unpack(const unsigned char *msg, size_t len, msgpack_zone *z,
-                 msgpack_object *out);
+                 msgpack_object *out, size_t *objects);
 
 #endif

@@ -22,7 +22,7 @@
 
 #include "mp_unpack.h"
 
-#define ROUNDS 5000
+#define ROUNDS 2000
 
 static uint64_t rng_state = 0x5851f42d4c957f2dull;
 
@@ -146,7 +146,8 @@ static void check_same(const unsigned char *b, size_t len)
     size_t off = 0;
     int lib_ok = len > 0 && msgpack_unpack((const char *)b, len, &off, &lib_zone, &lib) ==
                                 MSGPACK_UNPACK_SUCCESS && off == len;
-    int our_ok = rt_mp_unpack(b, len, &our_zone, &ours) == 0;
+    size_t objects;
+    int our_ok = rt_mp_unpack(b, len, &our_zone, &ours, &objects) == 0;
     assert_int_equal(our_ok, lib_ok);
     if (lib_ok)
         assert_true(same_object(lib, ours));
@@ -237,9 +238,35 @@ static void test_fuzz_corpus_unpacks_as_msgpack_c_does(void **state)
     assert_true(files > 0);
 }
 
+/* Counts past what the bytes can hold are refused, before the zone is
+ * asked for them; a message's objects are counted. */
+static void test_counts_are_bounded_by_the_bytes(void **state)
+{
+    (void)state;
+    msgpack_zone z;
+    assert_true(msgpack_zone_init(&z, 4096));
+    msgpack_object o;
+    size_t objects = 0;
+    /* An array32 claiming 2^32 - 1 elements: 96 GiB of objects. */
+    assert_int_equal(rt_mp_unpack((const unsigned char *)"\xdd\xff\xff\xff\xff", 5, &z,
+                                  &o, &objects),
+                     RT_MP_MALFORMED);
+    /* Two elements declared, one byte left for them. */
+    assert_int_equal(rt_mp_unpack((const unsigned char *)"\x92\x01", 2, &z, &o, &objects),
+                     RT_MP_MALFORMED);
+    assert_int_equal(z.chunk_list.free, 4096); /* nothing allocated */
+    /* {"a": [1, 2]}: the pair's two objects, then the array's two. */
+    assert_int_equal(rt_mp_unpack((const unsigned char *)"\x81\xa1\x61\x92\x01\x02", 6,
+                                  &z, &o, &objects),
+                     0);
+    assert_int_equal(objects, 4);
+    msgpack_zone_destroy(&z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counts_are_bounded_by_the_bytes),
         cmocka_unit_test(test_random_objects_unpack_as_msgpack_c_does),
         cmocka_unit_test(test_fuzz_corpus_unpacks_as_msgpack_c_does),
     };
