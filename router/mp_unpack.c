@@ -5,8 +5,8 @@
  * library instantiates it with callbacks it cannot inline, each object
  * built on the stack and copied as a whole (a store-forwarding stall per
  * object). Here the template is instantiated once more, with callbacks
- * that make the library's objects whole (every byte written at once) so
- * that the copy reads what was just written in one piece.
+ * that keep an object in plain fields (mp_obj) and store it field by
+ * field, and that bound the containers' counts by the message's bytes.
  */
 #include "mp_unpack.h"
 
