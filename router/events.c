@@ -5,9 +5,9 @@
  * the router's mutex, re-hashing each stored block's token ids, under the
  * decoder's own mutex, so routes never wait for a decode; then apply it to
  * the index under the router's mutex, handing it to waiting routes between
- * events and every APPLY_CHUNK blocks. The msgpack is unpacked by msgpack-c
- * into one zone per decoder, sized once for the largest message seen (the
- * size check counts the objects first) and cleared after each message, so
+ * events and every APPLY_CHUNK blocks. The msgpack is unpacked by msgpack-c's
+ * parser (mp_unpack.c) into one zone per decoder, cleared after each
+ * message, whose first chunk grows to hold the largest message seen, so
  * the steady state allocates nothing; the object tree is walked once, token
  * ids hashed as they are read. Both of vLLM's encodings are read: msgspec
  * structs as named-field maps (vLLM today, and wsel-engine) and as
@@ -20,14 +20,16 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "mp_unpack.h"
 #include "router_internal.h"
 
 enum { EV_STORED = 1, EV_REMOVED = 2, EV_CLEARED = 3 };
 
 /* The zone's first chunk (one msgpack_object, 24 bytes, per element): a
  * batch of 16 blocks of 64 tokens (some 1,100 objects) fits; a larger
- * message grows it, by doubling, once (zone_fit): a wsel-engine request's
- * batch of 130 blocks and 8,300 token ids takes 256 KiB, kept. */
+ * message takes more chunks once, then the first grows, by doubling, to
+ * hold it (zone_fit): a wsel-engine request's batch of 130 blocks and
+ * 8,300 token ids takes 256 KiB, kept. */
 #define ZONE_CHUNK (64u * 1024u)
 
 typedef struct dec_event {
@@ -86,8 +88,9 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* A zone whose first chunk holds `bytes` of objects: msgpack_unpack then
- * never asks for another chunk, and msgpack_zone_clear keeps the first. */
+/* A zone whose first chunk holds `bytes` of objects: unpacking as many
+ * never asks for another chunk, and msgpack_zone_clear keeps the first.
+ * On failure there is no zone (has_zone 0). */
 static int zone_fit(decoder *d, size_t bytes)
 {
     if (d->has_zone && bytes <= d->zone.chunk_size)
@@ -303,6 +306,26 @@ static int yield_to_requests(wsel_router *r, uint32_t s, uint32_t gen)
 /* Blocks applied between two looks at waiting requests. */
 #define APPLY_CHUNK 32u
 
+/* The batch's removals after their map slots: gathered across its events
+ * (vLLM's are one block each), so each stage of the prefetch covers many. */
+static void prefetch_removals(const rt_index *ix, uint32_t s, const decoder *d)
+{
+    uint64_t rm[RT_INDEX_REMOVALS_AT_ONCE];
+    uint32_t n = 0;
+    for (size_t i = 0; i < d->nev; i++) {
+        if (d->ev[i].type != EV_REMOVED)
+            continue;
+        for (size_t k = 0; k < d->ev[i].count; k++) {
+            rm[n++] = d->hashes[d->ev[i].first + k];
+            if (n == RT_INDEX_REMOVALS_AT_ONCE) {
+                rt_index_prefetch_removal(ix, s, rm, n);
+                n = 0;
+            }
+        }
+    }
+    rt_index_prefetch_removal(ix, s, rm, n);
+}
+
 /* Apply a decoded batch to slot s (under the lock, which it may hand to
  * waiting requests between chunks). */
 static void apply(wsel_router *r, uint32_t s, const decoder *d)
@@ -316,10 +339,7 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
         if (d->ev[i].type == EV_REMOVED)
             rt_index_prefetch_ext(&r->ix, s, d->hashes + d->ev[i].first,
                                   (uint32_t)d->ev[i].count);
-    for (size_t i = 0; i < d->nev; i++)
-        if (d->ev[i].type == EV_REMOVED)
-            rt_index_prefetch_removal(&r->ix, s, d->hashes + d->ev[i].first,
-                                      (uint32_t)d->ev[i].count);
+    prefetch_removals(&r->ix, s, d);
     for (size_t i = 0; i < d->nev; i++) {
         const dec_event *e = &d->ev[i];
         if (i > 0 && yield_to_requests(r, s, gen) != 0)
@@ -372,170 +392,25 @@ static void apply(wsel_router *r, uint32_t s, const decoder *d)
     }
 }
 
-/* Big-endian unsigned of n bytes at p. */
-static uint64_t be(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* Eight msgpack uint 16 (0xcd and two bytes) at p. */
-static inline int uint16_run(const unsigned char *p)
-{
-    return (p[0] == 0xcd) & (p[3] == 0xcd) & (p[6] == 0xcd) & (p[9] == 0xcd) &
-           (p[12] == 0xcd) & (p[15] == 0xcd) & (p[18] == 0xcd) & (p[21] == 0xcd);
-}
-
-/* Header length after the type byte, by type 0xc0..0xdf (-1: invalid);
- * what follows it is decided by long_header_counts. */
-static const signed char header_extra[32] = {
-    0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8, /* c0..cf */
-    1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4, /* d0..df */
-};
-
-/* header_counts for types 0xc0..0xdf, whose lengths and counts follow
- * the type byte. */
-static int long_header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
-                              uint64_t *items, uint64_t *payload)
-{
-    int n = header_extra[t - 0xc0];
-    if (n < 0 || (size_t)n > len - *pos)
-        return -1;
-    const unsigned char *h = b + *pos;
-    *pos += (size_t)n;
-    switch (t) {
-    case 0xc4:
-    case 0xc5:
-    case 0xc6: /* bin */
-    case 0xd9:
-    case 0xda:
-    case 0xdb: /* str */
-        *payload = be(h, n);
-        break;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9: /* ext: length, then type */
-        *payload = be(h, n - 1);
-        break;
-    case 0xd4:
-    case 0xd5:
-    case 0xd6:
-    case 0xd7:
-    case 0xd8: /* fixext */
-        *payload = 1u << (t - 0xd4);
-        break;
-    case 0xdc:
-    case 0xdd: /* array */
-        *items = be(h, n);
-        break;
-    case 0xde:
-    case 0xdf: /* map */
-        *items = 2u * be(h, n);
-        break;
-    default: /* nil, bool, numbers: the header is all */
-        break;
-    }
-    return 0;
-}
-
-/* What the msgpack header of type t declares: *items objects and
- * *payload bytes after it. Its bytes past the type byte start at b[*pos],
- * and *pos moves past them. 0, or -1 when t is invalid or the header is
- * cut short. */
-static int header_counts(unsigned t, const unsigned char *b, size_t len, size_t *pos,
-                         uint64_t *items, uint64_t *payload)
-{
-    *items = *payload = 0;
-    if (t <= 0x7f || t >= 0xe0)
-        return 0;
-    if (t >= 0xcc && t <= 0xcf) { /* uint 8..64: hashes, ids the runs left */
-        *payload = (uint64_t)1 << (t - 0xcc);
-        return 0;
-    }
-    if (t <= 0x8f)
-        *items = 2u * (t & 0x0f);
-    else if (t <= 0x9f)
-        *items = t & 0x0f;
-    else if (t <= 0xbf)
-        *payload = t & 0x1f;
-    else
-        return long_header_counts(t, b, len, pos, items, payload);
-    return 0;
-}
-
-/*
- * The message is one msgpack object, every declared count and length
- * within the bytes that follow (every element takes at least one): one
- * pass over the headers (no recursion, nothing allocated) before
- * msgpack_unpack, which allocates a container's elements as soon as it
- * reads its header, trusting the declared count (a 5-byte array32 header
- * claiming 2^32 elements would ask for 96 GiB). Returns the number of
- * objects in the message (what the zone must hold, one msgpack_object
- * each; a map's pair is two) when `len` bytes hold exactly one object, 0
- * otherwise.
- */
-static size_t msgpack_sizes_fit(const unsigned char *b, size_t len)
-{
-    uint64_t pending = 1; /* objects still to read */
-    size_t pos = 0, objects = 0;
-    while (pending > 0) {
-        /* Eight 16-bit ids in a row (a token_ids array of a vocabulary
-         * below 65,536): their type bytes checked at once, no branch each. */
-        while (pending >= 8 && len - pos >= 24 && uint16_run(b + pos)) {
-            pos += 24;
-            pending -= 8;
-            objects += 8;
-        }
-        /* 16- and 32-bit ids mixed (a vocabulary above 65,536): the length
-         * from the type byte without a branch on which it is, which would
-         * be a coin toss per id. */
-        while (pending > 0 && len - pos >= 5 && (b[pos] == 0xcd || b[pos] == 0xce)) {
-            pos += 3 + 2 * (size_t)(b[pos] == 0xce);
-            pending--;
-            objects++;
-        }
-        if (pending == 0) /* a run was the message's end */
-            break;
-        if (pos >= len)
-            return 0;
-        unsigned t = b[pos++];
-        pending--;
-        objects++;
-        uint64_t items, payload;
-        if (header_counts(t, b, len, &pos, &items, &payload) < 0)
-            return 0;
-        if (payload > len - pos || items > len - pos)
-            return 0;
-        pos += (size_t)payload;
-        pending += items;
-    }
-    return pos == len ? objects : 0; /* one object, nothing after it */
-}
-
 /* Unpack and decode the message into d; -1 or a WSEL_KV_SKIP_* reason;
  * *nomem set when memory ran out. */
 static int decode_message(decoder *d, const unsigned char *msg, size_t len,
                           uint32_t block_size, uint32_t dp_rank, int *nomem)
 {
-    size_t objects = len ? msgpack_sizes_fit(msg, len) : 0;
-    if (objects == 0)
-        return WSEL_KV_SKIP_MSGPACK;
-    if (objects > SIZE_MAX / sizeof(msgpack_object) ||
-        zone_fit(d, objects * sizeof(msgpack_object)) != 0) {
+    if (zone_fit(d, ZONE_CHUNK) != 0) {
         *nomem = 1;
         return -1;
     }
     msgpack_object obj;
-    size_t off = 0;
+    size_t objects = 0;
     int reason = -1;
-    if (msgpack_unpack((const char *)msg, len, &off, &d->zone, &obj) !=
-            MSGPACK_UNPACK_SUCCESS ||
-        off != len) {
+    int rc = rt_mp_unpack(msg, len, &d->zone, &obj, &objects);
+    if (rc == RT_MP_NOMEM) {
+        *nomem = 1;
+    } else if (rc != 0) {
         reason = WSEL_KV_SKIP_MSGPACK;
     } else {
-        int rc = decode_batch(d, &obj, block_size);
+        rc = decode_batch(d, &obj, block_size);
         if (rc == DEC_NOMEM)
             *nomem = 1;
         else if (rc != 0)
@@ -543,8 +418,11 @@ static int decode_message(decoder *d, const unsigned char *msg, size_t len,
         else if (d->has_rank && d->rank != dp_rank)
             reason = WSEL_KV_SKIP_RANK;
     }
-    /* The decoded batch holds no pointer into the zone: clear it now. */
+    /* The decoded batch holds no pointer into the zone: clear it now, and
+     * give it a first chunk that holds this message's objects (a failure
+     * leaves no zone, made again at the next message). */
     msgpack_zone_clear(&d->zone);
+    (void)zone_fit(d, objects * sizeof(msgpack_object));
     return reason;
 }
 

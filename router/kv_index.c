@@ -379,26 +379,28 @@ void rt_index_prefetch(const rt_index *ix, uint32_t slot, const uint64_t *hashes
 void rt_index_prefetch_removal(const rt_index *ix, uint32_t slot, const uint64_t *ext,
                                uint32_t n)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t id = find_ext(ix, slot, ext[i]);
-        if (id != RT_NIL)
-            __builtin_prefetch(ent(ix, id));
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t id = find_ext(ix, slot, ext[i]);
-        if (id == RT_NIL)
-            continue;
-        const rt_entry *e = ent(ix, id);
-        __builtin_prefetch(blk(ix, e->block));
-        if (e->lru_prev != RT_NIL)
-            __builtin_prefetch(ent(ix, e->lru_prev));
-        if (e->lru_next != RT_NIL)
-            __builtin_prefetch(ent(ix, e->lru_next));
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t id = find_ext(ix, slot, ext[i]);
-        if (id != RT_NIL)
-            rt_map_prefetch(&ix->blocks, blk(ix, ent(ix, id)->block)->hash);
+    uint32_t ids[RT_INDEX_REMOVALS_AT_ONCE];
+    for (uint32_t i0 = 0; i0 < n; i0 += RT_INDEX_REMOVALS_AT_ONCE) {
+        const uint32_t m = n - i0 < RT_INDEX_REMOVALS_AT_ONCE ? n - i0
+                                                               : RT_INDEX_REMOVALS_AT_ONCE;
+        for (uint32_t i = 0; i < m; i++) {
+            ids[i] = find_ext(ix, slot, ext[i0 + i]);
+            if (ids[i] != RT_NIL)
+                __builtin_prefetch(ent(ix, ids[i]));
+        }
+        for (uint32_t i = 0; i < m; i++) {
+            if (ids[i] == RT_NIL)
+                continue;
+            const rt_entry *e = ent(ix, ids[i]);
+            __builtin_prefetch(blk(ix, e->block));
+            if (e->lru_prev != RT_NIL)
+                __builtin_prefetch(ent(ix, e->lru_prev));
+            if (e->lru_next != RT_NIL)
+                __builtin_prefetch(ent(ix, e->lru_next));
+        }
+        for (uint32_t i = 0; i < m; i++)
+            if (ids[i] != RT_NIL)
+                rt_map_prefetch(&ix->blocks, blk(ix, ent(ix, ids[i])->block)->hash);
     }
 }
 

@@ -91,10 +91,13 @@ size_t rt_index_bytes(const rt_index *ix);
 /* Prefetch the engine-hash map slots of these blocks on slot (removals). */
 void rt_index_prefetch_ext(const rt_index *ix, uint32_t slot, const uint64_t *ext,
                            uint32_t n);
+/* Removals rt_index_prefetch_removal takes a stage at a time. */
+#define RT_INDEX_REMOVALS_AT_ONCE 64u
 /* Prefetch what removing these blocks from slot will read past the map
  * slots rt_index_prefetch_ext asked for (call it some work later): their
  * entries, then (once those arrived) their blocks, LRU neighbours and
- * block-map slots. A hint: nothing is changed. */
+ * block-map slots, RT_INDEX_REMOVALS_AT_ONCE blocks a stage. A hint:
+ * nothing is changed. */
 void rt_index_prefetch_removal(const rt_index *ix, uint32_t slot, const uint64_t *ext,
                                uint32_t n);
 /* Prefetch what touching / looking up these blocks on slot will read. */

@@ -44,7 +44,7 @@ static uint32_t below(uint32_t n)
 /* A plausible batch: stores (chained or not), removals, clears, unknown
  * types, wrong block sizes; token ids of a tiny vocabulary (msgpack
  * fixints), of one below 65,536 (16-bit runs) or above it (16- and 32-bit
- * mixed), the size check's three paths. */
+ * mixed), each width of msgpack integer. */
 static int valid_batch(kvmsg *m) /* 0 when a store has the wrong block size */
 {
     int ok = 1;

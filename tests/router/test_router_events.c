@@ -257,9 +257,8 @@ static void test_read_overlaps_every_row_without_routing(void **state)
 }
 
 /* Token ids of every msgpack width in one batch (positive fixint, uint 8,
- * 16 and 32: a vocabulary above 65,536 mixes the last two), in runs long
- * enough for the size check's eight-at-a-time pass and mixed id by id:
- * re-hashed, they match the request's own hashes. */
+ * 16 and 32: a vocabulary above 65,536 mixes the last two), in runs and
+ * mixed id by id: re-hashed, they match the request's own hashes. */
 static void test_ids_of_every_width(void **state)
 {
     (void)state;
@@ -453,8 +452,8 @@ static void test_positional(void **state)
 
 /* A message whose last objects are a run of small integers (vLLM's older
  * positional BlockRemoved, [tag, hashes] with no rank after it, of eight
- * hashes below 65,536): the size check's run-at-a-time pass reaches the
- * end of the message and must accept it, not read on. */
+ * hashes below 65,536): the parser reaches the end of the message on an
+ * integer and must accept it, not read on. */
 static void test_message_ending_in_a_run(void **state)
 {
     (void)state;
