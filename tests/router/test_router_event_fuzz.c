@@ -21,25 +21,12 @@
 #include "wsel_router.h"
 
 #include "kvmsg.h"
+#include "test_rng.h"
 
 #define BS       4u
 #define CAPACITY 64u
 #define ROUNDS   20000u
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t below(uint32_t n)
-{
-    return (uint32_t)(next() % n);
-}
 
 /* A plausible batch: stores (chained or not), removals, clears, unknown
  * types, wrong block sizes; token ids of a tiny vocabulary (msgpack
@@ -200,6 +187,7 @@ static void test_fuzz(void **state)
 
 int main(void)
 {
+    rng_state = 0x9e3779b97f4a7c15ull;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_fuzz)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,23 +21,10 @@
 #include <msgpack.h>
 
 #include "mp_unpack.h"
+#include "test_rng.h"
 
 #define ROUNDS 2000
 
-static uint64_t rng_state = 0x5851f42d4c957f2dull;
-
-static uint64_t next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t below(uint32_t n)
-{
-    return (uint32_t)(next() % n);
-}
 
 /* An integer of 0 to 64 significant bits, either sign. */
 static void pack_int(msgpack_packer *pk)
@@ -265,6 +252,7 @@ static void test_counts_are_bounded_by_the_bytes(void **state)
 
 int main(void)
 {
+    rng_state = 0x5851f42d4c957f2dull;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_are_bounded_by_the_bytes),
         cmocka_unit_test(test_random_objects_unpack_as_msgpack_c_does),
