@@ -632,6 +632,18 @@ static uint32_t pick_over_every_row(const double *scores, const uint8_t *flags, 
     return pick;
 }
 
+/* Select on t answers, and draws from *rng (req's stream), as
+ * pick_over_every_row over the plugin's scores does. */
+static void answers_as_every_row(void *d, const wsel_request *req, wsel_rng *rng,
+                                 const harness_table *t, double *scores)
+{
+    wsel_rng again = *rng;
+    uint32_t row = harness_select(d, req, t);
+    assert_int_equal(wsel_plugin_entry.score(d, req, &t->table, scores), 0);
+    assert_int_equal(pick_over_every_row(scores, t->flags, t->table.num_rows, &again), row);
+    assert_memory_equal(&again, rng, sizeof(*rng)); /* the same draws */
+}
+
 /*
  * Select reads only the groups that can change its answer (docs/bench.md,
  * "Scaling"); it must answer, and draw, as a pass over every row would:
@@ -662,16 +674,12 @@ static void test_select_answers_and_draws_as_a_pass_over_every_row(void **state)
         }
         for (uint64_t id = 1; id <= 6; id++) {
             wsel_request req;
-            wsel_rng rng, again;
+            wsel_rng rng;
             harness_request(&req, &rng, SEED, id, 0, NULL, 0);
             req.isl_tokens = 16 * (1 + wsel_rng_below(&gen, 8));
             req.overlap_score_weight = (double)(id % 3) / 2.0;
             harness_table_default_costs(t, req.overlap_score_weight, 16);
-            again = rng;
-            uint32_t row = harness_select(d, &req, t);
-            assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
-            assert_int_equal(pick_over_every_row(scores, t->flags, n, &again), row);
-            assert_memory_equal(&again, &rng, sizeof(rng)); /* the same draws */
+            answers_as_every_row(d, &req, &rng, t, scores);
         }
         harness_table_free(t);
     }
@@ -710,17 +718,13 @@ static void test_select_on_idle_ranks_answers_and_draws_as_a_pass_over_every_row
                 t->flags[i] = (uint8_t)(i % 29 == 7 ? WSEL_ROW_EXCLUDED : 0);
             }
             wsel_request req;
-            wsel_rng rng, again;
+            wsel_rng rng;
             harness_request(&req, &rng, SEED, id, 0, NULL, 0);
             req.isl_tokens = isl;
             req.block_size = bs;
             req.overlap_score_weight = weights[(round + id) % 4];
             harness_table_default_costs(t, req.overlap_score_weight, bs);
-            again = rng;
-            uint32_t row = harness_select(d, &req, t);
-            assert_int_equal(wsel_plugin_entry.score(d, &req, &t->table, scores), 0);
-            assert_int_equal(pick_over_every_row(scores, t->flags, n, &again), row);
-            assert_memory_equal(&again, &rng, sizeof(rng)); /* the same draws */
+            answers_as_every_row(d, &req, &rng, t, scores);
         }
         harness_table_free(t);
     }
